@@ -1,0 +1,49 @@
+# Ballet: `make run` serves the embedded mode on http://127.0.0.1:8000; `make test` runs every check.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test lint typecheck migrations-check pytest migrate seed worker beat clean
+
+$(STAMP): requirements/base.txt requirements/dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements/dev.txt
+	touch $(STAMP)
+
+migrate: $(STAMP)
+	mkdir -p db
+	$(BIN)/python manage.py migrate --noinput
+
+seed: migrate
+	$(BIN)/python manage.py seed_demo
+
+run: seed
+	$(BIN)/daphne -b $(HOST) -p $(PORT) ballet.asgi:application
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy .
+
+migrations-check: $(STAMP)
+	DJANGO_SETTINGS_MODULE=ballet.settings.test $(BIN)/python manage.py makemigrations --check --dry-run
+
+pytest: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck migrations-check pytest
+
+worker: $(STAMP)
+	$(BIN)/celery -A ballet worker --loglevel=info
+
+beat: $(STAMP)
+	$(BIN)/celery -A ballet beat --loglevel=info
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache staticfiles

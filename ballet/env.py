@@ -1,0 +1,130 @@
+"""Configuration loading: the only reader of ``os.environ`` and ``ballet.toml``.
+
+Settings come from ``ballet.toml`` (path in ``BALLET_CONFIG``), then environment
+variables; per-project overrides live on the project and are resolved by
+:func:`planner_setting`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+
+class ConfigError(Exception):
+    """The configuration file or a variable cannot be used."""
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    model: str = DEFAULT_MODEL
+    compact_at_tokens: int = 100_000
+    max_rounds: int = 25
+    max_output_tokens: int = 8192
+    compaction_model: str | None = None
+    four_eyes: bool = False
+    skill: str | None = None
+
+
+# (toml key, environment variable, type) of every planner setting.
+PLANNER_KEYS: dict[str, tuple[str | None, type]] = {
+    "model": ("BALLET_PLANNER_MODEL", str),
+    "compact_at_tokens": ("BALLET_PLANNER_COMPACT_AT_TOKENS", int),
+    "max_rounds": ("BALLET_PLANNER_MAX_ROUNDS", int),
+    "max_output_tokens": ("BALLET_PLANNER_MAX_OUTPUT_TOKENS", int),
+    "compaction_model": ("BALLET_PLANNER_COMPACTION_MODEL", str),
+    "four_eyes": (None, bool),
+    "skill": (None, str),
+}
+
+
+def _read_toml() -> dict[str, Any]:
+    path = os.environ.get("BALLET_CONFIG")
+    if not path:
+        return {}
+    try:
+        with Path(path).open("rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read BALLET_CONFIG={path}: {exc}") from exc
+
+
+def coerce(name: str, value: Any, kind: type) -> Any:
+    """Convert ``value`` to ``kind`` or raise :class:`ConfigError` naming the setting."""
+    if value is None:
+        return None
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in {"1", "true", "yes", "on"}:
+            return True
+        if text in {"0", "false", "no", "off", ""}:
+            return False
+        raise ConfigError(f"{name}: expected a boolean, got {value!r}")
+    if kind is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        try:
+            number = int(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{name}: expected an integer, got {value!r}") from exc
+        if number <= 0:
+            raise ConfigError(f"{name}: must be positive, got {number}")
+        return number
+    text = str(value).strip()
+    return text or None
+
+
+def load_planner_config() -> PlannerConfig:
+    """The planner defaults: ``ballet.toml``'s ``[planner]`` table, then the environment."""
+    table = _read_toml().get("planner", {})
+    if not isinstance(table, dict):
+        raise ConfigError("[planner] in ballet.toml must be a table")
+    values: dict[str, Any] = {}
+    for key, (env_name, kind) in PLANNER_KEYS.items():
+        if key in table:
+            values[key] = coerce(f"[planner] {key}", table[key], kind)
+        if env_name and os.environ.get(env_name):
+            values[key] = coerce(env_name, os.environ[env_name], kind)
+    return PlannerConfig(**values)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    database_url: str | None
+    redis_url: str | None
+    secret_key: str | None
+    debug: bool | None
+    allowed_hosts: list[str]
+    anthropic_api_key: str | None
+    anthropic_base_url: str | None
+
+    @property
+    def production(self) -> bool:
+        return bool(self.database_url and self.redis_url)
+
+
+def load_server_config() -> ServerConfig:
+    """Process-level settings read from the environment."""
+    hosts = os.environ.get("DJANGO_ALLOWED_HOSTS", "")
+    debug = os.environ.get("DJANGO_DEBUG")
+    return ServerConfig(
+        database_url=os.environ.get("DATABASE_URL") or None,
+        redis_url=os.environ.get("REDIS_URL") or None,
+        secret_key=os.environ.get("DJANGO_SECRET_KEY") or None,
+        debug=None if debug is None else coerce("DJANGO_DEBUG", debug, bool),
+        allowed_hosts=[host.strip() for host in hosts.split(",") if host.strip()],
+        anthropic_api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
+        anthropic_base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+    )
+
+
+def env_flag(name: str) -> str | None:
+    """A raw environment value, for the few settings that are not Ballet's own."""
+    return os.environ.get(name)

@@ -1,0 +1,1 @@
+"""Settings package: ``base`` (both modes), ``test`` and ``production``."""

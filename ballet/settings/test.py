@@ -1,0 +1,8 @@
+"""Settings for the test suite: fast hashing, and the mode picked by the environment."""
+
+from ballet.settings.base import *  # noqa: F403
+from ballet.settings.base import DATABASES, PRODUCTION_MODE
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+if not PRODUCTION_MODE:
+    DATABASES["default"]["TEST"] = {"NAME": None}  # in-memory test database

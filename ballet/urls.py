@@ -1,0 +1,22 @@
+"""The URL map: pages, admin, REST API, OpenAPI, health and metrics."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from tracker.views import healthz
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/", include("tracker.urls")),
+    path("api/v1/", include("knowledge.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-docs"),
+    path("api/schema/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="schema-redoc"),
+    path("healthz", healthz, name="healthz"),
+    path("", include("django_prometheus.urls")),
+    path("", include("tracker.page_urls")),
+]

@@ -1,0 +1,1 @@
+"""The knowledge base: an organization's documents, decisions, notes and debt records."""

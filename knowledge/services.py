@@ -1,0 +1,166 @@
+"""Writes to the knowledge base: create and update entries, keeping every revision.
+
+An update must send the version it read; a stale version is a
+:class:`ConflictError` carrying the entry as it is now. Entries are always
+attributed to the human, also when the planner writes them for that human.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from knowledge.models import KnowledgeEntry, KnowledgeKind, KnowledgeRevision
+from knowledge.selectors import knowledge_snapshot
+from tracker.errors import ConflictError, PermissionDeniedError, ValidationError
+from tracker.models import Item, Project
+from tracker.permissions import KNOWLEDGE_WRITE, has_organization_permission, has_permission, require
+from tracker.services.activity import Actor, activity_record
+
+MAX_TITLE = 200
+MAX_BODY = 200_000
+
+
+def _check_fields(fields: dict[str, Any], *, creating: bool) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    if "kind" in fields and fields["kind"] not in KnowledgeKind.values:
+        errors["kind"] = [f"Expected one of: {', '.join(KnowledgeKind.values)}."]
+    if creating and "kind" not in fields:
+        errors["kind"] = ["This field is required."]
+    title = fields.get("title")
+    if "title" in fields and (not isinstance(title, str) or not title.strip()):
+        errors["title"] = ["Expected a non-empty string."]
+    elif isinstance(title, str) and len(title) > MAX_TITLE:
+        errors["title"] = [f"At most {MAX_TITLE} characters."]
+    elif creating and "title" not in fields:
+        errors["title"] = ["This field is required."]
+    body = fields.get("body", "")
+    if not isinstance(body, str):
+        errors["body"] = ["Expected a string."]
+    elif len(body) > MAX_BODY:
+        errors["body"] = [f"At most {MAX_BODY} characters."]
+    return errors
+
+
+def _check_links(actor: Actor, projects: list[Project], items: list[Item]) -> None:
+    if len({p.organization_id for p in projects}) > 1:
+        raise ValidationError({"projects": ["Link projects of one organization only."]})
+    for project in projects:
+        require(actor.user, project, KNOWLEDGE_WRITE)
+    project_ids = {p.pk for p in projects}
+    for item in items:
+        if item.project_id not in project_ids:
+            raise ValidationError({"items": [f"{item.key} is not in a linked project."]})
+
+
+def _revision(entry: KnowledgeEntry, actor: Actor) -> None:
+    KnowledgeRevision.objects.create(
+        entry=entry,
+        version=entry.version,
+        kind=entry.kind,
+        title=entry.title,
+        body=entry.body,
+        editor=actor.user,
+        actor=actor.label,
+    )
+
+
+@transaction.atomic
+def knowledge_create(
+    *,
+    actor: Actor,
+    kind: Any,
+    title: Any,
+    body: Any = "",
+    projects: list[Project],
+    items: list[Item] | None = None,
+) -> KnowledgeEntry:
+    """Write a new entry linked to ``projects`` (at least one) and ``items``."""
+    items = items or []
+    errors = _check_fields({"kind": kind, "title": title, "body": body}, creating=True)
+    if not projects:
+        errors["projects"] = ["Link the entry to at least one project."]
+    if errors:
+        raise ValidationError(errors)
+    _check_links(actor, projects, items)
+    entry = KnowledgeEntry.objects.create(
+        organization_id=projects[0].organization_id,
+        kind=kind,
+        title=title.strip(),
+        body=body,
+        author=actor.user,
+        last_editor=actor.user,
+    )
+    entry.projects.set(projects)
+    entry.items.set(items)
+    _revision(entry, actor)
+    activity_record(
+        actor=actor,
+        organization_id=entry.organization_id,
+        project=None,
+        verb="knowledge.created",
+        target=f"knowledge:{entry.pk}",
+        data={"title": entry.title, "kind": entry.kind, "projects": [p.key for p in projects]},
+    )
+    return entry
+
+
+def _can_edit(actor: Actor, entry: KnowledgeEntry) -> bool:
+    linked = list(entry.projects.all())
+    if linked:
+        return any(has_permission(actor.user, p, KNOWLEDGE_WRITE) for p in linked)
+    return has_organization_permission(actor.user, entry.organization_id, KNOWLEDGE_WRITE)
+
+
+@transaction.atomic
+def knowledge_update(
+    *,
+    actor: Actor,
+    entry: KnowledgeEntry,
+    version: Any,
+    fields: dict[str, Any],
+    projects: list[Project] | None = None,
+    items: list[Item] | None = None,
+) -> KnowledgeEntry:
+    """Change ``fields`` (kind, title, body) and optionally the links, at ``version``."""
+    locked = KnowledgeEntry.objects.select_for_update().get(pk=entry.pk)
+    if not _can_edit(actor, locked):
+        raise PermissionDeniedError("You need knowledge.write in a project this entry is linked to.")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValidationError({"version": ["Send the version you read (an integer)."]})
+    errors = _check_fields(fields, creating=False)
+    unknown = set(fields) - {"kind", "title", "body"}
+    errors.update({name: ["Unknown field."] for name in sorted(unknown)})
+    if errors:
+        raise ValidationError(errors)
+    if version != locked.version:
+        raise ConflictError(
+            f"The entry changed: you sent version {version}, it is now at version {locked.version}.",
+            current=knowledge_snapshot(locked),
+        )
+    if projects is not None or items is not None:
+        new_projects = projects if projects is not None else list(locked.projects.all())
+        if not new_projects:
+            raise ValidationError({"projects": ["Link the entry to at least one project."]})
+        if any(p.organization_id != locked.organization_id for p in new_projects):
+            raise ValidationError({"projects": ["Link projects of the entry's organization only."]})
+        new_items = items if items is not None else list(locked.items.all())
+        _check_links(actor, new_projects, new_items)
+        locked.projects.set(new_projects)
+        locked.items.set(new_items)
+    for name, value in fields.items():
+        setattr(locked, name, value.strip() if name == "title" else value)
+    locked.version += 1
+    locked.last_editor = actor.user
+    locked.save()
+    _revision(locked, actor)
+    activity_record(
+        actor=actor,
+        organization_id=locked.organization_id,
+        project=None,
+        verb="knowledge.updated",
+        target=f"knowledge:{locked.pk}",
+        data={"title": locked.title, "version": locked.version, "fields": sorted(fields)},
+    )
+    return locked

@@ -1,0 +1,3 @@
+"""REST routes of the knowledge base under /api/v1/."""
+
+urlpatterns: list = []

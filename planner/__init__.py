@@ -1,0 +1,1 @@
+"""The planner: an LLM agent a human chats with, proposing changes to the plan."""

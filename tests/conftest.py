@@ -1,0 +1,97 @@
+"""Shared fixtures: an organization with a project and one user per role."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests.factories import MembershipFactory, OrganizationFactory, ProjectFactory, UserFactory
+from tracker.models import Item, Project, Role
+from tracker.services.activity import Actor
+from tracker.services.items import item_create
+
+ROLES = ("viewer", "member", "maintainer", "owner")
+
+
+@pytest.fixture
+def org(db):
+    return OrganizationFactory(name="Acme", slug="acme")
+
+
+@pytest.fixture
+def project(org):
+    return ProjectFactory(organization=org, key="BAL", name="Ballet")
+
+
+@pytest.fixture
+def other_project(db):
+    """A project of another organization that none of the role users belongs to."""
+    other_org = OrganizationFactory(name="Other", slug="other")
+    return ProjectFactory(organization=other_org, key="OTH", name="Other project")
+
+
+@pytest.fixture
+def users(project) -> dict[str, Any]:
+    """One user per role in ``project``, plus ``stranger`` with no membership."""
+    result: dict[str, Any] = {}
+    for role in ROLES:
+        user = UserFactory(username=role)
+        MembershipFactory(project=project, user=user, role=Role(role))
+        result[role] = user
+    result["stranger"] = UserFactory(username="stranger")
+    return result
+
+
+@pytest.fixture
+def owner(users):
+    return users["owner"]
+
+
+@pytest.fixture
+def maintainer(users):
+    return users["maintainer"]
+
+
+@pytest.fixture
+def member(users):
+    return users["member"]
+
+
+@pytest.fixture
+def viewer(users):
+    return users["viewer"]
+
+
+@pytest.fixture
+def make_item(project, owner) -> Callable[..., Item]:
+    """Create an item through the service, as the owner."""
+
+    def make(
+        kind: str = "ticket", title: str = "A ticket", target: Project | None = None, **fields: Any
+    ) -> Item:
+        return item_create(
+            actor=Actor(user=owner), project=target or project, kind=kind, fields={"title": title, **fields}
+        )
+
+    return make
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def client_for(api_client) -> Callable[[Any], APIClient]:
+    """An API client logged in as ``user`` (None: anonymous)."""
+
+    def make(user: Any) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user)
+        return client
+
+    return make

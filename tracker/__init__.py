@@ -1,0 +1,1 @@
+"""The tracker: organizations, projects, roles, the plan, changesets, skills, activity."""

@@ -1,0 +1,63 @@
+"""Ballet's exceptions: every error a service raises is a :class:`BalletError`.
+
+Interfaces (REST, admin, planner tools) turn them into their own answers;
+``status`` is the HTTP status the REST API uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BalletError(Exception):
+    """Base of every domain error: a stable ``code`` and a readable message."""
+
+    code = "error"
+    status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFoundError(BalletError):
+    """The object does not exist, or the caller may not know that it does."""
+
+    code = "not_found"
+    status = 404
+
+
+class PermissionDeniedError(BalletError):
+    """The caller sees the object but lacks the permission for this action."""
+
+    code = "permission_denied"
+    status = 403
+
+
+class ValidationError(BalletError):
+    """Input is invalid; ``errors`` maps a field path to its messages."""
+
+    code = "invalid"
+    status = 400
+
+    def __init__(self, errors: dict[str, list[str]], message: str = "Invalid input.") -> None:
+        super().__init__(message)
+        self.errors = errors
+
+
+class ConflictError(BalletError):
+    """The object changed since the caller read it; ``current`` is what it is now."""
+
+    code = "conflict"
+    status = 409
+
+    def __init__(self, message: str, current: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class InvalidStateError(BalletError):
+    """The object's state does not allow this action (an applied changeset, say)."""
+
+    code = "invalid_state"
+    status = 409

@@ -1,0 +1,36 @@
+"""The tracker's models, one module per concept."""
+
+from tracker.models.access import Membership, Organization, Project, Role
+from tracker.models.activity import ActivityEvent
+from tracker.models.changesets import Changeset, ChangesetStatus
+from tracker.models.plan import (
+    EPIC_STATES,
+    MILESTONE_STATES,
+    STATES_BY_KIND,
+    TICKET_STATES,
+    Dependency,
+    Item,
+    ItemKind,
+)
+from tracker.models.skills import Skill, SkillPin, SkillScope, SkillVersion
+
+__all__ = [
+    "EPIC_STATES",
+    "MILESTONE_STATES",
+    "STATES_BY_KIND",
+    "TICKET_STATES",
+    "ActivityEvent",
+    "Changeset",
+    "ChangesetStatus",
+    "Dependency",
+    "Item",
+    "ItemKind",
+    "Membership",
+    "Organization",
+    "Project",
+    "Role",
+    "Skill",
+    "SkillPin",
+    "SkillScope",
+    "SkillVersion",
+]

@@ -1,0 +1,1 @@
+"""The tracker's write services, one module per concept."""

@@ -1,0 +1,240 @@
+"""Changesets: propose, apply (all or nothing), reject.
+
+A changeset is the only way an agent changes the plan. Apply re-validates
+against the current plan inside one transaction; a stale ``base_version`` or
+any other failure turns the changeset ``conflicted`` with its reason, and
+nothing of it stays applied.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from tracker.errors import (
+    BalletError,
+    ConflictError,
+    InvalidStateError,
+    PermissionDeniedError,
+    ValidationError,
+)
+from tracker.models import Changeset, ChangesetStatus, Item, Project
+from tracker.permissions import CHANGESET_APPLY, POLICY_SET, TRACKER_WRITE, has_permission, require
+from tracker.selectors import project_planner_config
+from tracker.services.activity import Actor, activity_record
+from tracker.services.changeset_validation import (
+    MAX_RATIONALE,
+    MAX_TITLE,
+    Node,
+    ResolvedOperation,
+    changeset_validate,
+)
+from tracker.services.items import dependency_add, dependency_remove, item_create, item_update
+
+MAX_NOTE = 5_000
+
+
+class ApplyConflictError(ConflictError):
+    """An operation could not be applied to the current plan."""
+
+
+def _can_set_policy(actor: Actor, project: Project, proposed_by: Any) -> bool:
+    return actor.planner_session is None and has_permission(proposed_by, project, POLICY_SET)
+
+
+def _check_text(errors: dict[str, list[str]], name: str, value: Any, limit: int, required: bool) -> None:
+    if not isinstance(value, str) or (required and not value.strip()):
+        errors[name] = ["Expected a non-empty string." if required else "Expected a string."]
+    elif len(value) > limit:
+        errors[name] = [f"At most {limit} characters."]
+
+
+def changeset_propose(
+    *,
+    actor: Actor,
+    project: Project,
+    title: Any,
+    rationale: Any = "",
+    operations: Any,
+) -> Changeset:
+    """Validate and store a proposed changeset (needs ``tracker.write``)."""
+    require(actor.user, project, TRACKER_WRITE)
+    errors: dict[str, list[str]] = {}
+    _check_text(errors, "title", title, MAX_TITLE, required=True)
+    _check_text(errors, "rationale", rationale, MAX_RATIONALE, required=False)
+    try:
+        changeset_validate(
+            project=project,
+            operations=operations,
+            can_set_policy=_can_set_policy(actor, project, actor.user),
+        )
+    except ValidationError as exc:
+        errors.update(exc.errors)
+    if errors:
+        raise ValidationError(errors, "The changeset is invalid.")
+    return _store(actor=actor, project=project, title=title, rationale=rationale, operations=operations)
+
+
+@transaction.atomic
+def _store(*, actor: Actor, project: Project, title: str, rationale: str, operations: list[Any]) -> Changeset:
+    Project.objects.filter(pk=project.pk).update(next_changeset_number=F("next_changeset_number") + 1)
+    number = Project.objects.values_list("next_changeset_number", flat=True).get(pk=project.pk) - 1
+    changeset = Changeset.objects.create(
+        project=project,
+        number=number,
+        title=title.strip(),
+        rationale=rationale,
+        operations=operations,
+        proposed_by=actor.user,
+        planner_session=actor.planner_session,
+    )
+    activity_record(
+        actor=actor,
+        organization_id=project.organization_id,
+        project=project,
+        verb="changeset.proposed",
+        target=f"changeset:{number}",
+        data={"number": number, "title": changeset.title, "operations": len(operations)},
+    )
+    return changeset
+
+
+def _lock_proposed(changeset: Changeset) -> Changeset:
+    locked = (
+        Changeset.objects.select_for_update().select_related("project", "proposed_by").get(pk=changeset.pk)
+    )
+    if locked.status != ChangesetStatus.PROPOSED:
+        raise InvalidStateError(
+            f"Changeset #{locked.number} is {locked.status}; only a proposed changeset can be decided."
+        )
+    return locked
+
+
+def _authorize_decision(actor: Actor, changeset: Changeset, *, applying: bool) -> None:
+    if actor.planner_session is not None:
+        raise PermissionDeniedError("The planner cannot apply or reject a changeset; a human decides.")
+    require(actor.user, changeset.project, CHANGESET_APPLY)
+    four_eyes = project_planner_config(changeset.project).four_eyes
+    if applying and four_eyes and changeset.proposed_by_id == actor.user.pk:
+        raise PermissionDeniedError(
+            "This project requires four eyes: someone other than the proposer must apply it."
+        )
+
+
+def changeset_apply(*, actor: Actor, changeset: Changeset) -> Changeset:
+    """Apply every operation or none; a failure makes the changeset ``conflicted``."""
+    with transaction.atomic():
+        locked = _lock_proposed(changeset)
+        _authorize_decision(actor, locked, applying=True)
+        Project.objects.select_for_update().filter(pk=locked.project_id).first()
+        try:
+            with transaction.atomic():
+                created = _execute(actor, locked)
+        except (ApplyConflictError, IntegrityError) as exc:
+            return _decide(actor, locked, ChangesetStatus.CONFLICTED, reason=str(exc))
+        locked.created_items = created
+        return _decide(actor, locked, ChangesetStatus.APPLIED)
+
+
+def _conflict_reason(errors: dict[str, list[str]]) -> str:
+    return "; ".join(f"{path}: {' '.join(messages)}" for path, messages in errors.items())
+
+
+def _execute(actor: Actor, changeset: Changeset) -> dict[str, str]:
+    proposer_actor = Actor(user=changeset.proposed_by, planner_session=changeset.planner_session)
+    try:
+        operations = changeset_validate(
+            project=changeset.project,
+            operations=changeset.operations,
+            can_set_policy=_can_set_policy(proposer_actor, changeset.project, changeset.proposed_by),
+        )
+    except ValidationError as exc:
+        raise ApplyConflictError(_conflict_reason(exc.errors)) from exc
+    created: dict[Node, Item] = {}
+    for operation in operations:
+        try:
+            _execute_one(actor, changeset.project, operation, created)
+        except BalletError as exc:
+            raise ApplyConflictError(f"operations[{operation.index}]: {exc.message}") from exc
+    return {str(ref).lstrip("$"): item.key for ref, item in created.items()}
+
+
+def _item(node: Node, created: dict[Node, Item]) -> Item:
+    if isinstance(node, str):
+        return created[node]
+    return Item.objects.select_related("project").get(pk=node)
+
+
+def _item_fields(fields: dict[str, Any], created: dict[Node, Item]) -> dict[str, Any]:
+    resolved = dict(fields)
+    for parent in ("epic", "milestone"):
+        if resolved.get(parent) is not None:
+            resolved[parent] = _item(resolved[parent], created)
+    return resolved
+
+
+def _execute_one(actor: Actor, project: Project, op: ResolvedOperation, created: dict[Node, Item]) -> None:
+    if op.op == "create":
+        assert op.kind is not None
+        item = item_create(
+            actor=actor, project=project, kind=op.kind, fields=_item_fields(op.fields, created)
+        )
+        created[f"${op.ref}" if op.ref else f"$#{op.index}"] = item
+    elif op.op == "update":
+        assert op.item is not None
+        item_update(
+            actor=actor,
+            item=_item(op.item, created),
+            fields=_item_fields(op.fields, created),
+            base_version=op.base_version,
+        )
+    elif op.op == "add_dependency":
+        assert op.blocker is not None
+        assert op.blocked is not None
+        dependency_add(actor=actor, blocker=_item(op.blocker, created), blocked=_item(op.blocked, created))
+    else:
+        assert op.blocker is not None
+        assert op.blocked is not None
+        dependency_remove(actor=actor, blocker=_item(op.blocker, created), blocked=_item(op.blocked, created))
+
+
+def _decide(
+    actor: Actor, changeset: Changeset, status: str, *, note: str = "", reason: str = ""
+) -> Changeset:
+    changeset.status = status
+    changeset.decided_by = actor.user
+    changeset.decided_at = timezone.now()
+    changeset.decision_note = note
+    changeset.conflict_reason = reason
+    changeset.save()
+    data: dict[str, Any] = {"number": changeset.number, "title": changeset.title, "status": status}
+    if changeset.planner_session:
+        data["planner_session"] = str(changeset.planner_session)
+    if note:
+        data["note"] = note
+    if reason:
+        data["reason"] = reason
+    if changeset.created_items:
+        data["created"] = changeset.created_items
+    activity_record(
+        actor=actor,
+        organization_id=changeset.project.organization_id,
+        project=changeset.project,
+        verb=f"changeset.{status}",
+        target=f"changeset:{changeset.number}",
+        data=data,
+    )
+    return changeset
+
+
+@transaction.atomic
+def changeset_reject(*, actor: Actor, changeset: Changeset, note: Any = "") -> Changeset:
+    """Reject a proposed changeset with a note for the proposer."""
+    if not isinstance(note, str) or len(note) > MAX_NOTE:
+        raise ValidationError({"note": [f"Expected a string of at most {MAX_NOTE} characters."]})
+    locked = _lock_proposed(changeset)
+    _authorize_decision(actor, locked, applying=False)
+    return _decide(actor, locked, ChangesetStatus.REJECTED, note=note.strip())

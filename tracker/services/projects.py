@@ -1,0 +1,126 @@
+"""Project settings, the write-only credential, and memberships."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from ballet.env import PLANNER_KEYS, ConfigError, coerce
+from tracker.crypto import encrypt
+from tracker.errors import NotFoundError, ValidationError
+from tracker.models import Membership, Project, Role
+from tracker.permissions import PROJECT_ADMIN, forget_roles, require
+from tracker.services.activity import Actor, activity_record
+
+MAX_CREDENTIAL = 500
+
+
+def _clean_settings(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValidationError({"settings": ["Expected a JSON object."]})
+    errors: dict[str, list[str]] = {}
+    clean: dict[str, Any] = {}
+    for name, raw in value.items():
+        if name not in PLANNER_KEYS:
+            errors[f"settings.{name}"] = [f"Unknown setting; expected one of: {', '.join(PLANNER_KEYS)}."]
+            continue
+        if raw is None:
+            continue
+        try:
+            clean[name] = coerce(name, raw, PLANNER_KEYS[name][1])
+        except ConfigError as exc:
+            errors[f"settings.{name}"] = [str(exc)]
+    if errors:
+        raise ValidationError(errors)
+    return clean
+
+
+@transaction.atomic
+def project_update(
+    *,
+    actor: Actor,
+    project: Project,
+    name: str | None = None,
+    description: str | None = None,
+    settings: dict[str, Any] | None = None,
+    credential: str | None = None,
+) -> Project:
+    """Change a project's name, description, planner overrides or credential.
+
+    ``credential`` is stored encrypted; an empty string removes it. It is never
+    written to the activity log, only the fact that it changed.
+    """
+    require(actor.user, project, PROJECT_ADMIN)
+    changed: list[str] = []
+    if name is not None:
+        if not name.strip() or len(name) > 200:
+            raise ValidationError({"name": ["Expected 1 to 200 characters."]})
+        project.name = name.strip()
+        changed.append("name")
+    if description is not None:
+        project.description = description
+        changed.append("description")
+    if settings is not None:
+        project.settings = _clean_settings(settings)
+        changed.append("settings")
+    if credential is not None:
+        if len(credential) > MAX_CREDENTIAL:
+            raise ValidationError({"credential": [f"At most {MAX_CREDENTIAL} characters."]})
+        project.credential_encrypted = encrypt(credential.strip()) if credential.strip() else ""
+        changed.append("credential")
+    if changed:
+        project.save()
+        activity_record(
+            actor=actor,
+            organization_id=project.organization_id,
+            project=project,
+            verb="project.updated",
+            target=project.key,
+            data={"fields": changed},
+        )
+    return project
+
+
+@transaction.atomic
+def membership_set(*, actor: Actor, project: Project, username: str, role: str) -> Membership:
+    """Give ``username`` ``role`` in ``project`` (adds or changes the membership)."""
+    require(actor.user, project, PROJECT_ADMIN)
+    if role not in Role.values:
+        raise ValidationError({"role": [f"Expected one of: {', '.join(Role.values)}."]})
+    user = _user(username)
+    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    forget_roles(user)
+    activity_record(
+        actor=actor,
+        organization_id=project.organization_id,
+        project=project,
+        verb="membership.set",
+        target=f"user:{user.get_username()}",
+        data={"role": role},
+    )
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, actor: Actor, project: Project, username: str) -> None:
+    require(actor.user, project, PROJECT_ADMIN)
+    user = _user(username)
+    deleted, _ = Membership.objects.filter(project=project, user=user).delete()
+    if not deleted:
+        raise NotFoundError(f"{username} is not a member of {project.key}.")
+    activity_record(
+        actor=actor,
+        organization_id=project.organization_id,
+        project=project,
+        verb="membership.removed",
+        target=f"user:{username}",
+    )
+
+
+def _user(username: Any) -> User:
+    try:
+        return User.objects.get(username=username)
+    except User.DoesNotExist as exc:
+        raise ValidationError({"username": [f"No user named {username!r}."]}) from exc

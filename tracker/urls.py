@@ -1,0 +1,3 @@
+"""REST routes of the tracker under /api/v1/."""
+
+urlpatterns: list = []

@@ -1,0 +1,53 @@
+"""Plain Django views: health."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+logger = logging.getLogger(__name__)
+
+
+def _database_ok() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            return cursor.fetchone() == (1,)
+    except Exception:
+        logger.exception("healthz: database check failed")
+        return False
+
+
+async def _channel_layer_roundtrip() -> bool:
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    channel = await layer.new_channel("healthz.")
+    await layer.send(channel, {"type": "healthz.ping"})
+    message = await asyncio.wait_for(layer.receive(channel), timeout=2)
+    return message.get("type") == "healthz.ping"
+
+
+def _channel_layer_ok() -> bool:
+    try:
+        return async_to_sync(_channel_layer_roundtrip)()
+    except Exception:
+        logger.exception("healthz: channel layer check failed")
+        return False
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """200 when the database and the channel layer answer, else 503 naming what failed."""
+    checks = {"database": _database_ok(), "channel_layer": _channel_layer_ok()}
+    healthy = all(checks.values())
+    return JsonResponse(
+        {"status": "ok" if healthy else "unavailable", "checks": checks},
+        status=200 if healthy else 503,
+    )
