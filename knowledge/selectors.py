@@ -41,6 +41,8 @@ def knowledge_list(
 
 
 def knowledge_get(*, user: AnyUser | None, entry_id: int) -> KnowledgeEntry:
+    if not 0 < entry_id < 2**63:  # out of the column's range: cannot exist, and must not reach the database
+        raise NotFoundError(f"Knowledge entry {entry_id} not found.")
     try:
         return (
             knowledge_visible(user=user)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import factory
-from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 
 from tracker.models import Membership, Organization, Project, Role
 
 
-class UserFactory(factory.django.DjangoModelFactory):
+class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
-        model = get_user_model()
+        model = User
         django_get_or_create = ("username",)
 
     username = factory.Sequence(lambda n: f"user{n}")
@@ -18,7 +20,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     password = factory.django.Password("pw-for-tests")
 
 
-class OrganizationFactory(factory.django.DjangoModelFactory):
+class OrganizationFactory(factory.django.DjangoModelFactory[Organization]):
     class Meta:
         model = Organization
         django_get_or_create = ("slug",)
@@ -27,7 +29,7 @@ class OrganizationFactory(factory.django.DjangoModelFactory):
     slug = factory.Sequence(lambda n: f"org-{n}")
 
 
-class ProjectFactory(factory.django.DjangoModelFactory):
+class ProjectFactory(factory.django.DjangoModelFactory[Project]):
     class Meta:
         model = Project
         django_get_or_create = ("key",)
@@ -37,10 +39,22 @@ class ProjectFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"Project {n}")
 
 
-class MembershipFactory(factory.django.DjangoModelFactory):
+class MembershipFactory(factory.django.DjangoModelFactory[Membership]):
     class Meta:
         model = Membership
 
     project = factory.SubFactory(ProjectFactory)
     user = factory.SubFactory(UserFactory)
     role = Role.MEMBER
+
+
+def make_user(**kwargs: object) -> User:
+    return cast(User, UserFactory(**kwargs))
+
+
+def make_project(**kwargs: object) -> Project:
+    return cast(Project, ProjectFactory(**kwargs))
+
+
+def make_membership(**kwargs: object) -> Membership:
+    return cast(Membership, MembershipFactory(**kwargs))

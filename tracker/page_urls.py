@@ -1,3 +1,9 @@
 """Browser pages of the tracker."""
 
-urlpatterns: list = []
+from django.urls import URLPattern, path
+
+from tracker import pages
+
+urlpatterns: list[URLPattern] = [
+    path("", pages.home, name="home"),
+]

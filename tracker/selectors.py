@@ -64,7 +64,8 @@ def item_number(project: Project, key: str) -> int | None:
     """The number in ``key`` if it is a key of ``project`` (``BAL-12`` → 12)."""
     prefix = f"{project.key}-"
     rest = key[len(prefix) :] if key.startswith(prefix) else ""
-    return int(rest) if rest.isdigit() else None
+    # More digits than an item number can have would overflow the database integer.
+    return int(rest) if rest.isdigit() and len(rest) <= 9 else None
 
 
 def item_get(*, project: Project, key: str) -> Item:
@@ -99,6 +100,8 @@ def changeset_list(*, project: Project, status: str | None = None) -> QuerySet[C
 
 
 def changeset_get(*, project: Project, number: int) -> Changeset:
+    if not 0 < number < 2**31:  # out of the column's range: cannot exist, and must not reach the database
+        raise NotFoundError(f"Changeset #{number} not found in project {project.key}.")
     try:
         return changeset_list(project=project).get(number=number)
     except Changeset.DoesNotExist as exc:

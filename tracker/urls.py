@@ -1,3 +1,34 @@
 """REST routes of the tracker under /api/v1/."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from tracker.apis.changesets import (
+    ChangesetApplyApi,
+    ChangesetDetailApi,
+    ChangesetListApi,
+    ChangesetRejectApi,
+)
+from tracker.apis.items import ItemDetailApi, ItemListApi, RunnableListApi
+from tracker.apis.projects import MemberDetailApi, MemberListApi, ProjectDetailApi, ProjectListApi
+from tracker.apis.skills import SkillDetailApi, SkillListApi
+
+app_name = "tracker-api"
+
+PROJECT = "projects/<str:key>/"
+CHANGESET = PROJECT + "changesets/<int:number>/"
+
+urlpatterns = [
+    path("projects/", ProjectListApi.as_view(), name="project-list"),
+    path(PROJECT, ProjectDetailApi.as_view(), name="project-detail"),
+    path(PROJECT + "members/", MemberListApi.as_view(), name="member-list"),
+    path(PROJECT + "members/<str:username>/", MemberDetailApi.as_view(), name="member-detail"),
+    path(PROJECT + "items/", ItemListApi.as_view(), name="item-list"),
+    path(PROJECT + "items/<str:item_key>/", ItemDetailApi.as_view(), name="item-detail"),
+    path(PROJECT + "runnable/", RunnableListApi.as_view(), name="runnable-list"),
+    path(PROJECT + "changesets/", ChangesetListApi.as_view(), name="changeset-list"),
+    path(CHANGESET, ChangesetDetailApi.as_view(), name="changeset-detail"),
+    path(CHANGESET + "apply/", ChangesetApplyApi.as_view(), name="changeset-apply"),
+    path(CHANGESET + "reject/", ChangesetRejectApi.as_view(), name="changeset-reject"),
+    path(PROJECT + "skills/", SkillListApi.as_view(), name="skill-list"),
+    path(PROJECT + "skills/<str:name>/", SkillDetailApi.as_view(), name="skill-detail"),
+]

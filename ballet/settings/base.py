@@ -151,6 +151,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # Items and knowledge entries both have a "kind"; name their enums apart.
+    "ENUM_NAME_OVERRIDES": {
+        "ItemKindEnum": "tracker.models.plan.ItemKind",
+        "KnowledgeKindEnum": "knowledge.models.KnowledgeKind",
+    },
 }
 
 LOGGING = {

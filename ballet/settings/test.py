@@ -6,3 +6,5 @@ from ballet.settings.base import DATABASES, PRODUCTION_MODE
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if not PRODUCTION_MODE:
     DATABASES["default"]["TEST"] = {"NAME": None}  # in-memory test database
+# Tests run Celery tasks in-process in both modes; the worker path is exercised end to end elsewhere.
+CELERY_TASK_ALWAYS_EAGER = True

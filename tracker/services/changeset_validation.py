@@ -66,9 +66,14 @@ class _Errors:
         return bool(self.by_path)
 
 
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
 def _item_number(project: Project, value: str) -> int | None:
     prefix = f"{project.key}-"
-    if not value.startswith(prefix) or not value[len(prefix) :].isdigit():
+    digits = value[len(prefix) :]
+    if not value.startswith(prefix) or not digits.isdigit() or len(digits) > 9:
         return None
     return int(value[len(prefix) :])
 
@@ -168,18 +173,18 @@ class _Validator:
     def _field_state(self, path: str, kind: str, value: Any) -> Any:
         states = STATES_BY_KIND.get(kind, ())
         if value not in states:
-            self.errors.add(path, f"A {kind}'s state is one of: {', '.join(states)}.")
+            self.errors.add(path, f"{_a(kind).capitalize()}'s state is one of: {', '.join(states)}.")
         return value
 
     def _parent(self, path: str, kind: str, value: Any, parent_kind: str, allowed: tuple[str, ...]) -> Any:
         if kind not in allowed:
-            self.errors.add(path, f"A {kind} has no {parent_kind}.")
+            self.errors.add(path, f"{_a(kind).capitalize()} has no {parent_kind}.")
             return None
         if value is None:
             return None
         node = self.resolve(path, value)
         if node is not None and self.nodes[node].kind != parent_kind:
-            self.errors.add(path, f"{value} is a {self.nodes[node].kind}, not a {parent_kind}.")
+            self.errors.add(path, f"{value} is {_a(self.nodes[node].kind)}, not {_a(parent_kind)}.")
         return node
 
     def _field_epic(self, path: str, kind: str, value: Any) -> Any:

@@ -1,0 +1,59 @@
+"""Live frames over the channel layer: the only module that sends to it.
+
+Each session has a group; every watcher of the session, in any process,
+listens on a channel in that group. Control messages (stop) for a session
+travel on a second group that the process running its turn listens to.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from channels.layers import BaseChannelLayer, get_channel_layer
+
+from planner.frames import Frame
+
+FRAME = "planner.frame"
+CONTROL = "planner.control"
+
+
+def frames_group(session_id: uuid.UUID) -> str:
+    return f"planner.session.{session_id.hex}"
+
+
+def control_group(session_id: uuid.UUID) -> str:
+    return f"planner.control.{session_id.hex}"
+
+
+def layer() -> BaseChannelLayer:
+    channel_layer = get_channel_layer()
+    if channel_layer is None:
+        raise RuntimeError("CHANNEL_LAYERS is not configured")
+    return channel_layer
+
+
+async def publish(session_id: uuid.UUID, frame: Frame) -> None:
+    """Send ``frame`` to every watcher of the session."""
+    await layer().group_send(frames_group(session_id), {"type": FRAME, "frame": frame})
+
+
+async def send_control(session_id: uuid.UUID, command: str, **data: Any) -> None:
+    """Ask the process running the session's turn to do ``command`` (``stop``)."""
+    await layer().group_send(control_group(session_id), {"type": CONTROL, "command": command, **data})
+
+
+async def join(group: str) -> str:
+    """A new channel in ``group``; the caller reads it with :func:`receive` and leaves with :func:`leave`."""
+    channel = await layer().new_channel("planner.")
+    await layer().group_add(group, channel)
+    return channel
+
+
+async def receive(channel: str) -> dict[str, Any]:
+    message: dict[str, Any] = await layer().receive(channel)
+    return message
+
+
+async def leave(group: str, channel: str) -> None:
+    await layer().group_discard(group, channel)

@@ -1,0 +1,303 @@
+"""The turn loop: no ORM, no channels.
+
+A turn is rounds of: deliver waiting input (steering, change notes) →
+compaction check → streamed model call → if the model called tools, run them
+and go on. It ends ``completed`` when the model stops calling tools,
+``max_rounds`` after that many rounds of tool calls, ``stopped`` when
+:meth:`TurnLoop.stop` is called (the in-flight model call is cancelled, its
+partial text kept, pending calls answered with errors) or ``failed`` on an
+error retries could not mend. Stopping is cooperative: only the model call is
+ever cancelled, never a write, so the history stays valid. Everything durable goes
+through :class:`TurnIO`, which the runner implements.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from planner import compaction, frames
+from planner.frames import Frame
+from planner.gateway import CallRecord, Gateway, GatewayError
+from planner.messages import (
+    ChatMessage,
+    ModelRequest,
+    ModelResponse,
+    PartialAnswer,
+    TextBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+from planner.metrics import COMPACTIONS
+
+logger = logging.getLogger(__name__)
+
+Reason = Literal["completed", "max_rounds", "stopped", "failed"]
+STOPPED_RESULT = (
+    '{"error": {"code": "stopped", "message": "The human stopped the turn before this call ran."}}'
+)
+FAILED_RESULT = '{"error": {"code": "interrupted", "message": "The turn ended before this call ran."}}'
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    model: str
+    compaction_model: str
+    max_rounds: int
+    max_tokens: int
+    compact_at_tokens: int
+    api_key: str | None
+    system: str
+    tools: tuple[ToolDefinition, ...]
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    result: ToolResultBlock
+    output: object
+    drafts: tuple[Frame, ...] = ()
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    reason: Reason
+    error: str | None = None
+
+
+class TurnIO(Protocol):
+    async def inputs(self) -> list[ChatMessage]: ...
+
+    async def has_inputs(self) -> bool: ...
+
+    async def save_assistant(self, message: ChatMessage, usage: Usage) -> ChatMessage: ...
+
+    async def run_tool(self, call: ToolUseBlock) -> ToolRun: ...
+
+    async def save_results(self, message: ChatMessage) -> ChatMessage: ...
+
+    async def save_summary(self, summary: str, up_to: int, estimated_tokens: int) -> None: ...
+
+    async def emit(self, frame: Frame) -> None: ...
+
+    async def meter(self, record: CallRecord) -> None: ...
+
+
+@dataclass
+class History:
+    """The transcript as the loop sees it, and what compaction left of it."""
+
+    messages: list[ChatMessage]
+    summary: str = ""
+    summary_up_to: int | None = None
+    reported_tokens: int = 0
+    reported_seq: int = 0
+
+
+@dataclass
+class _Round:
+    """The in-flight state a stop or a failure must close cleanly."""
+
+    partial: PartialAnswer = field(default_factory=PartialAnswer)
+    pending: list[ToolUseBlock] = field(default_factory=list)
+    results: list[ToolResultBlock] = field(default_factory=list)
+
+
+class _Sink:
+    def __init__(self, io: TurnIO, partial: PartialAnswer) -> None:
+        self.io = io
+        self.partial = partial
+
+    async def on_text(self, delta: str) -> None:
+        self.partial.text_parts.append(delta)
+        await self.io.emit(frames.text_delta(delta))
+
+    async def on_reset(self) -> None:
+        self.partial.reset()
+        await self.io.emit(frames.text_reset())
+
+
+class _StoppedError(Exception):
+    """The human stopped the turn."""
+
+
+class TurnLoop:
+    def __init__(self, *, io: TurnIO, gateway: Gateway, settings: TurnSettings, history: History) -> None:
+        self.io = io
+        self.gateway = gateway
+        self.settings = settings
+        self.history = history
+        self.round = _Round()
+        self.stopping = False
+        self._call: asyncio.Future[ModelResponse] | None = None
+
+    def stop(self) -> None:
+        """Stop at the next safe point; a streaming model call is cancelled at once."""
+        self.stopping = True
+        if self._call is not None and not self._call.done():
+            self._call.cancel()
+
+    def _check_stop(self) -> None:
+        if self.stopping:
+            raise _StoppedError
+
+    async def run(self) -> TurnOutcome:
+        """Run rounds until the turn ends; never raises for a turn's own failure."""
+        try:
+            return await self._rounds()
+        except (_StoppedError, asyncio.CancelledError):
+            await self._close(STOPPED_RESULT)
+            return TurnOutcome("stopped")
+        except GatewayError as exc:
+            await self._close(FAILED_RESULT)
+            return TurnOutcome("failed", exc.message)
+        except Exception:
+            logger.exception("planner turn failed")
+            await self._close(FAILED_RESULT)
+            return TurnOutcome("failed", "Ballet hit an internal error running this turn; it was logged.")
+
+    async def _rounds(self) -> TurnOutcome:
+        rounds = 0
+        for _ in range(self.settings.max_rounds + 50):  # + room for steering-only calls
+            self._check_stop()
+            self.history.messages.extend(await self.io.inputs())
+            await self._maybe_compact()
+            self._check_stop()
+            response = await self._call_model()
+            if response.content:
+                await self._save_assistant(response)
+            if not response.tool_uses:
+                if await self.io.has_inputs():
+                    continue
+                return TurnOutcome("completed")
+            await self._run_tools(response.tool_uses)
+            rounds += 1
+            if rounds >= self.settings.max_rounds:
+                return TurnOutcome("max_rounds")
+        return TurnOutcome("max_rounds")
+
+    def _request(self) -> ModelRequest:
+        h = self.history
+        return ModelRequest(
+            model=self.settings.model,
+            system=self.settings.system,
+            messages=compaction.request_messages(h.messages, h.summary, h.summary_up_to),
+            max_tokens=self.settings.max_tokens,
+            tools=self.settings.tools,
+        )
+
+    async def _call_model(self) -> ModelResponse:
+        self.round = _Round()
+        try:
+            return await self._complete(self._request())
+        except GatewayError as exc:
+            if exc.kind != "context_too_long" or not await self._maybe_compact(force=True):
+                raise
+        self.round = _Round()
+        return await self._complete(self._request())
+
+    async def _complete(self, request: ModelRequest) -> ModelResponse:
+        sink = _Sink(self.io, self.round.partial)
+        self._call = asyncio.ensure_future(
+            self.gateway.complete(request, api_key=self.settings.api_key, sink=sink, meter=self.io.meter)
+        )
+        try:
+            return await self._call
+        except asyncio.CancelledError:
+            if self.stopping and self._call.cancelled():
+                raise _StoppedError from None
+            raise
+        finally:
+            self._call = None
+
+    async def _save_assistant(self, response: ModelResponse) -> None:
+        message = ChatMessage(role="assistant", content=response.content, kind="assistant")
+        saved = await self.io.save_assistant(message, response.usage)
+        self.round.partial.reset()
+        self.history.messages.append(saved)
+        self.history.reported_tokens = response.usage.context_tokens
+        self.history.reported_seq = saved.seq
+
+    async def _run_tools(self, calls: list[ToolUseBlock]) -> None:
+        self.round.pending = list(calls)
+        for call in calls:
+            self._check_stop()
+            await self.io.emit(frames.tool_call(id=call.id, name=call.name, input=call.input))
+            await self._record(call, await self.io.run_tool(call))
+        await self._save_results()
+
+    async def _record(self, call: ToolUseBlock, run: ToolRun) -> None:
+        self.round.pending.remove(call)
+        self.round.results.append(run.result)
+        await self.io.emit(
+            frames.tool_result(id=call.id, name=call.name, is_error=run.result.is_error, output=run.output)
+        )
+        for draft in run.drafts:
+            await self.io.emit(draft)
+
+    async def _save_results(self) -> None:
+        message = ChatMessage(role="user", content=tuple(self.round.results), kind="tool_results")
+        self.history.messages.append(await self.io.save_results(message))
+        self.round = _Round()
+
+    async def _close(self, pending_error: str) -> None:
+        """Leave a valid history: keep partial text, answer every pending call."""
+        partial = self.round.partial.text
+        if partial.strip():
+            message = ChatMessage(role="assistant", content=(TextBlock(partial),), kind="assistant")
+            self.history.messages.append(await self.io.save_assistant(message, Usage()))
+        if self.round.pending or self.round.results:
+            for call in self.round.pending:
+                self.round.results.append(ToolResultBlock(call.id, pending_error, is_error=True))
+                await self.io.emit(
+                    frames.tool_result(id=call.id, name=call.name, is_error=True, output=pending_error)
+                )
+            self.round.pending = []
+            await self._save_results()
+
+    async def _maybe_compact(self, *, force: bool = False) -> bool:
+        h = self.history
+        visible = compaction.request_messages(h.messages, h.summary, h.summary_up_to)
+        estimate = compaction.estimate_tokens(
+            messages=visible,
+            reported_tokens=h.reported_tokens,
+            reported_seq=h.reported_seq,
+            summary=h.summary,
+            system=self.settings.system,
+            tools=self.settings.tools,
+        )
+        if not force and not compaction.should_compact(estimate, self.settings.compact_at_tokens):
+            return False
+        cut = compaction.find_cut(h.messages, h.summary_up_to)
+        if cut is None or not compaction.pairs_intact(h.messages, cut):
+            return False
+        return await self._compact(cut, estimate)
+
+    async def _compact(self, cut: int, estimate: int) -> bool:
+        h = self.history
+        folded = [
+            m for m in h.messages if (h.summary_up_to is None or m.seq > h.summary_up_to) and m.seq <= cut
+        ]
+        request = compaction.build_summary_request(
+            model=self.settings.compaction_model, previous_summary=h.summary, messages=folded
+        )
+        try:
+            response = await self.gateway.complete(
+                request, api_key=self.settings.api_key, sink=None, meter=self.io.meter
+            )
+        except GatewayError as exc:
+            logger.warning("compaction failed, going on uncompacted: %s", exc.message)
+            return False
+        summary = response.text.strip()
+        if not summary:
+            logger.warning("compaction returned no summary, going on uncompacted")
+            return False
+        h.summary, h.summary_up_to = summary, cut
+        h.reported_tokens, h.reported_seq = 0, 0
+        await self.io.save_summary(summary, cut, estimate)
+        COMPACTIONS.inc()
+        await self.io.emit(frames.compacted(up_to=cut, estimated_tokens=estimate))
+        return True

@@ -1,0 +1,149 @@
+"""Planner sessions, their transcript, tool calls, events and metered model use."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from tracker.models import Project
+
+
+class SessionState(models.TextChoices):
+    IDLE = "idle"
+    RUNNING = "running"
+    PAUSED = "paused"
+
+
+class Session(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="planner_sessions")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="planner_sessions"
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    state = models.CharField(max_length=20, choices=SessionState.choices, default=SessionState.IDLE)
+    # Compaction: the summary and the seq of the last message it covers.
+    summary = models.TextField(blank=True)
+    summary_up_to = models.IntegerField(null=True, blank=True)
+    # The provider's reported context size of the last answer, and the message seq it covers.
+    context_tokens = models.IntegerField(default=0)
+    context_tokens_seq = models.IntegerField(default=0)
+    # Change notes: the last activity seq the session was told about.
+    last_seen_seq = models.BigIntegerField(default=0)
+    # Targets the planner read or wrote ("DEMO-3", "knowledge:7"): their changes come first.
+    focus = models.JSONField(default=list, blank=True)
+    turn_count = models.IntegerField(default=0)
+    last_message_seq = models.IntegerField(default=0)
+    # Human messages sent while a turn runs, delivered to the model at its next call.
+    steering = models.JSONField(default=list, blank=True)
+    # Which process runs the current turn, and when it last said it was alive.
+    turn_owner = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["project", "user"]), models.Index(fields=["state"])]
+
+    def __str__(self) -> str:
+        return self.title or f"Session {self.pk}"
+
+
+class MessageKind(models.TextChoices):
+    HUMAN = "human"  # a human message that started a turn
+    CONTINUE = "continue"  # a human message that continued a paused turn
+    STEER = "steer"  # a human message delivered into a running turn
+    CHANGES = "changes"  # <workspace-changes> notes
+    ASSISTANT = "assistant"
+    TOOL_RESULTS = "tool_results"
+
+
+class Message(models.Model):
+    """One message in the provider's content-block form."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    seq = models.IntegerField()
+    role = models.CharField(max_length=20)
+    kind = models.CharField(max_length=20, choices=MessageKind.choices)
+    content = models.JSONField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    turn = models.IntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="planner_message_seq_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} #{self.seq} {self.kind}"
+
+
+class ToolCall(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_calls")
+    turn = models.IntegerField()
+    tool_use_id = models.CharField(max_length=100)
+    name = models.CharField(max_length=100)
+    input = models.JSONField()
+    output = models.JSONField()
+    is_error = models.BooleanField(default=False)
+    duration_ms = models.FloatField(default=0)
+    actor = models.CharField(max_length=100)
+    on_behalf_of = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "created_at", "pk"]
+        indexes = [models.Index(fields=["session", "tool_use_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tool_use_id})"
+
+
+class Event(models.Model):
+    """turn_started, turn_ended, planner.compacted and errors of a session."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=50)
+    turn = models.IntegerField(null=True, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {self.kind}"
+
+
+class UsageRecord(models.Model):
+    """One model call: who paid for what, how long it took, how it ended."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="llm_usage")
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage"
+    )
+    purpose = models.CharField(max_length=20)  # turn, compaction, title
+    model = models.CharField(max_length=100)
+    input_tokens = models.IntegerField(default=0)
+    output_tokens = models.IntegerField(default=0)
+    cache_creation_input_tokens = models.IntegerField(default=0)
+    cache_read_input_tokens = models.IntegerField(default=0)
+    latency_ms = models.FloatField(default=0)
+    outcome = models.CharField(max_length=20)  # ok, error, cancelled
+    error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["project", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.purpose} {self.model}"

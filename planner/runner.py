@@ -1,0 +1,286 @@
+"""The runner: send / stop / watch, the only place where the ORM, the loop and live frames meet.
+
+A message gets one meaning on every surface (REST, WebSocket): to an idle
+session it starts a turn, to a running one it steers the turn (delivered at
+the model's next call, from any process), to a paused one it continues the
+turn. Turns are asyncio tasks in the process that started them; ``stop``
+and ``watch`` reach them through the channel layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.contrib.auth.models import User
+
+from planner import events, frames, services
+from planner.frames import Frame
+from planner.gateway import AnthropicGateway, CallRecord, Gateway
+from planner.loop import ToolRun, TurnIO, TurnLoop, TurnOutcome
+from planner.messages import ChatMessage, ToolResultBlock, ToolUseBlock, Usage
+from planner.metrics import TURNS
+from planner.process import HEARTBEAT_SECONDS, LOCAL_TURNS, PROCESS_ID
+from planner.selectors import TurnSetup, session_get, turn_setup
+from planner.services import Begin
+from planner.tools import ToolContext
+
+logger = logging.getLogger(__name__)
+db = database_sync_to_async
+MAX_RESTARTS = 5
+_frame_numbers = itertools.count(1)
+
+
+@dataclass
+class LiveTurn:
+    """A turn running in this process, and the frames it sent so far (for late watchers)."""
+
+    session_id: uuid.UUID
+    turn: int
+    loop: TurnLoop | None = None
+    task: asyncio.Task[None] | None = None
+    frames: list[Frame] = field(default_factory=list)
+
+    def remember(self, frame: Frame) -> None:
+        last = self.frames[-1] if self.frames else None
+        if frame["type"] == "text_delta" and last is not None and last["type"] == "text_delta":
+            self.frames[-1] = {**frame, "text": last["text"] + frame["text"]}
+        else:
+            self.frames.append(frame)
+
+
+class _SessionIO(TurnIO):
+    """The loop's durable side, for one live turn."""
+
+    def __init__(self, runner: Runner, live: LiveTurn, setup: TurnSetup) -> None:
+        self.runner = runner
+        self.live = live
+        self.setup = setup
+        self.context = ToolContext(
+            user=setup.user, project=setup.project, session_id=live.session_id, focus=set(setup.focus)
+        )
+
+    async def inputs(self) -> list[ChatMessage]:
+        delivered = await db(services.session_inputs)(
+            session_id=self.live.session_id, turn=self.live.turn, focus=sorted(self.context.focus)
+        )
+        for message, author in delivered:
+            if message.kind == "steer":
+                await self.emit(
+                    frames.user_message(seq=message.seq, text=message.text, author=author, kind="steer")
+                )
+        return [message for message, _ in delivered]
+
+    async def has_inputs(self) -> bool:
+        result: bool = await db(services.session_has_steering)(session_id=self.live.session_id)
+        return result
+
+    async def save_assistant(self, message: ChatMessage, usage: Usage) -> ChatMessage:
+        saved: ChatMessage = await db(services.message_save)(
+            session_id=self.live.session_id, turn=self.live.turn, message=message, usage=usage
+        )
+        return saved
+
+    async def run_tool(self, call: ToolUseBlock) -> ToolRun:
+        outcome = await db(services.tool_run)(context=self.context, call=call, turn=self.live.turn)
+        drafts = tuple(
+            frames.draft(kind=d.kind, snapshot=d.snapshot, artifact_id=d.artifact_id)
+            for d in self.context.drafts
+        )
+        self.context.drafts.clear()
+        return ToolRun(
+            result=ToolResultBlock(call.id, outcome.content, is_error=outcome.is_error),
+            output=outcome.output,
+            drafts=drafts,
+        )
+
+    async def save_results(self, message: ChatMessage) -> ChatMessage:
+        saved: ChatMessage = await db(services.message_save)(
+            session_id=self.live.session_id,
+            turn=self.live.turn,
+            message=message,
+            focus=sorted(self.context.focus),
+        )
+        return saved
+
+    async def save_summary(self, summary: str, up_to: int, estimated_tokens: int) -> None:
+        await db(services.summary_save)(
+            session_id=self.live.session_id,
+            turn=self.live.turn,
+            summary=summary,
+            up_to=up_to,
+            estimated_tokens=estimated_tokens,
+        )
+
+    async def emit(self, frame: Frame) -> None:
+        await self.runner.emit(self.live, frame)
+
+    async def meter(self, record: CallRecord) -> None:
+        await db(services.usage_save)(
+            project_id=self.setup.project.pk, session_id=self.live.session_id, record=record
+        )
+
+
+class Runner:
+    def __init__(self, gateway: Gateway | None = None) -> None:
+        self._gateway = gateway
+        self.live: dict[uuid.UUID, LiveTurn] = {}
+
+    @property
+    def gateway(self) -> Gateway:
+        if self._gateway is None:
+            self._gateway = AnthropicGateway(base_url=settings.SERVER.anthropic_base_url)
+        return self._gateway
+
+    @gateway.setter
+    def gateway(self, value: Gateway | None) -> None:
+        self._gateway = value
+
+    async def send(self, *, session_id: uuid.UUID, user: User, text: str) -> Begin:
+        """Give ``text`` its meaning in the session (start, steer or continue)."""
+        text = services.check_text(text)
+        here_already = session_id in LOCAL_TURNS
+        LOCAL_TURNS.add(session_id)  # before the commit, so nobody takes the new turn for dead
+        try:
+            begin: Begin = await db(services.session_begin)(session_id=session_id, user=user, text=text)
+        except BaseException:
+            if not here_already:
+                LOCAL_TURNS.discard(session_id)
+            raise
+        if begin.meaning == "steered":
+            if not here_already:
+                LOCAL_TURNS.discard(session_id)
+            return begin
+        assert begin.message is not None
+        live = LiveTurn(session_id=session_id, turn=begin.turn)
+        self.live[session_id] = live
+        kind = "continue" if begin.meaning == "continued" else "human"
+        await self.emit(
+            live, frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind)
+        )
+        live.task = asyncio.get_running_loop().create_task(
+            self._drive(live, continued=begin.meaning == "continued")
+        )
+        return begin
+
+    async def stop(self, *, session_id: uuid.UUID, user: User) -> bool:
+        """Stop the session's turn wherever it runs; False if none runs."""
+        session = await db(session_get)(user=user, session_id=session_id)
+        live = self.live.get(session_id)
+        if live is not None and live.loop is not None:
+            live.loop.stop()
+            return True
+        if session.state == "running":
+            await events.send_control(session_id, "stop")
+            return True
+        return False
+
+    async def wait(self, session_id: uuid.UUID) -> None:
+        """Wait for the session's local turn to end (tests, shutdown)."""
+        live = self.live.get(session_id)
+        if live is not None and live.task is not None:
+            await asyncio.shield(live.task)
+
+    async def watch(self, *, session_id: uuid.UUID, user: User) -> AsyncIterator[Frame]:
+        """The session's frames: ``state``, the current turn's frames so far, then live ones."""
+        session = await db(session_get)(user=user, session_id=session_id)
+        group = events.frames_group(session_id)
+        channel = await events.join(group)
+        try:
+            live = self.live.get(session_id)
+            snapshot = list(live.frames) if live is not None else []
+            seen = max((f.get("n", 0) for f in snapshot), default=0)
+            yield frames.state(
+                session_state=session.state, last_seq=session.last_message_seq, turn=session.turn_count
+            )
+            for frame in snapshot:
+                yield frame
+            while True:
+                message = await events.receive(channel)
+                frame = message["frame"]
+                if live is not None and frame.get("origin") == PROCESS_ID and frame.get("n", 0) <= seen:
+                    continue
+                yield frame
+        finally:
+            await events.leave(group, channel)
+
+    async def emit(self, live: LiveTurn, frame: Frame) -> None:
+        numbered = {**frame, "n": next(_frame_numbers), "origin": PROCESS_ID}
+        live.remember(numbered)
+        await events.publish(live.session_id, numbered)
+
+    async def _drive(self, live: LiveTurn, *, continued: bool) -> None:
+        outcome = TurnOutcome("failed", "The turn could not start.")
+        control = asyncio.get_running_loop().create_task(self._listen(live))
+        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(live))
+        try:
+            outcome = await self._run(live, continued=continued)
+        except Exception:
+            logger.exception("planner turn of session %s crashed", live.session_id)
+            outcome = TurnOutcome("failed", "Ballet hit an internal error running this turn; it was logged.")
+            await db(services.turn_end)(
+                session_id=live.session_id, turn=live.turn, reason="failed", error=outcome.error
+            )
+        finally:
+            control.cancel()
+            heartbeat.cancel()
+            TURNS.labels(outcome.reason).inc()
+            with contextlib.suppress(Exception):
+                await self.emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
+            self.live.pop(live.session_id, None)
+            LOCAL_TURNS.discard(live.session_id)
+
+    async def _run(self, live: LiveTurn, *, continued: bool) -> TurnOutcome:
+        setup: TurnSetup = await db(turn_setup)(session_id=live.session_id)
+        await db(services.turn_started)(
+            session_id=live.session_id,
+            turn=live.turn,
+            continued=continued,
+            skills=setup.skills,
+            model=setup.settings.model,
+        )
+        await self.emit(live, frames.turn_started(turn=live.turn, continued=continued))
+        live.loop = TurnLoop(
+            io=_SessionIO(self, live, setup),
+            gateway=self.gateway,
+            settings=setup.settings,
+            history=setup.history,
+        )
+        outcome = TurnOutcome("completed")
+        for _ in range(MAX_RESTARTS):
+            outcome = await live.loop.run()
+            ended = await db(services.turn_end)(
+                session_id=live.session_id, turn=live.turn, reason=outcome.reason, error=outcome.error
+            )
+            if ended:
+                return outcome
+        await db(services.turn_end)(
+            session_id=live.session_id, turn=live.turn, reason="completed", error=None
+        )
+        return outcome
+
+    async def _listen(self, live: LiveTurn) -> None:
+        group = events.control_group(live.session_id)
+        channel = await events.join(group)
+        try:
+            while True:
+                message = await events.receive(channel)
+                if message.get("command") == "stop" and live.loop is not None:
+                    live.loop.stop()
+        finally:
+            await events.leave(group, channel)
+
+    async def _heartbeat(self, live: LiveTurn) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await db(services.heartbeat)(session_id=live.session_id, owner=PROCESS_ID)
+
+
+runner = Runner()

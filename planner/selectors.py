@@ -1,0 +1,150 @@
+"""Reads of the planner: sessions a user may see, a turn's starting point, transcripts, usage."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db.models import Count, QuerySet, Sum
+from django.db.models.functions import TruncDate
+
+from planner.loop import History, TurnSettings
+from planner.models import Session, UsageRecord
+from planner.prompt import system_prompt
+from planner.services import chat_message
+from planner.tools import DEFINITIONS
+from tracker.crypto import decrypt
+from tracker.errors import NotFoundError
+from tracker.models import Project
+from tracker.permissions import AnyUser, visible_projects
+from tracker.selectors import project_planner_config
+
+
+def session_list(*, user: AnyUser, project: Project | None = None) -> QuerySet[Session]:
+    """The user's own sessions in projects they can still read."""
+    qs = Session.objects.filter(project__in=visible_projects(user)).select_related("project", "user")
+    if not getattr(user, "is_superuser", False):
+        qs = qs.filter(user_id=user.pk or 0)
+    if project is not None:
+        qs = qs.filter(project=project)
+    return qs.order_by("-updated_at")
+
+
+def session_get(*, user: AnyUser, session_id: uuid.UUID | str) -> Session:
+    try:
+        return session_list(user=user).select_related("project__organization").get(pk=session_id)
+    except (Session.DoesNotExist, ValueError) as exc:
+        raise NotFoundError("Session not found.") from exc
+
+
+def project_api_key(project: Project) -> str | None:
+    """The project's own credential, else the server's ANTHROPIC_API_KEY."""
+    if project.credential_encrypted:
+        key = decrypt(project.credential_encrypted)
+        if key:
+            return key
+    fallback: str | None = settings.SERVER.anthropic_api_key
+    return fallback
+
+
+@dataclass(frozen=True)
+class TurnSetup:
+    history: History
+    settings: TurnSettings
+    skills: tuple[tuple[str, int], ...]
+    user: User
+    project: Project
+    focus: list[str]
+
+
+def turn_setup(*, session_id: uuid.UUID) -> TurnSetup:
+    """Everything a turn starts from: the history, the prompt and the project's settings."""
+    session = Session.objects.select_related("project__organization", "user").get(pk=session_id)
+    config = project_planner_config(session.project)
+    prompt = system_prompt(session.project)
+    messages = [chat_message(m) for m in session.messages.order_by("seq")]
+    history = History(
+        messages=messages,
+        summary=session.summary,
+        summary_up_to=session.summary_up_to,
+        reported_tokens=session.context_tokens,
+        reported_seq=session.context_tokens_seq,
+    )
+    turn_settings = TurnSettings(
+        model=config.model,
+        compaction_model=config.compaction_model or config.model,
+        max_rounds=config.max_rounds,
+        max_tokens=config.max_output_tokens,
+        compact_at_tokens=config.compact_at_tokens,
+        api_key=project_api_key(session.project),
+        system=prompt.text,
+        tools=DEFINITIONS,
+    )
+    return TurnSetup(
+        history=history,
+        settings=turn_settings,
+        skills=prompt.skills,
+        user=session.user,
+        project=session.project,
+        focus=list(session.focus),
+    )
+
+
+def transcript(*, session: Session) -> dict[str, Any]:
+    """The complete transcript, tool calls, events and state of a session."""
+    messages = [
+        {
+            "seq": m.seq,
+            "role": m.role,
+            "kind": m.kind,
+            "turn": m.turn,
+            "author": m.author.username if m.author else None,
+            "content": m.content,
+            "created_at": m.created_at,
+        }
+        for m in session.messages.select_related("author").order_by("seq")
+    ]
+    calls = [
+        {
+            "tool_use_id": c.tool_use_id,
+            "turn": c.turn,
+            "name": c.name,
+            "input": c.input,
+            "output": c.output,
+            "is_error": c.is_error,
+            "duration_ms": round(c.duration_ms, 3),
+            "actor": c.actor,
+            "on_behalf_of": c.on_behalf_of.username,
+            "created_at": c.created_at,
+        }
+        for c in session.tool_calls.select_related("on_behalf_of").order_by("pk")
+    ]
+    events = [
+        {"kind": e.kind, "turn": e.turn, "data": e.data, "created_at": e.created_at}
+        for e in session.events.order_by("pk")
+    ]
+    return {"messages": messages, "tool_calls": calls, "events": events}
+
+
+def usage_by_day(*, project: Project, since: date | None = None) -> list[dict[str, Any]]:
+    """Metered model use of ``project`` per day and model, newest day first."""
+    qs = UsageRecord.objects.filter(project=project)
+    if since is not None:
+        qs = qs.filter(created_at__date__gte=since)
+    rows = (
+        qs.annotate(day=TruncDate("created_at"))
+        .values("day", "model")
+        .annotate(
+            calls=Count("id"),
+            input_tokens=Sum("input_tokens"),
+            output_tokens=Sum("output_tokens"),
+            cache_creation_input_tokens=Sum("cache_creation_input_tokens"),
+            cache_read_input_tokens=Sum("cache_read_input_tokens"),
+        )
+        .order_by("-day", "model")
+    )
+    return list(rows)

@@ -1,0 +1,360 @@
+"""Writes of the planner: sessions, the transcript, tool calls, events, usage.
+
+Each function is one transaction; the runner calls them from the event loop
+through ``database_sync_to_async``. A session has one writer at a time: the
+process running its turn (or, when idle, whoever starts the next one under
+the session's row lock).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from planner.gateway import CallRecord
+from planner.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage, block_from_wire
+from planner.metrics import TOOL_CALLS
+from planner.models import Event, Message, MessageKind, Session, SessionState, ToolCall, UsageRecord
+from planner.notes import change_notes
+from planner.process import PROCESS_ID, owner_alive
+from planner.tools import ToolContext, ToolOutcome, call_tool
+from tracker.errors import NotFoundError, ValidationError
+from tracker.models import Organization, Project
+from tracker.permissions import PLANNER_CHAT, require
+from tracker.selectors import activity_since
+
+MAX_MESSAGE_CHARS = 32_000
+MAX_TITLE = 200
+INTERRUPTED_RESULT = json.dumps(
+    {
+        "error": {
+            "code": "interrupted",
+            "message": "The turn ended (its process stopped) before this call finished.",
+        }
+    }
+)
+
+Meaning = Literal["started", "steered", "continued"]
+
+
+def chat_message(row: Message) -> ChatMessage:
+    return ChatMessage(
+        role="assistant" if row.role == "assistant" else "user",
+        content=tuple(block_from_wire(b) for b in row.content),
+        kind=row.kind,
+        seq=row.seq,
+    )
+
+
+def check_text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError({"text": ["Write a message."]})
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ValidationError({"text": [f"At most {MAX_MESSAGE_CHARS} characters."]})
+    return text
+
+
+@transaction.atomic
+def session_create(
+    *, user: User, project: Project, title: Any = "", parent: Session | None = None
+) -> Session:
+    """Open a chat session in ``project`` for ``user`` (needs ``planner.chat``)."""
+    require(user, project, PLANNER_CHAT)
+    if not isinstance(title, str) or len(title) > MAX_TITLE:
+        raise ValidationError({"title": [f"Expected a string of at most {MAX_TITLE} characters."]})
+    if parent is not None and parent.project_id != project.pk:
+        raise ValidationError({"parent": ["A sub-chat belongs to its parent's project."]})
+    head = Organization.objects.values_list("activity_seq", flat=True).get(pk=project.organization_id)
+    return Session.objects.create(
+        project=project, user=user, parent=parent, title=title.strip(), last_seen_seq=head
+    )
+
+
+def _append(session: Session, message: ChatMessage, turn: int, author: User | None = None) -> ChatMessage:
+    """Insert ``message`` as the session's next one; the caller holds the transaction."""
+    session.last_message_seq += 1
+    Message.objects.create(
+        session=session,
+        seq=session.last_message_seq,
+        role=message.role,
+        kind=message.kind,
+        content=message.wire_content(),
+        author=author,
+        turn=turn,
+    )
+    return ChatMessage(
+        role=message.role, content=message.content, kind=message.kind, seq=session.last_message_seq
+    )
+
+
+def _human(text: str, kind: str) -> ChatMessage:
+    return ChatMessage(role="user", content=(TextBlock(text),), kind=kind)
+
+
+@dataclass(frozen=True)
+class Begin:
+    meaning: Meaning
+    turn: int
+    message: ChatMessage | None  # None when steering: delivered at the next model call
+
+
+@transaction.atomic
+def session_begin(*, session_id: uuid.UUID, user: User, text: str) -> Begin:
+    """Give a human message its meaning: start, steer or continue a turn.
+
+    A running session whose process died is recovered first, so the message
+    starts a new turn.
+    """
+    session = _lock(session_id, user)
+    _recover_if_dead(session)
+    if session.state == SessionState.RUNNING:
+        session.steering = [*session.steering, {"text": text, "author": user.get_username()}]
+        session.save(update_fields=["steering", "updated_at"])
+        return Begin("steered", session.turn_count, None)
+    continuing = session.state == SessionState.PAUSED
+    if not continuing:
+        session.turn_count += 1
+    if not session.title:
+        session.title = " ".join(text.split())[:60]
+    message = _append(
+        session,
+        _human(text, MessageKind.CONTINUE if continuing else MessageKind.HUMAN),
+        session.turn_count,
+        user,
+    )
+    session.state = SessionState.RUNNING
+    session.turn_owner = PROCESS_ID
+    session.heartbeat_at = timezone.now()
+    session.save()
+    return Begin("continued" if continuing else "started", session.turn_count, message)
+
+
+def _lock(session_id: uuid.UUID, user: User) -> Session:
+    session = (
+        Session.objects.select_for_update()
+        .select_related("project__organization")
+        .filter(pk=session_id)
+        .first()
+    )
+    if session is None or (session.user_id != user.pk and not user.is_superuser):
+        raise NotFoundError("Session not found.")
+    require(user, session.project, PLANNER_CHAT)
+    return session
+
+
+@transaction.atomic
+def turn_started(
+    *, session_id: uuid.UUID, turn: int, continued: bool, skills: tuple[tuple[str, int], ...], model: str
+) -> None:
+    Event.objects.create(
+        session_id=session_id,
+        kind="turn_started",
+        turn=turn,
+        data={
+            "continued": continued,
+            "skills": [{"name": n, "version": v} for n, v in skills],
+            "model": model,
+        },
+    )
+
+
+@transaction.atomic
+def session_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
+    """Deliver steering and change notes: store them as messages, advance last seen.
+
+    Returns each new message with its author's name ("" for change notes).
+    """
+    session = Session.objects.select_for_update().select_related("project").get(pk=session_id)
+    delivered: list[tuple[ChatMessage, str]] = []
+    for item in session.steering:
+        author = User.objects.filter(username=item["author"]).first()
+        delivered.append(
+            (_append(session, _human(item["text"], MessageKind.STEER), turn, author), item["author"])
+        )
+    session.steering = []
+    events = activity_since(organization_id=session.project.organization_id, after_seq=session.last_seen_seq)
+    if events:
+        session.last_seen_seq = events[-1].seq
+        notes = change_notes(
+            events,
+            session_label=f"planner:{session.pk}",
+            project_id=session.project_id,
+            focus=focus or session.focus,
+        )
+        if notes:
+            delivered.append((_append(session, _human(notes, MessageKind.CHANGES), turn), ""))
+    if delivered or events:
+        session.heartbeat_at = timezone.now()
+        session.save(
+            update_fields=["steering", "last_seen_seq", "last_message_seq", "heartbeat_at", "updated_at"]
+        )
+    return delivered
+
+
+def session_has_steering(*, session_id: uuid.UUID) -> bool:
+    return Session.objects.filter(pk=session_id).exclude(steering=[]).exists()
+
+
+@transaction.atomic
+def message_save(
+    *,
+    session_id: uuid.UUID,
+    turn: int,
+    message: ChatMessage,
+    usage: Usage | None = None,
+    focus: list[str] | None = None,
+) -> ChatMessage:
+    """Store an assistant answer (with its reported usage) or a tool-results message."""
+    session = Session.objects.select_for_update().get(pk=session_id)
+    saved = _append(session, message, turn)
+    fields = ["last_message_seq", "heartbeat_at", "updated_at"]
+    if usage is not None and usage.context_tokens:
+        session.context_tokens = usage.context_tokens
+        session.context_tokens_seq = saved.seq
+        fields += ["context_tokens", "context_tokens_seq"]
+    if focus is not None:
+        session.focus = focus
+        fields.append("focus")
+    session.heartbeat_at = timezone.now()
+    session.save(update_fields=fields)
+    return saved
+
+
+def tool_run(*, context: ToolContext, call: ToolUseBlock, turn: int) -> ToolOutcome:
+    """Run one tool call and record it, in one transaction."""
+    started = time.perf_counter()
+    with transaction.atomic():
+        outcome = call_tool(call.name, call.input, context)
+        ToolCall.objects.create(
+            session_id=context.session_id,
+            turn=turn,
+            tool_use_id=call.id,
+            name=call.name,
+            input=call.input,
+            output=outcome.output,
+            is_error=outcome.is_error,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            actor=context.actor.label,
+            on_behalf_of=context.user,
+        )
+    TOOL_CALLS.labels(call.name, "error" if outcome.is_error else "ok").inc()
+    return outcome
+
+
+@transaction.atomic
+def summary_save(
+    *, session_id: uuid.UUID, turn: int, summary: str, up_to: int, estimated_tokens: int
+) -> None:
+    Session.objects.filter(pk=session_id).update(
+        summary=summary,
+        summary_up_to=up_to,
+        context_tokens=0,
+        context_tokens_seq=0,
+        updated_at=timezone.now(),
+    )
+    Event.objects.create(
+        session_id=session_id,
+        kind="planner.compacted",
+        turn=turn,
+        data={"up_to": up_to, "estimated_tokens": estimated_tokens},
+    )
+
+
+@transaction.atomic
+def turn_end(*, session_id: uuid.UUID, turn: int, reason: str, error: str | None) -> bool:
+    """Record the end of a turn; False (and nothing written) if steering is still waiting."""
+    session = Session.objects.select_for_update().get(pk=session_id)
+    if reason == "completed" and session.steering:
+        return False
+    session.state = SessionState.PAUSED if reason == "max_rounds" else SessionState.IDLE
+    session.turn_owner = ""
+    session.heartbeat_at = None
+    session.save(update_fields=["state", "turn_owner", "heartbeat_at", "updated_at"])
+    data: dict[str, Any] = {"reason": reason}
+    if error:
+        data["error"] = error
+    Event.objects.create(session_id=session_id, kind="turn_ended", turn=turn, data=data)
+    return True
+
+
+def usage_save(*, project_id: int, session_id: uuid.UUID | None, record: CallRecord) -> None:
+    UsageRecord.objects.create(
+        project_id=project_id,
+        session_id=session_id,
+        purpose=record.purpose,
+        model=record.model,
+        input_tokens=record.usage.input_tokens,
+        output_tokens=record.usage.output_tokens,
+        cache_creation_input_tokens=record.usage.cache_creation_input_tokens,
+        cache_read_input_tokens=record.usage.cache_read_input_tokens,
+        latency_ms=record.latency_ms,
+        outcome=record.outcome,
+        error=record.error,
+    )
+
+
+def heartbeat(*, session_id: uuid.UUID, owner: str) -> None:
+    Session.objects.filter(pk=session_id, turn_owner=owner).update(heartbeat_at=timezone.now())
+
+
+def _recovered_results(session: Session, pending: list[str]) -> ChatMessage:
+    """Results for calls left unanswered: the recorded output where the call ran, else an error."""
+    ran = {c.tool_use_id: c for c in ToolCall.objects.filter(session=session, tool_use_id__in=pending)}
+    blocks = []
+    for tool_use_id in pending:
+        call = ran.get(tool_use_id)
+        if call is not None:
+            content, is_error = json.dumps(call.output, ensure_ascii=False, default=str), call.is_error
+        else:
+            content, is_error = INTERRUPTED_RESULT, True
+        blocks.append(ToolResultBlock(tool_use_id, content, is_error=is_error))
+    return ChatMessage(role="user", content=tuple(blocks), kind=MessageKind.TOOL_RESULTS)
+
+
+def _recover(session: Session) -> None:
+    """Close a turn whose process died: answer pending calls, log the failure, go idle."""
+    last = Message.objects.filter(session=session).order_by("-seq").first()
+    if last is not None and last.role == "assistant":
+        pending = [b["id"] for b in last.content if b.get("type") == "tool_use"]
+        if pending:
+            _append(session, _recovered_results(session, pending), last.turn)
+    Event.objects.create(
+        session=session,
+        kind="turn_ended",
+        turn=session.turn_count,
+        data={"reason": "failed", "error": "The process running this turn stopped; the turn was recovered."},
+    )
+    session.state = SessionState.IDLE
+    session.turn_owner = ""
+    session.heartbeat_at = None
+    session.steering = []
+    session.save()
+
+
+def _recover_if_dead(session: Session) -> bool:
+    if session.state != SessionState.RUNNING:
+        return False
+    if owner_alive(session_id=session.pk, owner=session.turn_owner, heartbeat_at=session.heartbeat_at):
+        return False
+    _recover(session)
+    return True
+
+
+@transaction.atomic
+def session_recover_if_dead(*, session_id: uuid.UUID) -> bool:
+    """Recover the session if its turn's process died (§ 6.8); True if it did."""
+    session = Session.objects.select_for_update().filter(pk=session_id).first()
+    return session is not None and _recover_if_dead(session)
+
+
+def sessions_recover_dead() -> int:
+    """Recover every running session whose process died; the periodic sweep calls this."""
+    running = Session.objects.filter(state=SessionState.RUNNING).values_list("pk", flat=True)
+    return sum(session_recover_if_dead(session_id=pk) for pk in list(running))

@@ -1,0 +1,18 @@
+"""The planner's twelve tools, by name, in the order the model is shown them."""
+
+from __future__ import annotations
+
+from planner.messages import ToolDefinition
+from planner.tools import knowledge, plan, skills
+from planner.tools.base import ToolContext, ToolOutcome, ToolSpec, run_tool
+
+TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (*plan.SPECS, *skills.SPECS, *knowledge.SPECS)}
+DEFINITIONS: tuple[ToolDefinition, ...] = tuple(spec.definition() for spec in TOOLS.values())
+
+
+def call_tool(name: str, arguments: object, context: ToolContext) -> ToolOutcome:
+    """Run the tool ``name`` for ``context``; failures come back as error outcomes."""
+    return run_tool(TOOLS.get(name), name, arguments, context)
+
+
+__all__ = ["DEFINITIONS", "TOOLS", "ToolContext", "ToolOutcome", "call_tool"]

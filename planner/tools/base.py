@@ -1,0 +1,140 @@
+"""What a planner tool is: its spec, the context it runs in, and how a call is run.
+
+A call is validated against the tool's JSON Schema before anything runs, then
+authorized with the one permission check for the human the session speaks
+for, then handled. Every failure becomes ``{"error": {"code", "message"}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import User
+from jsonschema import Draft202012Validator
+
+from planner.messages import ToolDefinition
+from tracker.errors import BalletError, ConflictError, ValidationError
+from tracker.models import Project
+from tracker.permissions import has_permission
+from tracker.services.activity import Actor
+
+JsonObject = dict[str, Any]
+
+
+@dataclass
+class Draft:
+    """Something a tool drafted for the human (a proposed changeset), sent as a ``draft`` frame."""
+
+    kind: str
+    snapshot: JsonObject
+    artifact_id: str
+
+
+@dataclass
+class ToolContext:
+    """Who a tool acts for, where, and what the session is following."""
+
+    user: User
+    project: Project
+    session_id: uuid.UUID
+    focus: set[str] = field(default_factory=set)
+    drafts: list[Draft] = field(default_factory=list)
+
+    @property
+    def actor(self) -> Actor:
+        return Actor(user=self.user, planner_session=self.session_id)
+
+    def follow(self, *targets: str) -> None:
+        self.focus.update(targets)
+
+
+class ToolError(BalletError):
+    """A tool refuses the call; the model sees ``code`` and ``message``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+Handler = Callable[[ToolContext, JsonObject], JsonObject]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: JsonObject
+    permission: str
+    handler: Handler
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(name=self.name, description=self.description, input_schema=self.input_schema)
+
+    def validator(self) -> Draft202012Validator:
+        return _validator(self.name, self.input_schema)
+
+
+_VALIDATORS: dict[str, Draft202012Validator] = {}
+
+
+def _validator(name: str, schema: JsonObject) -> Draft202012Validator:
+    validator = _VALIDATORS.get(name)
+    if validator is None:
+        Draft202012Validator.check_schema(schema)
+        validator = _VALIDATORS[name] = Draft202012Validator(schema)
+    return validator
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    output: JsonObject
+    is_error: bool
+
+    @property
+    def content(self) -> str:
+        return json.dumps(self.output, ensure_ascii=False, default=str)
+
+
+def error_output(code: str, message: str, **extra: Any) -> JsonObject:
+    return {"error": {"code": code, "message": message, **extra}}
+
+
+def _input_errors(spec: ToolSpec, arguments: Any) -> str | None:
+    if not isinstance(arguments, dict):
+        return "The input must be a JSON object."
+    errors = sorted(spec.validator().iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    parts = []
+    for error in errors[:5]:
+        where = "/".join(str(p) for p in error.absolute_path) or "input"
+        parts.append(f"{where}: {error.message}")
+    return "; ".join(parts)
+
+
+def run_tool(spec: ToolSpec | None, name: str, arguments: Any, context: ToolContext) -> ToolOutcome:
+    """Validate, authorize and run one call; never raises for a domain failure."""
+    if spec is None:
+        return ToolOutcome(error_output("unknown_tool", f"There is no tool named {name!r}."), True)
+    problem = _input_errors(spec, arguments)
+    if problem:
+        return ToolOutcome(error_output("invalid_input", problem), True)
+    if not has_permission(context.user, context.project, spec.permission):
+        message = f"{context.user.get_username()} lacks {spec.permission} in {context.project.key}."
+        return ToolOutcome(error_output("permission_denied", message), True)
+    try:
+        return ToolOutcome(spec.handler(context, arguments), False)
+    except BalletError as exc:
+        return ToolOutcome(_domain_error(exc), True)
+
+
+def _domain_error(exc: BalletError) -> JsonObject:
+    if isinstance(exc, ValidationError):
+        return error_output("invalid", exc.message, fields=exc.errors)
+    if isinstance(exc, ConflictError) and exc.current is not None:
+        return error_output(exc.code, exc.message, current=exc.current)
+    return error_output(exc.code, exc.message)

@@ -1,0 +1,285 @@
+"""Tools over the plan: list_items, get_item, list_runnable, search_project,
+list_changesets, propose_changeset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from planner.tools.base import Draft, JsonObject, ToolContext, ToolError, ToolSpec
+from tracker.errors import NotFoundError
+from tracker.models import Changeset, Dependency, Item
+from tracker.models.plan import ALL_STATES
+from tracker.permissions import SKILL_READ, TRACKER_READ, TRACKER_WRITE, has_permission
+from tracker.search import item_search, skill_search
+from tracker.selectors import item_number, runnable_tickets
+from tracker.services.changesets import changeset_propose
+
+ITEM_KEY: JsonObject = {"type": "string", "pattern": "^[A-Z][A-Z0-9]*-[0-9]+$", "maxLength": 30}
+ROW_FIELDS = ("number", "kind", "title", "state", "version", "epic__number", "milestone__number")
+LIMIT: JsonObject = {"type": "integer", "minimum": 1, "maximum": 200}
+
+
+def _row(ctx: ToolContext, row: dict[str, Any]) -> JsonObject:
+    key = ctx.project.key
+    return {
+        "key": f"{key}-{row['number']}",
+        "kind": row["kind"],
+        "title": row["title"],
+        "state": row["state"],
+        "version": row["version"],
+        "epic": f"{key}-{row['epic__number']}" if row["epic__number"] else None,
+        "milestone": f"{key}-{row['milestone__number']}" if row["milestone__number"] else None,
+    }
+
+
+def _number(ctx: ToolContext, key: str, field: str) -> int:
+    number = item_number(ctx.project, key)
+    if number is None:
+        raise ToolError("invalid_input", f"{field}: {key} is not an item key of project {ctx.project.key}.")
+    return number
+
+
+def list_items(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    qs: QuerySet[Item] = Item.objects.filter(project=ctx.project)
+    for name in ("kind", "state"):
+        if args.get(name):
+            qs = qs.filter(**{name: args[name]})
+    for parent in ("epic", "milestone"):
+        if args.get(parent):
+            qs = qs.filter(**{f"{parent}__number": _number(ctx, args[parent], parent)})
+    limit, offset = args.get("limit", 50), args.get("offset", 0)
+    rows = list(qs.order_by("number").values(*ROW_FIELDS)[offset : offset + limit + 1])
+    return {"items": [_row(ctx, row) for row in rows[:limit]], "offset": offset, "more": len(rows) > limit}
+
+
+def get_item(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    key = args["key"]
+    number = _number(ctx, key, "key")
+    item = (
+        Item.objects.filter(project=ctx.project, number=number)
+        .values("pk", *ROW_FIELDS, "description", "acceptance_criteria", "policy")
+        .first()
+    )
+    if item is None:
+        raise NotFoundError(f"Item {key} not found in project {ctx.project.key}.")
+    ctx.follow(key)
+    return _row(ctx, item) | {
+        "description": item["description"],
+        "acceptance_criteria": item["acceptance_criteria"],
+        "policy": item["policy"],
+        "blocked_by": _deps(ctx, Dependency.objects.filter(blocked_id=item["pk"]), "blocker"),
+        "blocks": _deps(ctx, Dependency.objects.filter(blocker_id=item["pk"]), "blocked"),
+    }
+
+
+def _deps(ctx: ToolContext, qs: QuerySet[Dependency], side: str) -> list[JsonObject]:
+    rows = qs.order_by(f"{side}__number").values_list(f"{side}__number", f"{side}__title", f"{side}__state")
+    return [{"key": f"{ctx.project.key}-{n}", "title": t, "state": s} for n, t, s in rows]
+
+
+def list_runnable(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    limit = args.get("limit", 50)
+    rows = runnable_tickets(project=ctx.project).values(*ROW_FIELDS)[:limit]
+    return {"tickets": [_row(ctx, row) for row in rows]}
+
+
+def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    limit = args.get("limit", 10)
+    kinds = set(args.get("kinds") or ["item", "skill"])
+    hits = item_search(project=ctx.project, query=args["query"], limit=limit) if "item" in kinds else []
+    if "skill" in kinds and has_permission(ctx.user, ctx.project, SKILL_READ):
+        hits += skill_search(project=ctx.project, query=args["query"], limit=limit)
+    hits.sort(key=lambda h: -h.score)
+    return {
+        "results": [
+            {
+                "kind": h.kind,
+                "key": h.key,
+                "title": h.title,
+                "state": h.state,
+                "snippet": h.snippet,
+                "score": h.score,
+            }
+            for h in hits[:limit]
+        ]
+    }
+
+
+def list_changesets(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    qs = Changeset.objects.filter(project=ctx.project)
+    if args.get("status"):
+        qs = qs.filter(status=args["status"])
+    rows = qs.order_by("-number").values(
+        "number",
+        "title",
+        "status",
+        "proposed_by__username",
+        "planner_session",
+        "created_at",
+        "conflict_reason",
+        "decision_note",
+    )[: args.get("limit", 20)]
+    return {
+        "changesets": [
+            {
+                "number": r["number"],
+                "title": r["title"],
+                "status": r["status"],
+                "proposed_by": r["proposed_by__username"],
+                "by_this_session": r["planner_session"] == ctx.session_id,
+                "created_at": r["created_at"].isoformat(),
+                "note": r["decision_note"] or r["conflict_reason"] or None,
+            }
+            for r in rows
+        ]
+    }
+
+
+def propose_changeset(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    changeset = changeset_propose(
+        actor=ctx.actor,
+        project=ctx.project,
+        title=args["title"],
+        rationale=args.get("rationale", ""),
+        operations=args["operations"],
+    )
+    review_url = f"/admin/tracker/changeset/{changeset.pk}/change/"
+    snapshot = {
+        "project": ctx.project.key,
+        "number": changeset.number,
+        "title": changeset.title,
+        "rationale": changeset.rationale,
+        "status": changeset.status,
+        "operations": changeset.operations,
+        "review_url": review_url,
+    }
+    ctx.drafts.append(Draft(kind="changeset", snapshot=snapshot, artifact_id=f"changeset:{changeset.number}"))
+    ctx.follow(*_keys_in(changeset.operations), f"changeset:{changeset.number}")
+    return {
+        "changeset": {"number": changeset.number, "status": changeset.status, "review_url": review_url},
+        "message": "Proposed. A human with changeset.apply reviews it and applies or rejects it.",
+    }
+
+
+def _keys_in(operations: list[Any]) -> list[str]:
+    keys = []
+    for op in operations:
+        for name in ("item", "blocker", "blocked"):
+            value = op.get(name) if isinstance(op, dict) else None
+            if isinstance(value, str) and not value.startswith("$"):
+                keys.append(value)
+    return keys
+
+
+OPERATION_SCHEMA: JsonObject = {
+    "type": "object",
+    "description": (
+        'One of: {"op": "create", "ref": "login", "kind": "ticket", "fields": {...}}; '
+        '{"op": "update", "item": "KEY-12", "base_version": 4, "fields": {...}}; '
+        '{"op": "add_dependency", "blocker": "KEY-7" or "$ref", "blocked": ...}; '
+        '{"op": "remove_dependency", "blocker": ..., "blocked": ...}. '
+        "fields: title, description (Markdown), acceptance_criteria (list of strings), state, "
+        "epic (key or $ref, tickets only), milestone (key or $ref). Never policy."
+    ),
+    "properties": {
+        "op": {"enum": ["create", "update", "add_dependency", "remove_dependency"]},
+        "ref": {"type": "string", "maxLength": 50},
+        "kind": {"enum": ["milestone", "epic", "ticket"]},
+        "item": {"type": "string", "maxLength": 30},
+        "base_version": {"type": "integer", "minimum": 1},
+        "fields": {"type": "object"},
+        "blocker": {"type": "string", "maxLength": 60},
+        "blocked": {"type": "string", "maxLength": 60},
+    },
+    "required": ["op"],
+    "additionalProperties": False,
+}
+
+
+def _schema(properties: JsonObject, required: list[str] | None = None) -> JsonObject:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required or [],
+        "additionalProperties": False,
+    }
+
+
+SPECS = (
+    ToolSpec(
+        name="list_items",
+        description="List the project's milestones, epics and tickets (key, kind, title, state, version, "
+        "epic, milestone), ordered by key. Filter by kind, state, epic or milestone; page with offset.",
+        input_schema=_schema(
+            {
+                "kind": {"enum": ["milestone", "epic", "ticket"]},
+                "state": {"enum": list(ALL_STATES)},
+                "epic": ITEM_KEY,
+                "milestone": ITEM_KEY,
+                "limit": LIMIT,
+                "offset": {"type": "integer", "minimum": 0},
+            }
+        ),
+        permission=TRACKER_READ,
+        handler=list_items,
+    ),
+    ToolSpec(
+        name="get_item",
+        description="Read one item: description, acceptance criteria, policy, version, and the items "
+        "blocking it and blocked by it.",
+        input_schema=_schema({"key": ITEM_KEY}, ["key"]),
+        permission=TRACKER_READ,
+        handler=get_item,
+    ),
+    ToolSpec(
+        name="list_runnable",
+        description="Tickets ready to run now: state ready and every blocker done or cancelled.",
+        input_schema=_schema({"limit": LIMIT}),
+        permission=TRACKER_READ,
+        handler=list_runnable,
+    ),
+    ToolSpec(
+        name="search_project",
+        description="Search the project's items and skills by meaning and words; an item key finds "
+        "that item first. Results carry a snippet and a score.",
+        input_schema=_schema(
+            {
+                "query": {"type": "string", "minLength": 1, "maxLength": 500},
+                "kinds": {"type": "array", "items": {"enum": ["item", "skill"]}, "maxItems": 2},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+            },
+            ["query"],
+        ),
+        permission=TRACKER_READ,
+        handler=search_project,
+    ),
+    ToolSpec(
+        name="list_changesets",
+        description="The project's changesets, newest first, optionally by status "
+        "(proposed, applied, rejected, conflicted), with the decision note or conflict reason.",
+        input_schema=_schema(
+            {"status": {"enum": ["proposed", "applied", "rejected", "conflicted"]}, "limit": LIMIT}
+        ),
+        permission=TRACKER_READ,
+        handler=list_changesets,
+    ),
+    ToolSpec(
+        name="propose_changeset",
+        description="Propose changes to the plan for a human to review: ordered create / update / "
+        "add_dependency / remove_dependency operations. Updates must carry the base_version you read. "
+        "A create may name a ref that later operations use as $ref. "
+        "Nothing changes until a human applies it.",
+        input_schema=_schema(
+            {
+                "title": {"type": "string", "minLength": 1, "maxLength": 200},
+                "rationale": {"type": "string", "maxLength": 10000},
+                "operations": {"type": "array", "minItems": 1, "maxItems": 200, "items": OPERATION_SCHEMA},
+            },
+            ["title", "operations"],
+        ),
+        permission=TRACKER_WRITE,
+        handler=propose_changeset,
+    ),
+)

@@ -1,0 +1,110 @@
+"""Knowledge: versions, revisions, optimistic concurrency, links and visibility."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from knowledge.models import KnowledgeRevision
+from knowledge.selectors import knowledge_get, knowledge_list
+from knowledge.services import knowledge_create, knowledge_update
+from tests.factories import make_membership, make_project
+from tracker.errors import ConflictError, NotFoundError, PermissionDeniedError, ValidationError
+from tracker.models import ActivityEvent
+from tracker.services.activity import Actor
+
+
+def create(user, project, **fields):
+    values = {"kind": "decision", "title": "Use Postgres", "body": "Because.", **fields}
+    return knowledge_create(actor=Actor(user=user), projects=[project], **values)
+
+
+def test_create_records_version_one_and_its_revision(project, member):
+    entry = create(member, project)
+    assert (entry.version, entry.author, entry.last_editor) == (1, member, member)
+    assert list(entry.revisions.values_list("version", "title")) == [(1, "Use Postgres")]
+
+
+def test_update_with_the_read_version_bumps_and_keeps_revisions(project, member, maintainer):
+    entry = create(member, project)
+    updated = knowledge_update(
+        actor=Actor(user=maintainer), entry=entry, version=1, fields={"body": "Because JSONB."}
+    )
+    assert (updated.version, updated.last_editor, updated.author) == (2, maintainer, member)
+    revisions = KnowledgeRevision.objects.filter(entry=entry).order_by("version")
+    assert [(r.version, r.body) for r in revisions] == [(1, "Because."), (2, "Because JSONB.")]
+
+
+def test_stale_version_is_a_conflict_with_the_current_version(project, member):
+    entry = create(member, project)
+    knowledge_update(actor=Actor(user=member), entry=entry, version=1, fields={"title": "First edit"})
+    with pytest.raises(ConflictError) as info:
+        knowledge_update(actor=Actor(user=member), entry=entry, version=1, fields={"title": "Lost edit"})
+    assert info.value.current is not None
+    assert (info.value.current["version"], info.value.current["title"]) == (2, "First edit")
+    entry.refresh_from_db()
+    assert (entry.version, entry.title) == (2, "First edit")
+
+
+def test_planner_writes_are_attributed_to_the_human(project, member):
+    session = uuid.uuid4()
+    entry = knowledge_create(
+        actor=Actor(user=member, planner_session=session),
+        kind="note",
+        title="Noted",
+        projects=[project],
+    )
+    assert entry.author == member
+    event = ActivityEvent.objects.get(verb="knowledge.created")
+    assert (event.actor, event.on_behalf_of) == (f"planner:{session}", member)
+    assert entry.revisions.get().actor == f"planner:{session}"
+
+
+def test_viewer_cannot_write(project, viewer, member):
+    with pytest.raises(PermissionDeniedError):
+        create(viewer, project)
+    entry = create(member, project)
+    with pytest.raises(PermissionDeniedError):
+        knowledge_update(actor=Actor(user=viewer), entry=entry, version=1, fields={"title": "x"})
+
+
+def test_items_must_belong_to_a_linked_project(project, other_project, member, make_item):
+    foreign = make_item(target=other_project)
+    with pytest.raises(ValidationError):
+        create(member, project, items=[foreign])
+    own = make_item()
+    entry = create(member, project, items=[own])
+    assert list(entry.items.all()) == [own]
+
+
+def test_invalid_fields(project, member):
+    with pytest.raises(ValidationError) as info:
+        create(member, project, kind="memo", title="", body=3)
+    assert set(info.value.errors) == {"kind", "title", "body"}
+    entry = create(member, project)
+    with pytest.raises(ValidationError) as info:
+        knowledge_update(actor=Actor(user=member), entry=entry, version="1", fields={"colour": "red"})
+    assert "version" in info.value.errors
+
+
+def test_visibility_is_the_organization_of_a_readable_project(project, org, other_project, member, users):
+    sibling = make_project(organization=org, key="SIB")
+    entry = create(member, project)
+    from tests.factories import MembershipFactory
+
+    reader = users["stranger"]
+    MembershipFactory(project=sibling, user=reader, role="viewer")
+    assert knowledge_get(user=reader, entry_id=entry.pk) == entry
+    outsider = make_membership(project=other_project, role="owner").user
+    with pytest.raises(NotFoundError):
+        knowledge_get(user=outsider, entry_id=entry.pk)
+    assert list(knowledge_list(user=outsider)) == []
+
+
+def test_list_filters(project, member):
+    create(member, project, kind="decision", title="Adopt Celery", body="queues")
+    create(member, project, kind="debt", title="Old settings module", body="cleanup")
+    assert [e.title for e in knowledge_list(user=member, kind="debt")] == ["Old settings module"]
+    assert [e.title for e in knowledge_list(user=member, q="celery")] == ["Adopt Celery"]
+    assert len(knowledge_list(user=member, project=project)) == 2

@@ -1,0 +1,324 @@
+"""The twelve tools: success paths, every error kind, authority, schemas."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from knowledge.services import knowledge_create
+from planner.tools import DEFINITIONS, TOOLS, ToolContext, call_tool
+from tracker.models import ActivityEvent, Changeset, Dependency, Item
+from tracker.services.activity import Actor
+from tracker.services.skills import skill_version_create
+
+SESSION = uuid.UUID("00000000-0000-0000-0000-00000000abcd")
+
+
+def ctx(user, project) -> ToolContext:
+    return ToolContext(user=user, project=project, session_id=SESSION)
+
+
+def run(user, project, name, arguments, context=None):
+    outcome = call_tool(name, arguments, context or ctx(user, project))
+    json.dumps(outcome.output)  # outputs are JSON
+    return outcome
+
+
+def ok(user, project, name, arguments, context=None):
+    outcome = run(user, project, name, arguments, context)
+    assert not outcome.is_error, outcome.output
+    return outcome.output
+
+
+def error(user, project, name, arguments) -> dict:
+    outcome = run(user, project, name, arguments)
+    assert outcome.is_error, outcome.output
+    assert set(outcome.output) == {"error"}
+    return outcome.output["error"]
+
+
+@pytest.fixture
+def plan(project, make_item):
+    milestone = make_item(kind="milestone", title="Beta")
+    epic = make_item(kind="epic", title="Accounts", milestone=milestone)
+    login = make_item(
+        title="Login form",
+        state="ready",
+        epic=epic,
+        description="Email and password login.",
+        acceptance_criteria=["Shows errors"],
+    )
+    reset = make_item(title="Password reset", state="ready", epic=epic)
+    Dependency.objects.create(blocker=login, blocked=reset)
+    return {"milestone": milestone, "epic": epic, "login": login, "reset": reset}
+
+
+def test_there_are_twelve_tools_with_closed_schemas():
+    assert list(TOOLS) == [
+        "list_items",
+        "get_item",
+        "list_runnable",
+        "search_project",
+        "list_changesets",
+        "propose_changeset",
+        "list_skills",
+        "read_skill",
+        "search_knowledge",
+        "get_knowledge",
+        "create_knowledge",
+        "update_knowledge",
+    ]
+    for definition in DEFINITIONS:
+        assert definition.input_schema["type"] == "object"
+        assert definition.input_schema["additionalProperties"] is False
+        assert len(definition.description) > 30
+
+
+def test_list_items_filters(project, member, plan):
+    output = ok(member, project, "list_items", {"kind": "ticket", "epic": plan["epic"].key})
+    assert [i["key"] for i in output["items"]] == [plan["login"].key, plan["reset"].key]
+    assert output["items"][0]["epic"] == plan["epic"].key
+    page = ok(member, project, "list_items", {"limit": 1, "offset": 1})
+    assert [i["key"] for i in page["items"]] == [plan["epic"].key]
+    assert page["more"] is True
+    assert ok(member, project, "list_items", {"state": "done"})["items"] == []
+
+
+def test_get_item_with_dependencies_and_focus(project, member, plan):
+    context = ctx(member, project)
+    output = ok(member, project, "get_item", {"key": plan["reset"].key}, context)
+    assert output["blocked_by"] == [{"key": plan["login"].key, "title": "Login form", "state": "ready"}]
+    assert output["version"] == 1
+    assert plan["reset"].key in context.focus
+    login = ok(member, project, "get_item", {"key": plan["login"].key})
+    assert login["acceptance_criteria"] == ["Shows errors"]
+    assert login["blocks"][0]["key"] == plan["reset"].key
+
+
+def test_get_item_errors(project, member, plan, other_project, make_item):
+    assert error(member, project, "get_item", {"key": "BAL-999"})["code"] == "not_found"
+    foreign = make_item(target=other_project)
+    assert error(member, project, "get_item", {"key": foreign.key})["code"] == "invalid_input"
+    assert error(member, project, "get_item", {})["code"] == "invalid_input"
+    assert error(member, project, "get_item", {"key": "BAL-1", "verbose": True})["code"] == "invalid_input"
+
+
+def test_unknown_field_is_rejected_before_anything_runs(project, member, plan):
+    problem = error(
+        member,
+        project,
+        "propose_changeset",
+        {
+            "title": "x",
+            "operations": [{"op": "create", "kind": "ticket", "fields": {"title": "T"}}],
+            "apply": True,
+        },
+    )
+    assert problem["code"] == "invalid_input"
+    assert "apply" in problem["message"]
+    assert not Changeset.objects.exists()
+
+
+def test_unknown_tool(project, member):
+    assert error(member, project, "delete_everything", {})["code"] == "unknown_tool"
+
+
+def test_list_runnable(project, member, plan):
+    assert [t["key"] for t in ok(member, project, "list_runnable", {})["tickets"]] == [plan["login"].key]
+
+
+def test_search_project_finds_items_by_key_and_words_and_skills(project, member, maintainer, plan):
+    skill_version_create(
+        actor=Actor(user=maintainer), project=project, name="estimation", body="Estimate login work"
+    )
+    by_key = ok(member, project, "search_project", {"query": plan["reset"].key})
+    assert by_key["results"][0]["key"] == plan["reset"].key
+    by_words = ok(member, project, "search_project", {"query": "login"})
+    kinds = {(r["kind"], r["key"]) for r in by_words["results"]}
+    assert ("item", plan["login"].key) in kinds
+    assert ("skill", "estimation") in kinds
+    assert all("snippet" in r and "score" in r for r in by_words["results"])
+
+
+def test_list_changesets_and_propose(project, member, plan):
+    context = ctx(member, project)
+    output = ok(
+        member,
+        project,
+        "propose_changeset",
+        {
+            "title": "Split login",
+            "rationale": "Smaller tickets",
+            "operations": [
+                {
+                    "op": "create",
+                    "ref": "sso",
+                    "kind": "ticket",
+                    "fields": {"title": "SSO", "epic": plan["epic"].key},
+                },
+                {
+                    "op": "update",
+                    "item": plan["login"].key,
+                    "base_version": 1,
+                    "fields": {"state": "in_progress"},
+                },
+                {"op": "add_dependency", "blocker": "$sso", "blocked": plan["reset"].key},
+            ],
+        },
+        context,
+    )
+    assert output["changeset"]["number"] == 1
+    assert output["changeset"]["review_url"].startswith("/admin/tracker/changeset/")
+    changeset = Changeset.objects.get()
+    assert (changeset.planner_session, changeset.proposed_by, changeset.status) == (
+        SESSION,
+        member,
+        "proposed",
+    )
+    assert context.drafts[0].kind == "changeset"
+    assert context.drafts[0].snapshot["number"] == 1
+    assert plan["login"].key in context.focus
+    listed = ok(member, project, "list_changesets", {"status": "proposed"})
+    assert listed["changesets"][0]["by_this_session"] is True
+    assert ok(member, project, "list_changesets", {"status": "applied"})["changesets"] == []
+    event = ActivityEvent.objects.get(verb="changeset.proposed")
+    assert (event.actor, event.on_behalf_of) == (f"planner:{SESSION}", member)
+
+
+def test_propose_errors_carry_field_paths(project, member, plan):
+    problem = error(
+        member,
+        project,
+        "propose_changeset",
+        {
+            "title": "Bad",
+            "operations": [
+                {"op": "update", "item": plan["login"].key, "base_version": 1, "fields": {"state": "shipped"}}
+            ],
+        },
+    )
+    assert problem["code"] == "invalid"
+    assert "operations[0].fields.state" in problem["fields"]
+
+
+def test_propose_touching_policy_is_refused_even_for_a_maintainer(project, maintainer, plan):
+    problem = error(
+        maintainer,
+        project,
+        "propose_changeset",
+        {
+            "title": "Policy",
+            "operations": [
+                {
+                    "op": "update",
+                    "item": plan["login"].key,
+                    "base_version": 1,
+                    "fields": {"policy": {"autonomy": "full"}},
+                }
+            ],
+        },
+    )
+    assert "operations[0].fields.policy" in problem["fields"]
+    assert not Changeset.objects.exists()
+
+
+def test_the_planner_has_no_apply_or_reject_tool():
+    assert not {name for name in TOOLS if "apply" in name or "reject" in name}
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        (
+            "propose_changeset",
+            {"title": "x", "operations": [{"op": "create", "kind": "ticket", "fields": {"title": "T"}}]},
+        ),
+        ("create_knowledge", {"kind": "note", "title": "N"}),
+        ("update_knowledge", {"id": 1, "version": 1, "title": "N"}),
+    ],
+)
+def test_a_viewers_session_cannot_write(project, viewer, name, arguments):
+    problem = error(viewer, project, name, arguments)
+    assert problem["code"] == "permission_denied"
+    assert "viewer lacks" in problem["message"]
+
+
+def test_a_viewer_may_read(project, viewer, plan):
+    assert ok(viewer, project, "list_items", {})["items"]
+
+
+def test_skills_tools(project, member, maintainer):
+    skill_version_create(actor=Actor(user=maintainer), project=project, name="planner", body="v1")
+    skill_version_create(actor=Actor(user=maintainer), project=project, name="planner", body="v2")
+    assert ok(member, project, "list_skills", {})["skills"] == [
+        {"name": "planner", "scope": "project", "version": 2, "latest_version": 2, "pinned": False}
+    ]
+    assert ok(member, project, "read_skill", {"name": "planner"})["body"] == "v2"
+    assert error(member, project, "read_skill", {"name": "nope"})["code"] == "not_found"
+
+
+def test_knowledge_tools(project, member, plan):
+    context = ctx(member, project)
+    created = ok(
+        member,
+        project,
+        "create_knowledge",
+        {
+            "kind": "decision",
+            "title": "Use passkeys",
+            "body": "Passwords are weak.",
+            "items": [plan["login"].key],
+        },
+        context,
+    )
+    entry_id = created["id"]
+    assert f"knowledge:{entry_id}" in context.focus
+    found = ok(member, project, "search_knowledge", {"query": "passkeys"})
+    assert found["results"][0]["id"] == entry_id
+    read = ok(member, project, "get_knowledge", {"id": entry_id})
+    assert (read["version"], read["items"], read["projects"]) == (1, [plan["login"].key], ["BAL"])
+    updated = ok(
+        member, project, "update_knowledge", {"id": entry_id, "version": 1, "body": "Passwords leak."}
+    )
+    assert updated["version"] == 2
+    event = ActivityEvent.objects.filter(verb="knowledge.updated").get()
+    assert (event.actor, event.on_behalf_of) == (f"planner:{SESSION}", member)
+
+
+def test_update_knowledge_with_a_stale_version_conflicts_with_the_current_version(project, member):
+    entry = knowledge_create(actor=Actor(user=member), kind="note", title="N", body="one", projects=[project])
+    ok(member, project, "update_knowledge", {"id": entry.pk, "version": 1, "body": "two"})
+    problem = error(member, project, "update_knowledge", {"id": entry.pk, "version": 1, "body": "three"})
+    assert problem["code"] == "conflict"
+    assert (problem["current"]["version"], problem["current"]["body"]) == (2, "two")
+
+
+def test_knowledge_errors(project, member, other_project, users):
+    from tests.factories import MembershipFactory
+
+    MembershipFactory(project=other_project, user=users["stranger"], role="owner")
+    foreign = knowledge_create(
+        actor=Actor(user=users["stranger"]), kind="note", title="Secret", projects=[other_project]
+    )
+    assert error(member, project, "get_knowledge", {"id": foreign.pk})["code"] == "not_found"
+    assert (
+        error(member, project, "update_knowledge", {"id": foreign.pk, "version": 1, "title": "x"})["code"]
+        == "not_found"
+    )
+    assert ok(member, project, "search_knowledge", {"query": "secret"})["results"] == []
+    assert (
+        error(member, project, "create_knowledge", {"kind": "memo", "title": "x"})["code"] == "invalid_input"
+    )
+    assert (
+        error(member, project, "create_knowledge", {"kind": "note", "title": "x", "items": ["BAL-77"]})[
+            "code"
+        ]
+        == "not_found"
+    )
+    entry = knowledge_create(actor=Actor(user=member), kind="note", title="N", projects=[project])
+    assert (
+        error(member, project, "update_knowledge", {"id": entry.pk, "version": 1})["code"] == "invalid_input"
+    )
+    assert Item.objects.count() == 0

@@ -1,0 +1,276 @@
+"""The turn loop through the runner, on a scripted model."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.models import Event, Message, Session, ToolCall
+from tests.fakes.scripted import call, say
+from tests.planner.conftest import drive, sync
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_a_turn_answers_and_records_everything(planner, model, session, member, make_item):
+    await sync(make_item)(title="Login page", state="ready")
+    model.add(call("list_items", {"kind": "ticket"}), say("You have one ticket: BAL-1."))
+    await drive(planner, session, member, "What is planned?")
+    messages = await sync(lambda: list(Message.objects.filter(session=session).order_by("seq")))()
+    # The item was created after the session opened, so the first call carries a change note.
+    assert [m.kind for m in messages] == ["human", "changes", "assistant", "tool_results", "assistant"]
+    assert "BAL-1 created by user:owner" in messages[1].content[0]["text"]
+    assert messages[-1].content == [{"type": "text", "text": "You have one ticket: BAL-1."}]
+    tool_call = await sync(ToolCall.objects.get)(session=session)
+    assert (tool_call.name, tool_call.is_error, tool_call.actor) == (
+        "list_items",
+        False,
+        f"planner:{session.pk}",
+    )
+    assert tool_call.output["items"][0]["key"] == "BAL-1"
+    kinds = await sync(lambda: list(Event.objects.filter(session=session).values_list("kind", flat=True)))()
+    assert kinds == ["turn_started", "turn_ended"]
+    refreshed = await sync(Session.objects.get)(pk=session.pk)
+    assert refreshed.state == "idle"
+    assert len(model.turn_requests) == 2
+
+
+async def events_of(session) -> list[tuple[str, dict]]:
+    return await sync(
+        lambda: [(e.kind, e.data) for e in Event.objects.filter(session=session).order_by("pk")]
+    )()
+
+
+async def kinds_of(session) -> list[str]:
+    return await sync(
+        lambda: list(Message.objects.filter(session=session).order_by("seq").values_list("kind", flat=True))
+    )()
+
+
+async def state_of(session) -> str:
+    return (await sync(Session.objects.get)(pk=session.pk)).state
+
+
+async def set_settings(project, owner, **values):
+    from tracker.services.activity import Actor
+    from tracker.services.projects import project_update
+
+    await sync(project_update)(actor=Actor(user=owner), project=project, settings=values)
+
+
+async def test_max_rounds_pauses_and_the_next_message_continues(
+    planner, model, session, member, owner, chat_project
+):
+    await set_settings(chat_project, owner, max_rounds=2)
+    model.add(call("list_items"), call("list_runnable"))
+    await drive(planner, session, member, "Look around")
+    assert await state_of(session) == "paused"
+    assert (await events_of(session))[-1] == ("turn_ended", {"reason": "max_rounds"})
+    model.add(say("Done looking."))
+    begin = await drive(planner, session, member, "Go on")
+    assert begin.meaning == "continued"
+    assert await state_of(session) == "idle"
+    last = model.turn_requests[-1]
+    assert last.messages[-1].kind == "continue"
+    assert await kinds_of(session) == [
+        "human",
+        "changes",
+        "assistant",
+        "tool_results",
+        "assistant",
+        "tool_results",
+        "continue",
+        "assistant",
+    ]
+    started = [data for kind, data in await events_of(session) if kind == "turn_started"]
+    assert [s["continued"] for s in started] == [False, True]
+
+
+async def test_stop_keeps_partial_text_and_leaves_a_valid_history(planner, model, session, member):
+    from tests.fakes.scripted import Hang
+
+    hang = Hang(text="Let me think about the pla")
+    model.add(hang)
+    await planner.send(session_id=session.pk, user=member, text="Plan the release")
+    await hang.started.wait()
+    assert await planner.stop(session_id=session.pk, user=member) is True
+    await planner.wait(session.pk)
+    assert (await events_of(session))[-1] == ("turn_ended", {"reason": "stopped"})
+    messages = await sync(lambda: list(Message.objects.filter(session=session).order_by("seq")))()
+    assert messages[-1].content == [{"type": "text", "text": "Let me think about the pla"}]
+    assert await state_of(session) == "idle"
+    model.add(say("Here is the plan."))
+    await drive(planner, session, member, "Go ahead")
+    assert model.turn_requests[-1].messages[-2].text == "Let me think about the pla"
+
+
+async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, session, member):
+    import asyncio
+
+    gate = asyncio.Event()
+    model.add(call("list_items", {}, ("list_runnable", {}), ("list_skills", {})))
+
+    from planner import runner as runner_module
+
+    real_run_tool = runner_module._SessionIO.run_tool
+
+    async def slow_run_tool(self, tool_call):
+        result = await real_run_tool(self, tool_call)
+        if tool_call.name == "list_items":
+            gate.set()
+            await asyncio.sleep(0.2)
+        return result
+
+    runner_module._SessionIO.run_tool = slow_run_tool  # type: ignore[method-assign]
+    try:
+        await planner.send(session_id=session.pk, user=member, text="Survey")
+        await gate.wait()
+        await planner.stop(session_id=session.pk, user=member)
+        await planner.wait(session.pk)
+    finally:
+        runner_module._SessionIO.run_tool = real_run_tool  # type: ignore[method-assign]
+    results = await sync(lambda: Message.objects.filter(session=session, kind="tool_results").get().content)()
+    assert [r.get("is_error", False) for r in results] == [False, True, True]
+    assert "stopped" in results[1]["content"]
+    calls = await sync(
+        lambda: list(ToolCall.objects.filter(session=session).values_list("name", flat=True))
+    )()
+    assert calls == ["list_items"]
+    model.add(say("ok"))
+    await drive(planner, session, member, "continue")  # the scripted model checks the history is valid
+
+
+async def test_steering_reaches_the_model_at_its_next_call(planner, model, session, member):
+    from tests.fakes.scripted import Hang
+
+    hang = Hang(text="Checking", then=call("list_items"))
+    model.add(hang, say("Noted: only epics."))
+    await planner.send(session_id=session.pk, user=member, text="What is planned?")
+    await hang.started.wait()
+    begin = await planner.send(session_id=session.pk, user=member, text="Only epics, please")
+    assert begin.meaning == "steered"
+    hang.release.set()
+    await planner.wait(session.pk)
+    second = model.turn_requests[1]
+    assert second.messages[-1].kind == "steer"
+    assert second.messages[-1].text == "Only epics, please"
+    assert second.messages[-2].kind == "tool_results"
+    assert await kinds_of(session) == ["human", "assistant", "tool_results", "steer", "assistant"]
+
+
+async def test_steering_during_the_final_answer_gets_another_call(planner, model, session, member):
+    from tests.fakes.scripted import Hang
+
+    hang = Hang(text="All done", then=say("All done."))
+    model.add(hang, say("Sure, also that."))
+    await planner.send(session_id=session.pk, user=member, text="Summarize")
+    await hang.started.wait()
+    await planner.send(session_id=session.pk, user=member, text="And the risks?")
+    hang.release.set()
+    await planner.wait(session.pk)
+    assert model.turn_requests[-1].messages[-1].text == "And the risks?"
+    assert await state_of(session) == "idle"
+
+
+async def test_a_model_error_fails_the_turn_with_a_readable_reason(planner, model, session, member):
+    from planner.gateway import GatewayError
+
+    model.add(GatewayError("authentication", "The Anthropic API refused the credential (401)."))
+    await drive(planner, session, member, "Hello")
+    assert (await events_of(session))[-1] == (
+        "turn_ended",
+        {"reason": "failed", "error": "The Anthropic API refused the credential (401)."},
+    )
+    assert await state_of(session) == "idle"
+    model.add(say("Hi"))
+    await drive(planner, session, member, "Hello again")
+    assert await state_of(session) == "idle"
+
+
+async def test_a_missing_credential_is_a_clear_failure(
+    planner, session, member, owner, chat_project, settings
+):
+    from planner.gateway import AnthropicGateway
+    from tracker.services.activity import Actor
+    from tracker.services.projects import project_update
+
+    settings.SERVER = settings.SERVER.__class__(**{**settings.SERVER.__dict__, "anthropic_api_key": None})
+    await sync(project_update)(actor=Actor(user=owner), project=chat_project, credential="")
+    planner.gateway = AnthropicGateway(base_url="http://127.0.0.1:9")
+    await drive(planner, session, member, "Hello")
+    _, data = (await events_of(session))[-1]
+    assert data["reason"] == "failed"
+    assert "no Anthropic API key" in data["error"]
+
+
+async def test_a_turn_records_the_skill_versions_of_its_prompt(
+    planner, model, session, member, owner, maintainer, chat_project
+):
+    from tracker.services.activity import Actor
+    from tracker.services.skills import skill_version_create
+
+    for body in ("Always estimate.", "Always estimate in days."):
+        await sync(skill_version_create)(
+            actor=Actor(user=maintainer), project=chat_project, name="planner", body=body
+        )
+    await set_settings(chat_project, owner, skill="planner")
+    model.add(say("ok"))
+    await drive(planner, session, member, "Hi")
+    started = next(d for k, d in await events_of(session) if k == "turn_started")
+    assert started["skills"] == [{"name": "planner", "version": 2}]
+    assert "Always estimate in days." in model.turn_requests[0].system
+    assert "BAL" in model.turn_requests[0].system
+
+
+async def test_a_changeset_decided_in_the_admin_reaches_the_session_that_proposed_it(
+    planner, model, session, member, maintainer, chat_project
+):
+    from tracker.models import Changeset
+    from tracker.services.activity import Actor
+    from tracker.services.changesets import changeset_reject
+
+    model.add(
+        call(
+            "propose_changeset",
+            {
+                "title": "Add docs",
+                "operations": [{"op": "create", "kind": "ticket", "fields": {"title": "Write docs"}}],
+            },
+        ),
+        say("Proposed #1."),
+    )
+    await drive(planner, session, member, "Plan docs")
+    changeset = await sync(Changeset.objects.get)()
+    await sync(changeset_reject)(actor=Actor(user=maintainer), changeset=changeset, note="Docs later")
+    model.add(say("Understood."))
+    await drive(planner, session, member, "What happened?")
+    request = model.turn_requests[-1]
+    notes = [m for m in request.messages if m.kind == "changes"]
+    assert len(notes) == 1
+    text = notes[0].text
+    assert text.startswith("<workspace-changes>")
+    assert text.endswith("</workspace-changes>")
+    assert "changeset #1 “Add docs” rejected by user:maintainer; note: Docs later" in text
+    assert "proposed by" not in text  # its own action is left out
+
+
+async def test_change_notes_put_the_focus_first_and_advance_last_seen(
+    planner, model, session, member, owner, make_item
+):
+    from tracker.services.activity import Actor
+    from tracker.services.items import item_update
+
+    first = await sync(make_item)(title="Unrelated")
+    followed = await sync(make_item)(title="Followed")
+    model.add(call("get_item", {"key": followed.key}), say("Read it."))
+    await drive(planner, session, member, "Read BAL-2")
+    await sync(item_update)(actor=Actor(user=owner), item=first, fields={"title": "Unrelated, renamed"})
+    await sync(item_update)(actor=Actor(user=owner), item=followed, fields={"state": "ready"})
+    model.add(say("Seen."))
+    await drive(planner, session, member, "Anything new?")
+    notes = [m for m in model.turn_requests[-1].messages if m.kind == "changes"]
+    lines = notes[-1].text.splitlines()
+    assert lines[2].startswith(f"- {followed.key} updated by user:owner")
+    assert lines[3].startswith(f"- {first.key} updated by user:owner")
+    model.add(say("Nothing new."))
+    await drive(planner, session, member, "And now?")
+    assert model.turn_requests[-1].messages[-1].kind == "human"

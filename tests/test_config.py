@@ -1,0 +1,122 @@
+"""Configuration: ballet.toml, then the environment, then per-project overrides; both modes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ballet.env import ConfigError, load_planner_config, load_server_config
+from tracker.selectors import project_planner_config
+from tracker.services.activity import Actor
+from tracker.services.projects import project_update
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_defaults_without_file_or_environment(monkeypatch):
+    for name in ("BALLET_CONFIG", "BALLET_PLANNER_MODEL", "BALLET_PLANNER_MAX_ROUNDS"):
+        monkeypatch.delenv(name, raising=False)
+    config = load_planner_config()
+    assert (config.compact_at_tokens, config.max_rounds, config.max_output_tokens) == (100_000, 25, 8192)
+    assert config.model.startswith("claude-")
+    assert config.compaction_model is None
+    assert config.four_eyes is False
+
+
+def test_file_then_environment(tmp_path, monkeypatch):
+    path = tmp_path / "ballet.toml"
+    path.write_text('[planner]\nmodel = "from-file"\nmax_rounds = 7\nfour_eyes = true\n')
+    monkeypatch.setenv("BALLET_CONFIG", str(path))
+    monkeypatch.setenv("BALLET_PLANNER_MODEL", "from-env")
+    config = load_planner_config()
+    assert (config.model, config.max_rounds, config.four_eyes) == ("from-env", 7, True)
+
+
+def test_bad_values_name_the_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("BALLET_PLANNER_MAX_ROUNDS", "many")
+    with pytest.raises(ConfigError, match="BALLET_PLANNER_MAX_ROUNDS"):
+        load_planner_config()
+    monkeypatch.delenv("BALLET_PLANNER_MAX_ROUNDS")
+    path = tmp_path / "ballet.toml"
+    path.write_text("[planner\n")
+    monkeypatch.setenv("BALLET_CONFIG", str(path))
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_planner_config()
+
+
+def test_production_mode_needs_both_urls(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgres://x/y")
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    assert load_server_config().production is False
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+    assert load_server_config().production is True
+
+
+def test_project_overrides_win(project, owner):
+    project_update(
+        actor=Actor(user=owner), project=project, settings={"model": "claude-x", "max_rounds": "3"}
+    )
+    config = project_planner_config(project)
+    assert (config.model, config.max_rounds) == ("claude-x", 3)
+    assert config.compact_at_tokens == 100_000
+
+
+def test_unknown_project_setting_is_refused(project, owner):
+    from tracker.errors import ValidationError
+
+    with pytest.raises(ValidationError) as info:
+        project_update(actor=Actor(user=owner), project=project, settings={"colour": "red", "max_rounds": 0})
+    assert set(info.value.errors) == {"settings.colour", "settings.max_rounds"}
+
+
+def test_credential_is_stored_encrypted(project, owner):
+    from tracker.crypto import decrypt
+
+    project_update(actor=Actor(user=owner), project=project, credential="sk-ant-secret")
+    project.refresh_from_db()
+    assert "sk-ant-secret" not in project.credential_encrypted
+    assert decrypt(project.credential_encrypted) == "sk-ant-secret"
+    project_update(actor=Actor(user=owner), project=project, credential="")
+    project.refresh_from_db()
+    assert project.has_credential is False
+
+
+def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_production_settings_pass_check_deploy():
+    result = _manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        env={
+            "DJANGO_SETTINGS_MODULE": "ballet.settings.production",
+            "DJANGO_SECRET_KEY": "a-long-random-production-secret-" + "x" * 40,
+            "DJANGO_ALLOWED_HOSTS": "ballet.example.com",
+            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/postgres",
+            "REDIS_URL": "redis://127.0.0.1:6379/0",
+        },
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_production_settings_refuse_a_missing_secret_key():
+    env = {"DJANGO_SETTINGS_MODULE": "ballet.settings.production", "DJANGO_SECRET_KEY": ""}
+    result = _manage("check", env=env)
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY must be set" in result.stderr

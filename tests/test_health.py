@@ -1,0 +1,39 @@
+"""/healthz checks the database and the channel layer; /metrics serves Prometheus text."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.django_db
+def test_healthz_reports_database_and_channel_layer(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "checks": {"database": True, "channel_layer": True}}
+
+
+@pytest.mark.django_db
+def test_healthz_is_503_when_the_channel_layer_fails(client, settings):
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]},
+        }
+    }
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    try:
+        response = client.get("/healthz")
+    finally:
+        channel_layers.backends.clear()
+    assert response.status_code == 503
+    assert response.json()["checks"] == {"database": True, "channel_layer": False}
+
+
+@pytest.mark.django_db
+def test_metrics_are_exposed(client):
+    client.get("/healthz")
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert b"django_http_requests_total_by_method_total" in response.content

@@ -1,0 +1,71 @@
+"""The one permission check: the role table, superusers, strangers, inactive users."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import AnonymousUser
+
+from tests.factories import make_user
+from tracker.errors import NotFoundError, PermissionDeniedError
+from tracker.permissions import ALL_PERMISSIONS, has_permission, require, visible_projects
+
+EXPECTED = {
+    "viewer": {"tracker.read", "skill.read", "knowledge.read"},
+    "member": {
+        "tracker.read",
+        "skill.read",
+        "knowledge.read",
+        "tracker.write",
+        "knowledge.write",
+        "planner.chat",
+    },
+    "maintainer": {
+        "tracker.read",
+        "skill.read",
+        "knowledge.read",
+        "tracker.write",
+        "knowledge.write",
+        "planner.chat",
+        "changeset.apply",
+        "policy.set",
+        "skill.write",
+    },
+}
+EXPECTED["owner"] = EXPECTED["maintainer"] | {"project.admin"}
+
+
+@pytest.mark.parametrize("role", ["viewer", "member", "maintainer", "owner"])
+@pytest.mark.parametrize("permission", sorted(ALL_PERMISSIONS))
+def test_role_table(project, users, role, permission):
+    assert has_permission(users[role], project, permission) is (permission in EXPECTED[role])
+
+
+def test_superuser_holds_everything(project):
+    admin = make_user(username="root", is_superuser=True)
+    assert all(has_permission(admin, project, p) for p in ALL_PERMISSIONS)
+    assert list(visible_projects(admin)) == [project]
+
+
+def test_strangers_anonymous_and_inactive_hold_nothing(project, users):
+    inactive = users["owner"]
+    inactive.is_active = False
+    for user in (users["stranger"], AnonymousUser(), None, inactive):
+        assert not any(has_permission(user, project, p) for p in ALL_PERMISSIONS)
+
+
+def test_require_hides_unreadable_projects_and_refuses_missing_permissions(project, users):
+    with pytest.raises(NotFoundError):
+        require(users["stranger"], project, "tracker.write")
+    with pytest.raises(PermissionDeniedError):
+        require(users["viewer"], project, "tracker.write")
+    require(users["member"], project, "tracker.write")
+
+
+def test_visible_projects_lists_only_memberships(project, other_project, users):
+    assert list(visible_projects(users["viewer"])) == [project]
+    assert list(visible_projects(users["stranger"])) == []
+
+
+def test_unknown_permission_is_a_programming_error(project, users):
+    with pytest.raises(ValueError, match="unknown permission"):
+        has_permission(users["owner"], project, "tracker.delete")

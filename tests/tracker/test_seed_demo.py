@@ -1,0 +1,194 @@
+"""``manage.py seed_demo``: the demo it builds, idempotence, and the passwords it prints."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.contrib.auth import authenticate
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db.models import Model
+
+from knowledge.models import KnowledgeEntry, KnowledgeRevision
+from tracker.models import (
+    ActivityEvent,
+    Changeset,
+    ChangesetStatus,
+    Dependency,
+    Item,
+    Membership,
+    Organization,
+    Project,
+    Skill,
+    SkillVersion,
+)
+from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE, has_permission
+from tracker.selectors import project_planner_config, runnable_tickets, skill_resolve
+from tracker.services.changeset_validation import changeset_validate
+
+pytestmark = pytest.mark.django_db
+
+
+def seed(*args: str) -> str:
+    out = StringIO()
+    call_command("seed_demo", *args, stdout=out)
+    return out.getvalue()
+
+
+def counts() -> dict[str, int]:
+    """Row counts of everything the seed writes."""
+    models: list[type[Model]] = [
+        User,
+        Organization,
+        Project,
+        Membership,
+        Item,
+        Dependency,
+        KnowledgeEntry,
+        KnowledgeRevision,
+        Skill,
+        SkillVersion,
+        Changeset,
+        ActivityEvent,
+    ]
+    return {model.__name__: model._default_manager.count() for model in models}
+
+
+def printed_password(output: str, username: str) -> str:
+    match = re.search(rf"^{username} \(\w+\): (?:created|new) password: (\S+)$", output, re.MULTILINE)
+    assert match, output
+    return match.group(1)
+
+
+@pytest.fixture
+def demo() -> Project:
+    seed()
+    return Project.objects.get(key="DEMO")
+
+
+def test_builds_the_plan_with_every_kind_and_states_spread(demo):
+    items = Item.objects.filter(project=demo)
+    assert items.filter(kind="milestone").count() == 2
+    assert items.filter(kind="epic").count() == 3
+    tickets = items.filter(kind="ticket")
+    assert 10 <= tickets.count() <= 15
+    assert {"draft", "ready", "in_progress", "in_review", "done"} <= set(
+        tickets.values_list("state", flat=True)
+    )
+    assert all(t.epic_id or t.milestone_id for t in tickets)
+    assert all(t.acceptance_criteria and t.description for t in tickets)
+    assert demo.organization.slug == "demo"
+    assert demo.organization.name == "Demo Org"
+
+
+def test_history_goes_through_the_services(demo):
+    done = Item.objects.filter(project=demo, kind="ticket", state="done")
+    assert done.exists()
+    assert all(item.version > 1 for item in done)
+    verbs = set(ActivityEvent.objects.filter(project=demo).values_list("verb", flat=True))
+    assert {"item.created", "item.updated", "dependency.added", "changeset.proposed"} <= verbs
+    assert set(ActivityEvent.objects.values_list("actor", flat=True)) == {"user:demo"}
+
+
+def test_dependencies_make_the_runnable_query_non_trivial(demo):
+    assert Dependency.objects.filter(blocked__project=demo).count() >= 10
+    runnable = list(runnable_tickets(project=demo))
+    ready = Item.objects.filter(project=demo, kind="ticket", state="ready")
+    assert runnable
+    assert len(runnable) < ready.count(), "some ready tickets should wait for their blockers"
+    chain = Dependency.objects.filter(blocked__project=demo, blocker__blocked_by__isnull=False)
+    assert chain.exists(), "some blockers should themselves be blocked"
+
+
+def test_knowledge_of_every_kind_linked_and_one_revised(demo):
+    entries = KnowledgeEntry.objects.filter(projects=demo)
+    assert set(entries.values_list("kind", flat=True)) == {"document", "decision", "note", "debt"}
+    assert all(entry.items.exists() for entry in entries)
+    revised = [entry for entry in entries if entry.revisions.count() == 2]
+    assert len(revised) == 1
+    assert revised[0].version == 2
+
+
+def test_planner_skill_has_two_versions_and_is_the_projects_skill(demo):
+    effective = skill_resolve(project=demo, name="planner")
+    assert effective.scope == "project"
+    assert effective.latest_version == 2
+    assert effective.version.version == 2
+    first = effective.skill.versions.get(version=1)
+    assert effective.version.body.startswith("---\nname: planner\n")
+    assert effective.version.body != first.body
+    assert "acceptance criteria" in first.body
+    assert project_planner_config(demo).skill == "planner"
+
+
+def test_one_proposed_changeset_that_still_validates(demo):
+    changeset = Changeset.objects.get(project=demo)
+    assert changeset.status == ChangesetStatus.PROPOSED
+    assert changeset.proposed_by.username == "demo"
+    assert [op["op"] for op in changeset.operations] == ["create", "update", "add_dependency"]
+    assert changeset.operations[1]["base_version"] >= 1
+    resolved = changeset_validate(project=demo, operations=changeset.operations, can_set_policy=False)
+    assert len(resolved) == 3
+
+
+def test_users_hold_their_roles(demo):
+    demo_user = User.objects.get(username="demo")
+    viewer = User.objects.get(username="viewer")
+    assert demo_user.is_staff
+    assert not viewer.is_staff
+    assert Membership.objects.get(project=demo, user=demo_user).role == "owner"
+    assert Membership.objects.get(project=demo, user=viewer).role == "viewer"
+    assert has_permission(demo_user, demo, CHANGESET_APPLY)
+    assert has_permission(viewer, demo, TRACKER_READ)
+    assert not has_permission(viewer, demo, TRACKER_WRITE)
+
+
+def test_running_twice_changes_nothing():
+    seed()
+    before = counts()
+    output = seed()
+    assert counts() == before
+    assert "Already seeded, nothing changed" in output
+    assert "demo (owner): exists, password unchanged" in output
+
+
+def test_created_users_get_printed_passwords_that_work():
+    output = seed()
+    demo_password = printed_password(output, "demo")
+    viewer_password = printed_password(output, "viewer")
+    assert demo_password != viewer_password
+    assert len(demo_password) >= 12
+    assert authenticate(username="demo", password=demo_password) is not None
+    assert authenticate(username="viewer", password=viewer_password) is not None
+
+
+def test_reset_passwords_prints_new_ones():
+    first = printed_password(seed(), "demo")
+    second = printed_password(seed("--reset-passwords"), "demo")
+    assert second != first
+    assert authenticate(username="demo", password=first) is None
+    assert authenticate(username="demo", password=second) is not None
+
+
+def test_given_password_is_set_for_both_users_and_not_printed():
+    output = seed("--password", "correct horse battery")
+    assert "correct horse battery" not in output
+    for username in ("demo", "viewer"):
+        assert authenticate(username=username, password="correct horse battery") is not None
+
+
+def test_empty_password_is_refused():
+    with pytest.raises(CommandError):
+        seed("--password", " ")
+    assert not User.objects.exists()
+
+
+def test_existing_users_keep_their_password_and_join_the_project():
+    User.objects.create_user(username="viewer", password="kept-password-1")
+    output = seed()
+    assert "viewer (viewer): exists" in output
+    assert authenticate(username="viewer", password="kept-password-1") is not None
+    assert Membership.objects.get(project__key="DEMO", user__username="viewer").role == "viewer"

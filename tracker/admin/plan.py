@@ -1,0 +1,198 @@
+"""Admin of the plan: items (written through item_create/item_update) and dependencies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.admin import RelatedOnlyFieldListFilter
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from tracker.admin.base import BalletAdmin, BalletForm, VersionedForm, actor_of, adopt
+from tracker.errors import ValidationError
+from tracker.models import STATES_BY_KIND, Dependency, Item, ItemKind, Project
+from tracker.permissions import POLICY_SET, TRACKER_READ, TRACKER_WRITE, has_permission, project_ids_with
+from tracker.services.changeset_validation import changeset_validate
+from tracker.services.items import dependency_add, dependency_remove, item_create, item_update
+
+ITEM_FORM_FIELDS = ("title", "description", "acceptance_criteria", "state", "epic", "milestone", "policy")
+PARENT_KINDS: dict[str, tuple[str, ...]] = {
+    "epic": (ItemKind.TICKET,),
+    "milestone": (ItemKind.EPIC, ItemKind.TICKET),
+}
+
+
+class LinesField(forms.CharField):
+    """A list of strings edited as one line each."""
+
+    widget = forms.Textarea(attrs={"rows": 4})
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(str(v) for v in value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value) or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def writable_items(user: Any) -> QuerySet[Item]:
+    return Item.objects.filter(project_id__in=project_ids_with(user, TRACKER_WRITE)).select_related("project")
+
+
+class ItemForm(VersionedForm):
+    """An item's editable fields, checked as the services and changesets check them."""
+
+    acceptance_criteria = LinesField(required=False, help_text="One criterion per line.")
+
+    class Meta:
+        model = Item
+        fields = ("project", "kind", *ITEM_FORM_FIELDS)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        writable = project_ids_with(self.user, TRACKER_WRITE)
+        self.limit("project", Project.objects.filter(pk__in=writable))
+        items = writable_items(self.user)
+        if self.instance.pk is not None:
+            items = items.filter(project_id=self.instance.project_id)
+        self.limit("epic", items.filter(kind=ItemKind.EPIC))
+        self.limit("milestone", items.filter(kind=ItemKind.MILESTONE))
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
+        project = self.instance.project if self.instance.pk is not None else cleaned.get("project")
+        kind = self.instance.kind if self.instance.pk is not None else cleaned.get("kind")
+        if project is None or kind is None:
+            return cleaned
+        state = cleaned.get("state")
+        if state is not None and state not in STATES_BY_KIND[kind]:
+            self.add_error("state", f"A {kind}'s state is one of: {', '.join(STATES_BY_KIND[kind])}.")
+        for parent, kinds in PARENT_KINDS.items():
+            self._check_parent(parent, kinds, project, kind)
+        self._check_policy(project)
+        return cleaned
+
+    def _check_parent(self, name: str, kinds: tuple[str, ...], project: Project, kind: str) -> None:
+        parent = self.cleaned_data.get(name)
+        if parent is None:
+            return
+        if kind not in kinds:
+            self.add_error(name, f"A {kind} has no {name}.")
+        elif parent.project_id != project.pk:
+            self.add_error(name, f"{parent.key} is not in project {project.key}.")
+
+    def _check_policy(self, project: Project) -> None:
+        if "policy" not in self.fields:
+            return
+        policy = self.cleaned_data.get("policy")
+        if policy in (None, ""):
+            self.cleaned_data["policy"] = {}
+        elif not isinstance(policy, dict):
+            self.add_error("policy", "Expected a JSON object.")
+        elif policy and not has_permission(self.user, project, POLICY_SET):
+            self.add_error("policy", f"Only a human with policy.set in {project.key} may set a policy.")
+
+
+@admin.register(Item)
+class ItemAdmin(BalletAdmin):
+    """Milestones, epics and tickets; every save bumps the version and logs who did it."""
+
+    form = ItemForm
+    rules = {"view": TRACKER_READ, "add": TRACKER_WRITE, "change": TRACKER_WRITE, "delete": None}
+    list_display = ("item_key", "title", "kind", "state", "epic", "milestone", "version")
+    list_display_links = ("item_key", "title")
+    list_filter = ("kind", "state", ("project", RelatedOnlyFieldListFilter))
+    search_fields = ("title", "description")
+    list_select_related = ("project", "epic__project", "milestone__project")
+
+    @admin.display(description="key", ordering="number")
+    def item_key(self, obj: Item) -> str:
+        return obj.key
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return ["project", "kind", *ITEM_FORM_FIELDS]
+        shown = ["item_key", "project", "kind", *ITEM_FORM_FIELDS, "version", "created_at", "updated_at"]
+        return [*shown, "version_read"] if self.has_change_permission(request, obj) else shown
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return ()
+        fixed = ("item_key", "project", "kind", "version", "created_at", "updated_at")
+        return fixed if has_permission(request.user, obj.project_id, POLICY_SET) else (*fixed, "policy")
+
+    def save_model(self, request: HttpRequest, obj: Item, form: Any, change: bool) -> None:
+        fields = {name: form.cleaned_data[name] for name in ITEM_FORM_FIELDS if name in form.cleaned_data}
+        if change:
+            base_version = form.cleaned_data.get("version_read")
+            saved = item_update(actor=actor_of(request), item=obj, fields=fields, base_version=base_version)
+        else:
+            saved = item_create(
+                actor=actor_of(request),
+                project=form.cleaned_data["project"],
+                kind=form.cleaned_data["kind"],
+                fields=fields,
+            )
+        adopt(obj, saved)
+
+
+class DependencyForm(BalletForm):
+    """A new dependency, checked like a changeset's add_dependency (same project, no cycle)."""
+
+    class Meta:
+        model = Dependency
+        fields = ("blocker", "blocked")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.limit("blocker", writable_items(self.user))
+        self.limit("blocked", writable_items(self.user))
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
+        blocker, blocked = cleaned.get("blocker"), cleaned.get("blocked")
+        if blocker is None or blocked is None:
+            return cleaned
+        if blocker.project_id != blocked.project_id:
+            raise forms.ValidationError("Both items must be in the same project.")
+        operation = {"op": "add_dependency", "blocker": blocker.key, "blocked": blocked.key}
+        try:
+            changeset_validate(project=blocked.project, operations=[operation], can_set_policy=False)
+        except ValidationError as exc:
+            raise forms.ValidationError([m for msgs in exc.errors.values() for m in msgs]) from exc
+        return cleaned
+
+
+@admin.register(Dependency)
+class DependencyAdmin(BalletAdmin):
+    """Add or remove "blocker → blocked"; a dependency has nothing else to change."""
+
+    form = DependencyForm
+    project_path = "blocked__project"
+    rules = {"view": TRACKER_READ, "add": TRACKER_WRITE, "change": None, "delete": TRACKER_WRITE}
+    list_display = ("__str__", "blocker_title", "blocked_title", "created_at")
+    list_filter = (("blocked__project", RelatedOnlyFieldListFilter),)
+    search_fields = ("blocker__title", "blocked__title")
+    list_select_related = ("blocker__project", "blocked__project")
+
+    @admin.display(description="blocker")
+    def blocker_title(self, obj: Dependency) -> str:
+        return obj.blocker.title
+
+    @admin.display(description="blocked")
+    def blocked_title(self, obj: Dependency) -> str:
+        return obj.blocked.title
+
+    def save_model(self, request: HttpRequest, obj: Dependency, form: Any, change: bool) -> None:
+        adopt(obj, dependency_add(actor=actor_of(request), blocker=obj.blocker, blocked=obj.blocked))
+
+    def delete_model(self, request: HttpRequest, obj: Dependency) -> None:
+        dependency_remove(actor=actor_of(request), blocker=obj.blocker, blocked=obj.blocked)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        for dependency in queryset.select_related("blocker__project", "blocked__project"):
+            self.delete_model(request, dependency)

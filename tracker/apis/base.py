@@ -1,0 +1,113 @@
+"""What every REST endpoint shares: JSON parsing, authentication, the caller, the project lookup, paging.
+
+Token authentication comes first so that a request without credentials is
+answered 401 with a ``WWW-Authenticate`` header (DRF takes the header from the
+first class; session authentication has none and would make it 403).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.exceptions import ParseError
+from rest_framework.pagination import BasePagination
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+from tracker.models import Project
+from tracker.permissions import require
+from tracker.selectors import project_get
+from tracker.serializers import ErrorSerializer
+from tracker.services.activity import Actor
+
+MAX_JSON_DEPTH = 64
+
+
+def _nests_deeper_than(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+class BalletJSONParser(JSONParser):
+    """JSON only, and never nested so deep that decoding or walking it exhausts the stack."""
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError as exc:  # DRF only turns ValueError into a ParseError
+            raise ParseError("JSON parse error - the document nests too deep.") from exc
+        if _nests_deeper_than(data, MAX_JSON_DEPTH):
+            raise ParseError(f"JSON parse error - the document nests deeper than {MAX_JSON_DEPTH} levels.")
+        return data
+
+
+class BalletApi(APIView):
+    """Base of every endpoint: JSON in and out, authenticated callers only, 401 without credentials."""
+
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    parser_classes = [BalletJSONParser]
+    permission_classes = [IsAuthenticated]
+    pagination_class = cast("type[BasePagination]", api_settings.DEFAULT_PAGINATION_CLASS)
+
+    def paginated(
+        self,
+        rows: QuerySet[Any] | list[Any],
+        serializer_class: type[serializers.BaseSerializer[Any]],
+        **context: Any,
+    ) -> Response:
+        """One page of ``rows`` (a queryset or a list) in the paginator's envelope."""
+        paginator: BasePagination = self.pagination_class()
+        # Paginators slice lists as well as querysets.
+        page = paginator.paginate_queryset(cast("QuerySet[Any]", rows), self.request, view=self)
+        data = serializer_class(page, many=True, context={"request": self.request, **context}).data
+        return paginator.get_paginated_response(data)
+
+
+def caller(request: Request) -> User:
+    """The authenticated human behind the request."""
+    user = request.user
+    assert isinstance(user, User)
+    return user
+
+
+def actor_for(request: Request) -> Actor:
+    return Actor(user=caller(request))
+
+
+def project_for(request: Request, key: str, permission: str) -> Project:
+    """The project ``key`` if the caller holds ``permission``; 404 when they cannot read it."""
+    project = project_get(key=key)
+    require(caller(request), project, permission)
+    return project
+
+
+def parse(serializer_class: type[serializers.Serializer[Any]], data: Any) -> dict[str, Any]:
+    """Validated input, or a ValidationError the error handler turns into field errors."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def with_errors(ok: dict[int, Any], *codes: int) -> dict[int, Any]:
+    """Response documentation: the success answers plus the error answers ``codes``."""
+    return {**ok, **{code: ErrorSerializer for code in codes}}
+
+
+READ_ERRORS = (401, 404)
+WRITE_ERRORS = (400, 401, 403, 404)

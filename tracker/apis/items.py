@@ -1,0 +1,66 @@
+"""The plan, read-only: items with filters, one item with its dependencies, runnable tickets."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from tracker.apis.base import READ_ERRORS, BalletApi, parse, project_for, with_errors
+from tracker.errors import NotFoundError, ValidationError
+from tracker.models import Item, ItemKind, Project
+from tracker.permissions import TRACKER_READ
+from tracker.selectors import item_get, item_list, runnable_tickets
+from tracker.serializers import ItemDetailSerializer, ItemFilterSerializer, ItemSerializer
+
+
+def _parent(project: Project, key: str | None, kind: str) -> Item | None:
+    """The epic or milestone a filter names; a field error if it is not one."""
+    if not key:
+        return None
+    try:
+        item = item_get(project=project, key=key)
+    except NotFoundError as exc:
+        raise ValidationError({kind: [exc.message]}) from exc
+    if item.kind != kind:
+        raise ValidationError({kind: [f"{key} is a {item.kind}, not a {kind}."]})
+    return item
+
+
+class ItemListApi(BalletApi):
+    @extend_schema(
+        summary="List a project's items",
+        parameters=[ItemFilterSerializer],
+        responses=with_errors({200: ItemSerializer(many=True)}, 400, *READ_ERRORS),
+    )
+    def get(self, request: Request, key: str) -> Response:
+        project = project_for(request, key, TRACKER_READ)
+        filters = parse(ItemFilterSerializer, request.query_params)
+        items = item_list(
+            project=project,
+            kind=filters.get("kind"),
+            state=filters.get("state"),
+            epic=_parent(project, filters.get("epic"), ItemKind.EPIC),
+            milestone=_parent(project, filters.get("milestone"), ItemKind.MILESTONE),
+        )
+        return self.paginated(items, ItemSerializer)
+
+
+class ItemDetailApi(BalletApi):
+    @extend_schema(
+        summary="Read an item with its description, criteria, policy and dependencies",
+        responses=with_errors({200: ItemDetailSerializer}, *READ_ERRORS),
+    )
+    def get(self, request: Request, key: str, item_key: str) -> Response:
+        project = project_for(request, key, TRACKER_READ)
+        return Response(ItemDetailSerializer(item_get(project=project, key=item_key)).data)
+
+
+class RunnableListApi(BalletApi):
+    @extend_schema(
+        summary="List runnable tickets: ready, with every blocker done or cancelled",
+        responses=with_errors({200: ItemSerializer(many=True)}, *READ_ERRORS),
+    )
+    def get(self, request: Request, key: str) -> Response:
+        project = project_for(request, key, TRACKER_READ)
+        return self.paginated(runnable_tickets(project=project), ItemSerializer)

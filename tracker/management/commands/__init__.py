@@ -1,0 +1,1 @@
+"""The tracker's manage.py commands."""

@@ -1,0 +1,220 @@
+"""``manage.py seed_demo``: the demo organization, project DEMO, its users and its content.
+
+Idempotent. Users, the organization, the project and the memberships are
+found or created; the content (plan, knowledge, planner skill, a proposed
+changeset) is written through the services, as the demo owner, only while the
+project has no items, so a second run changes nothing. A created user gets a
+generated password, printed once; ``--reset-passwords`` prints new ones and
+``--password`` sets a given one for both users.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from knowledge.models import KnowledgeEntry
+from knowledge.services import knowledge_create, knowledge_update
+from tracker.errors import BalletError
+from tracker.management import demo_content as content
+from tracker.models import ChangesetStatus, Dependency, Item, Membership, Organization, Project, Role
+from tracker.permissions import forget_roles
+from tracker.selectors import changeset_list, runnable_tickets, skill_effective_list
+from tracker.services.activity import Actor
+from tracker.services.changesets import changeset_propose
+from tracker.services.items import dependency_add, item_create, item_update
+from tracker.services.projects import membership_set, project_update
+from tracker.services.skills import skill_version_create
+
+
+@dataclass(frozen=True)
+class DemoUser:
+    username: str
+    role: str
+    is_staff: bool
+
+
+OWNER = DemoUser(username="demo", role=Role.OWNER, is_staff=True)
+VIEWER = DemoUser(username="viewer", role=Role.VIEWER, is_staff=False)
+
+
+class Command(BaseCommand):
+    help = "Build the demo organization, project DEMO and the users demo (owner) and viewer. Idempotent."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--password", help="Set this password for both demo users.")
+        parser.add_argument(
+            "--reset-passwords",
+            action="store_true",
+            help="Give existing demo users new generated passwords, and print them.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        password: str | None = options["password"]
+        if password is not None and not password.strip():
+            raise CommandError("--password must not be empty.")
+        try:
+            with transaction.atomic():
+                lines = [
+                    _user_ensure(u, password=password, reset=options["reset_passwords"])
+                    for u in (OWNER, VIEWER)
+                ]
+                owner = User.objects.get(username=OWNER.username)
+                project = _project_ensure(owner)
+                built = not project.items.exists()
+                if built:
+                    _content_build(Actor(user=owner), project)
+        except BalletError as exc:
+            raise CommandError(f"Cannot seed the demo: {exc.message}") from exc
+        self.stdout.write("\n".join(lines))
+        state = "Built" if built else "Already seeded, nothing changed:"
+        self.stdout.write(self.style.SUCCESS(f"{state} {_summary(project)}"))
+
+
+def _user_ensure(spec: DemoUser, *, password: str | None, reset: bool) -> str:
+    """Find or create the user; return the line to print about its password."""
+    user, created = User.objects.get_or_create(
+        username=spec.username,
+        defaults={"is_staff": spec.is_staff, "email": f"{spec.username}@example.com"},
+    )
+    if password is not None:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+        return f"{spec.username} ({spec.role}): password set from --password"
+    if created or reset:
+        generated = secrets.token_urlsafe(12)
+        user.set_password(generated)
+        user.save(update_fields=["password"])
+        return f"{spec.username} ({spec.role}): {'created' if created else 'new'} password: {generated}"
+    return f"{spec.username} ({spec.role}): exists, password unchanged (--reset-passwords prints a new one)"
+
+
+def _project_ensure(owner: User) -> Project:
+    """The organization, the project and both memberships, each created only if missing."""
+    organization, _ = Organization.objects.get_or_create(
+        slug=content.ORGANIZATION_SLUG, defaults={"name": content.ORGANIZATION_NAME}
+    )
+    project, _ = Project.objects.select_related("organization").get_or_create(
+        key=content.PROJECT_KEY,
+        defaults={
+            "organization": organization,
+            "name": content.PROJECT_NAME,
+            "description": content.PROJECT_DESCRIPTION,
+        },
+    )
+    if not Membership.objects.filter(project=project, user=owner).exists():
+        # The first owner cannot be granted through membership_set: nobody holds project.admin yet.
+        Membership.objects.create(project=project, user=owner, role=OWNER.role)
+        forget_roles(owner)
+    if not Membership.objects.filter(project=project, user__username=VIEWER.username).exists():
+        membership_set(actor=Actor(user=owner), project=project, username=VIEWER.username, role=VIEWER.role)
+    return project
+
+
+def _content_build(actor: Actor, project: Project) -> None:
+    items = _plan_build(actor, project)
+    _knowledge_build(actor, project, items)
+    _skill_build(actor, project)
+    _changeset_build(actor, project, items)
+
+
+def _plan_build(actor: Actor, project: Project) -> dict[str, Item]:
+    """Create every item with its dependencies, then walk each through its state history."""
+    specs = (*content.MILESTONES, *content.EPICS, *content.TICKETS)
+    items: dict[str, Item] = {}
+    for spec in specs:
+        items[spec.ref] = _item_create(actor, project, spec, items)
+        for blocker in spec.blockers:
+            dependency_add(actor=actor, blocker=items[blocker], blocked=items[spec.ref])
+    for spec in specs:
+        for state in spec.states[1:]:
+            item = items[spec.ref]
+            items[spec.ref] = item_update(
+                actor=actor, item=item, fields={"state": state}, base_version=item.version
+            )
+    return items
+
+
+def _item_create(actor: Actor, project: Project, spec: content.ItemSpec, items: dict[str, Item]) -> Item:
+    fields: dict[str, Any] = {
+        "title": spec.title,
+        "description": spec.description,
+        "acceptance_criteria": list(spec.criteria),
+        "state": spec.states[0],
+    }
+    if spec.epic:
+        fields["epic"] = items[spec.epic]
+    if spec.milestone:
+        fields["milestone"] = items[spec.milestone]
+    return item_create(actor=actor, project=project, kind=spec.kind, fields=fields)
+
+
+def _knowledge_build(actor: Actor, project: Project, items: dict[str, Item]) -> None:
+    for spec in content.KNOWLEDGE:
+        entry = knowledge_create(
+            actor=actor,
+            kind=spec.kind,
+            title=spec.title,
+            body=spec.body,
+            projects=[project],
+            items=[items[ref] for ref in spec.items],
+        )
+        if spec.revised_body is not None:
+            knowledge_update(
+                actor=actor, entry=entry, version=entry.version, fields={"body": spec.revised_body}
+            )
+
+
+def _skill_build(actor: Actor, project: Project) -> None:
+    """Two versions of the project's planner skill, and the project set to use it."""
+    for body in (content.SKILL_V1, content.SKILL_V2):
+        skill_version_create(actor=actor, project=project, name=content.SKILL_NAME, body=body)
+    settings = dict(project.settings) if isinstance(project.settings, dict) else {}
+    project_update(actor=actor, project=project, settings={**settings, "skill": content.SKILL_NAME})
+
+
+def _changeset_build(actor: Actor, project: Project, items: dict[str, Item]) -> None:
+    """One proposed changeset waiting for review: a create, an update and a dependency."""
+    cancel = items["cancel"]
+    waitlist = {**content.WAITLIST_TICKET, "epic": items["booking"].key, "milestone": items["launch"].key}
+    operations = [
+        {"op": "create", "ref": "waitlist", "kind": "ticket", "fields": waitlist},
+        {
+            "op": "update",
+            "item": cancel.key,
+            "base_version": cancel.version,
+            "fields": {
+                "state": "ready",
+                "acceptance_criteria": [*cancel.acceptance_criteria, content.CANCEL_EXTRA_CRITERION],
+            },
+        },
+        {"op": "add_dependency", "blocker": items["book"].key, "blocked": "$waitlist"},
+    ]
+    changeset_propose(
+        actor=actor,
+        project=project,
+        title=content.CHANGESET_TITLE,
+        rationale=content.CHANGESET_RATIONALE,
+        operations=operations,
+    )
+
+
+def _summary(project: Project) -> str:
+    kinds = Counter(Item.objects.filter(project=project).values_list("kind", flat=True))
+    dependencies = Dependency.objects.filter(blocked__project=project).count()
+    runnable = ", ".join(item.key for item in runnable_tickets(project=project)) or "none"
+    entries = KnowledgeEntry.objects.filter(projects=project).count()
+    skills = ", ".join(f"{s.name} v{s.version.version}" for s in skill_effective_list(project=project))
+    proposed = changeset_list(project=project, status=ChangesetStatus.PROPOSED).count()
+    return (
+        f"project {project.key} ({project.name}) in {project.organization.name}: "
+        f"{kinds['milestone']} milestones, {kinds['epic']} epics, {kinds['ticket']} tickets, "
+        f"{dependencies} dependencies, runnable: {runnable}; {entries} knowledge entries; "
+        f"skills: {skills or 'none'}; {proposed} changeset(s) awaiting review."
+    )

@@ -1,0 +1,302 @@
+"""REST representations of the tracker, and the strict input shapes its endpoints accept.
+
+Input serializers only parse: types, lengths, unknown fields. Everything the
+domain decides (references, states, permissions) is left to the services, so
+the REST API and the planner tools cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from drf_spectacular.utils import extend_schema_field, inline_serializer
+from rest_framework import serializers
+
+from tracker.models import ChangesetStatus, Item, ItemKind, Membership, Project, Role, SkillScope
+from tracker.models.plan import ALL_STATES as ITEM_STATES
+from tracker.permissions import permissions_for
+from tracker.selectors import EffectiveSkill
+from tracker.services.changeset_validation import MAX_RATIONALE, MAX_TITLE
+from tracker.services.changesets import MAX_NOTE
+from tracker.services.projects import MAX_CREDENTIAL
+from tracker.services.skills import MAX_BODY as MAX_SKILL_BODY
+
+MAX_INT = 2**31 - 1
+MAX_DESCRIPTION = 20_000
+
+
+# --- strict input building blocks -------------------------------------------------------------
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers and other non-strings instead of coercing them."""
+
+    default_error_messages = {"not_a_string": "Expected a string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An IntegerField that refuses strings, floats and booleans."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def _has_nul(value: Any) -> bool:
+    # Recursion is bounded: the API's JSON parser refuses documents nested deeper than 64.
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def no_nul_characters(value: Any) -> None:
+    """PostgreSQL cannot store NUL in text or JSON; refuse it as input instead of failing later."""
+    if _has_nul(value):
+        raise serializers.ValidationError("NUL characters are not allowed.")
+
+
+class StrictSerializer(serializers.Serializer[Any]):
+    """Input whose unknown fields are errors, reported next to the errors of the known ones."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown: dict[str, list[str]] = {}
+        if isinstance(data, Mapping):
+            known = {name for name, field in self.fields.items() if not field.read_only}
+            unknown = {str(name): ["Unknown field."] for name in data if name not in known}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if isinstance(exc.detail, dict):
+                raise serializers.ValidationError({**exc.detail, **unknown}) from exc
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
+
+
+ErrorSerializer = inline_serializer(
+    name="Error",
+    fields={
+        "error": inline_serializer(
+            name="ErrorDetail",
+            fields={
+                "code": serializers.CharField(),
+                "message": serializers.CharField(),
+                "fields": serializers.DictField(
+                    child=serializers.ListField(child=serializers.CharField()),
+                    required=False,
+                    help_text="Messages by field path, such as operations[2].fields.state.",
+                ),
+                "current": serializers.DictField(
+                    required=False, help_text="The object as it is now (conflicts)."
+                ),
+            },
+        )
+    },
+)
+"""The shape of every error answer (see tracker.api_errors), for the OpenAPI document."""
+
+
+# --- projects and members -------------------------------------------------------------------
+
+
+class ProjectSerializer(serializers.Serializer[Project]):
+    key = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    organization = serializers.CharField(source="organization.slug")
+    settings = serializers.DictField()
+    has_credential = serializers.BooleanField()
+    permissions = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+
+    def get_permissions(self, project: Project) -> list[str]:
+        """The permissions the caller holds in the project."""
+        return sorted(permissions_for(self.context["request"].user, project.pk))
+
+
+class ProjectUpdateSerializer(StrictSerializer):
+    name = StrictCharField(max_length=200, required=False)
+    description = StrictCharField(
+        max_length=MAX_DESCRIPTION, required=False, allow_blank=True, trim_whitespace=False
+    )
+    settings = serializers.DictField(
+        required=False,
+        validators=[no_nul_characters],
+        help_text="Planner overrides to change; a null value removes an override.",
+    )
+    credential = StrictCharField(
+        max_length=MAX_CREDENTIAL,
+        required=False,
+        allow_blank=True,
+        write_only=True,
+        help_text="The LLM credential; write-only, an empty string removes it.",
+    )
+
+
+class MembershipSerializer(serializers.Serializer[Membership]):
+    username = serializers.CharField(source="user.username")
+    role = serializers.ChoiceField(choices=Role.choices)
+    created_at = serializers.DateTimeField()
+
+
+class MembershipSetSerializer(StrictSerializer):
+    username = StrictCharField(max_length=150)
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+# --- items ------------------------------------------------------------------------------------
+
+
+class ItemSerializer(serializers.Serializer[Item]):
+    key = serializers.CharField()
+    kind = serializers.ChoiceField(choices=ItemKind.choices)
+    title = serializers.CharField()
+    state = serializers.CharField()
+    epic = serializers.CharField(source="epic.key", allow_null=True)
+    milestone = serializers.CharField(source="milestone.key", allow_null=True)
+    version = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class LinkedItemSerializer(serializers.Serializer[Any]):
+    key = serializers.CharField()
+    title = serializers.CharField()
+    state = serializers.CharField()
+
+
+class DependenciesSerializer(serializers.Serializer[Any]):
+    blockers = LinkedItemSerializer(many=True, help_text="Items that must be resolved first.")
+    blocking = LinkedItemSerializer(many=True, help_text="Items waiting for this one.")
+
+
+class LinkedItem(TypedDict):
+    key: str
+    title: str
+    state: str
+
+
+class Dependencies(TypedDict):
+    blockers: list[LinkedItem]
+    blocking: list[LinkedItem]
+
+
+def _linked(item: Item) -> LinkedItem:
+    return {"key": item.key, "title": item.title, "state": item.state}
+
+
+class ItemDetailSerializer(ItemSerializer):
+    description = serializers.CharField()
+    acceptance_criteria = serializers.ListField(child=serializers.CharField())
+    policy = serializers.DictField()
+    dependencies = serializers.SerializerMethodField()
+
+    @extend_schema_field(DependenciesSerializer)
+    def get_dependencies(self, item: Item) -> Dependencies:
+        return {
+            "blockers": [_linked(dep.blocker) for dep in item.blocked_by.all()],
+            "blocking": [_linked(dep.blocked) for dep in item.blocking.all()],
+        }
+
+
+class ItemFilterSerializer(serializers.Serializer[Any]):
+    kind = serializers.ChoiceField(choices=ItemKind.choices, required=False)
+    state = serializers.ChoiceField(choices=[(s, s) for s in ITEM_STATES], required=False)
+    epic = serializers.CharField(max_length=30, required=False, help_text="An epic's key, e.g. BAL-3.")
+    milestone = serializers.CharField(max_length=30, required=False, help_text="A milestone's key.")
+
+
+# --- changesets -------------------------------------------------------------------------------
+
+
+class ChangesetSerializer(serializers.Serializer[Any]):
+    number = serializers.IntegerField()
+    title = serializers.CharField()
+    rationale = serializers.CharField()
+    status = serializers.ChoiceField(choices=ChangesetStatus.choices)
+    operations = serializers.ListField(child=serializers.DictField())
+    proposed_by = serializers.CharField(source="proposed_by.username")
+    planner_session = serializers.UUIDField(allow_null=True)
+    decided_by = serializers.CharField(source="decided_by.username", allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+    decision_note = serializers.CharField()
+    conflict_reason = serializers.CharField()
+    created_items = serializers.DictField(
+        child=serializers.CharField(), help_text="Keys of the items created, by ref, once applied."
+    )
+    created_at = serializers.DateTimeField()
+
+
+class ChangesetFilterSerializer(serializers.Serializer[Any]):
+    status = serializers.ChoiceField(choices=ChangesetStatus.choices, required=False)
+
+
+class ChangesetProposeSerializer(StrictSerializer):
+    title = StrictCharField(max_length=MAX_TITLE)
+    rationale = StrictCharField(
+        max_length=MAX_RATIONALE, required=False, allow_blank=True, trim_whitespace=False, default=""
+    )
+    operations = serializers.JSONField(
+        validators=[no_nul_characters],
+        help_text=(
+            "Ordered operations: create, update, add_dependency, remove_dependency "
+            "(validated by the changeset service, errors keyed like operations[2].fields.state)."
+        ),
+    )
+
+
+class ChangesetApplySerializer(StrictSerializer):
+    """Apply takes no input; any field sent is unknown."""
+
+
+class ChangesetRejectSerializer(StrictSerializer):
+    note = StrictCharField(max_length=MAX_NOTE, required=False, allow_blank=True, default="")
+
+
+# --- skills ---------------------------------------------------------------------------------
+
+
+class SkillSerializer(serializers.Serializer[EffectiveSkill]):
+    name = serializers.CharField()
+    scope = serializers.ChoiceField(choices=SkillScope.choices)
+    version = serializers.IntegerField(source="version.version", help_text="The version the project uses.")
+    latest_version = serializers.IntegerField()
+    pinned = serializers.BooleanField()
+
+
+class SkillDetailSerializer(SkillSerializer):
+    body = serializers.CharField(source="version.body")
+    author = serializers.CharField(source="version.author.username")
+    created_at = serializers.DateTimeField(source="version.created_at")
+
+
+class SkillVersionSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(source="skill.name")
+    scope = serializers.ChoiceField(source="skill.scope", choices=SkillScope.choices)
+    version = serializers.IntegerField()
+    author = serializers.CharField(source="author.username")
+    created_at = serializers.DateTimeField()
+
+
+class SkillVersionCreateSerializer(StrictSerializer):
+    name = StrictCharField(max_length=100)
+    body = StrictCharField(max_length=MAX_SKILL_BODY, trim_whitespace=False)
+    scope = serializers.ChoiceField(choices=SkillScope.choices, default=SkillScope.PROJECT)
+
+
+class SkillPinSerializer(StrictSerializer):
+    pin = StrictIntegerField(
+        min_value=1, max_value=MAX_INT, allow_null=True, help_text="A version to pin, or null to unpin."
+    )
