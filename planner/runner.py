@@ -14,10 +14,12 @@ import contextlib
 import itertools
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
-from channels.db import database_sync_to_async
+from channels.db import DatabaseSyncToAsync
 from django.conf import settings
 from django.contrib.auth.models import User
 
@@ -33,7 +35,25 @@ from planner.services import Begin
 from planner.tools import ToolContext
 
 logger = logging.getLogger(__name__)
-db = database_sync_to_async
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Turns outlive the request or connection that started them, so their database work runs
+# on the runner's own threads, never on a request's thread-sensitive executor. SQLite
+# takes one writer at a time; PostgreSQL gets a few connections.
+_DB_THREADS = ThreadPoolExecutor(
+    max_workers=8 if settings.PRODUCTION_MODE else 1, thread_name_prefix="planner-db"
+)
+
+
+def db(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """``func`` run on the runner's database threads."""
+    wrapped: Callable[P, Awaitable[R]] = DatabaseSyncToAsync(
+        func, thread_sensitive=False, executor=_DB_THREADS
+    )
+    return wrapped
+
+
 MAX_RESTARTS = 5
 _frame_numbers = itertools.count(1)
 

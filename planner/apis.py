@@ -1,0 +1,135 @@
+"""The planner over REST: open sessions, read transcripts, send messages, stop, and usage.
+
+Messages mean what they mean on the WebSocket (the runner decides): the turn
+runs in this server process while the request returns at once with 202.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from planner.runner import runner
+from planner.selectors import session_get, session_list, transcript, usage_by_day
+from planner.serializers import (
+    MessageSendSerializer,
+    MessageSentSerializer,
+    SessionCreateSerializer,
+    SessionFilterSerializer,
+    SessionSerializer,
+    StopSerializer,
+    TranscriptSerializer,
+    UsageFilterSerializer,
+    UsageRowSerializer,
+)
+from planner.services import session_create, session_recover_if_dead
+from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
+from tracker.permissions import PLANNER_CHAT, TRACKER_READ
+
+
+class SessionListApi(BalletApi):
+    @extend_schema(
+        summary="Your planner sessions, most recent first",
+        parameters=[SessionFilterSerializer],
+        responses=with_errors({200: SessionSerializer(many=True)}, *READ_ERRORS),
+    )
+    def get(self, request: Request) -> Response:
+        filters = parse(SessionFilterSerializer, request.query_params)
+        project = project_for(request, filters["project"], TRACKER_READ) if filters.get("project") else None
+        return self.paginated(session_list(user=caller(request), project=project), SessionSerializer)
+
+    @extend_schema(
+        summary="Open a planner session (a sub-chat with a parent)",
+        description="Needs planner.chat in the project.",
+        request=SessionCreateSerializer,
+        responses=with_errors({201: SessionSerializer}, *WRITE_ERRORS),
+    )
+    def post(self, request: Request) -> Response:
+        data = parse(SessionCreateSerializer, request.data)
+        project = project_for(request, data["project"], PLANNER_CHAT)
+        parent = None
+        if data.get("parent"):
+            parent = session_get(user=caller(request), session_id=data["parent"])
+        session = session_create(user=caller(request), project=project, title=data["title"], parent=parent)
+        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+
+class SessionDetailApi(BalletApi):
+    @extend_schema(
+        summary="A session's complete transcript, tool calls, events, summary and state",
+        responses=with_errors({200: TranscriptSerializer}, *READ_ERRORS),
+    )
+    def get(self, request: Request, session: str) -> Response:
+        found = session_get(user=caller(request), session_id=session)
+        if session_recover_if_dead(session_id=found.pk):
+            found = session_get(user=caller(request), session_id=session)
+        body = {**SessionSerializer(found).data, **transcript(session=found)}
+        body.update(
+            summary=found.summary,
+            summary_up_to=found.summary_up_to,
+            context_tokens=found.context_tokens,
+            last_seen_seq=found.last_seen_seq,
+        )
+        return Response(body)
+
+
+class SessionMessageApi(BalletApi):
+    @extend_schema(
+        summary="Send a message: starts, steers or continues a turn",
+        description="To an idle session it starts a turn; to a running one it steers the turn (delivered "
+        "at the model's next call); to a paused one it continues the turn. Answers 202 at once; follow "
+        "the turn on the WebSocket or by reading the transcript.",
+        request=MessageSendSerializer,
+        responses=with_errors({202: MessageSentSerializer}, *WRITE_ERRORS),
+    )
+    def post(self, request: Request, session: str) -> Response:
+        found = session_get(user=caller(request), session_id=session)
+        data = parse(MessageSendSerializer, request.data)
+        begin = async_to_sync(runner.send)(session_id=found.pk, user=caller(request), text=data["text"])
+        body = {
+            "meaning": begin.meaning,
+            "turn": begin.turn,
+            "seq": begin.message.seq if begin.message else None,
+        }
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionStopApi(BalletApi):
+    @extend_schema(
+        summary="Stop the session's running turn",
+        request=None,
+        responses=with_errors({200: StopSerializer}, *READ_ERRORS),
+    )
+    def post(self, request: Request, session: str) -> Response:
+        found = session_get(user=caller(request), session_id=session)
+        stopped = async_to_sync(runner.stop)(session_id=found.pk, user=caller(request))
+        return Response({"stopped": stopped})
+
+
+class ProjectUsageApi(BalletApi):
+    @extend_schema(
+        summary="Metered model use of a project, by day and model",
+        parameters=[UsageFilterSerializer],
+        responses=with_errors({200: UsageRowSerializer(many=True)}, 400, *READ_ERRORS),
+    )
+    def get(self, request: Request, key: str) -> Response:
+        project = project_for(request, key, TRACKER_READ)
+        filters = parse(UsageFilterSerializer, request.query_params)
+        since = (timezone.now() - timedelta(days=filters["days"] - 1)).date()
+        rows = usage_by_day(project=project, since=since)
+        return Response(UsageRowSerializer(rows, many=True).data)
+
+
+__all__ = [
+    "ProjectUsageApi",
+    "SessionDetailApi",
+    "SessionListApi",
+    "SessionMessageApi",
+    "SessionStopApi",
+]
