@@ -32,6 +32,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy .
 
 migrations-check: $(STAMP)
+	mkdir -p db
 	DJANGO_SETTINGS_MODULE=ballet.settings.test $(BIN)/python manage.py makemigrations --check --dry-run
 
 pytest: $(STAMP)

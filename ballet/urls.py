@@ -21,3 +21,6 @@ urlpatterns = [
     path("", include("django_prometheus.urls")),
     path("", include("tracker.page_urls")),
 ]
+
+handler404 = "ballet.errors.not_found"
+handler500 = "ballet.errors.server_error"

@@ -43,11 +43,15 @@ def _check_fields(fields: dict[str, Any], *, creating: bool) -> dict[str, list[s
     return errors
 
 
-def _check_links(actor: Actor, projects: list[Project], items: list[Item]) -> None:
+def _check_links(
+    actor: Actor, projects: list[Project], items: list[Item], already_linked: frozenset[int] = frozenset()
+) -> None:
+    """Links to new projects need knowledge.write there; links the entry already has are kept."""
     if len({p.organization_id for p in projects}) > 1:
         raise ValidationError({"projects": ["Link projects of one organization only."]})
     for project in projects:
-        require(actor.user, project, KNOWLEDGE_WRITE)
+        if project.pk not in already_linked:
+            require(actor.user, project, KNOWLEDGE_WRITE)
     project_ids = {p.pk for p in projects}
     for item in items:
         if item.project_id not in project_ids:
@@ -106,6 +110,30 @@ def knowledge_create(
     return entry
 
 
+def _relink(
+    actor: Actor, entry: KnowledgeEntry, projects: list[Project] | None, items: list[Item] | None
+) -> bool:
+    """Replace the entry's links where given; True if they changed."""
+    if projects is None and items is None:
+        return False
+    current_projects = list(entry.projects.all())
+    current_items = list(entry.items.all())
+    new_projects = projects if projects is not None else current_projects
+    if not new_projects:
+        raise ValidationError({"projects": ["Link the entry to at least one project."]})
+    if any(p.organization_id != entry.organization_id for p in new_projects):
+        raise ValidationError({"projects": ["Link projects of the entry's organization only."]})
+    new_items = items if items is not None else current_items
+    _check_links(actor, new_projects, new_items, frozenset(p.pk for p in current_projects))
+    if {p.pk for p in new_projects} == {p.pk for p in current_projects} and {i.pk for i in new_items} == {
+        i.pk for i in current_items
+    }:
+        return False
+    entry.projects.set(new_projects)
+    entry.items.set(new_items)
+    return True
+
+
 def _can_edit(actor: Actor, entry: KnowledgeEntry) -> bool:
     linked = list(entry.projects.all())
     if linked:
@@ -139,18 +167,13 @@ def knowledge_update(
             f"The entry changed: you sent version {version}, it is now at version {locked.version}.",
             current=knowledge_snapshot(locked),
         )
-    if projects is not None or items is not None:
-        new_projects = projects if projects is not None else list(locked.projects.all())
-        if not new_projects:
-            raise ValidationError({"projects": ["Link the entry to at least one project."]})
-        if any(p.organization_id != locked.organization_id for p in new_projects):
-            raise ValidationError({"projects": ["Link projects of the entry's organization only."]})
-        new_items = items if items is not None else list(locked.items.all())
-        _check_links(actor, new_projects, new_items)
-        locked.projects.set(new_projects)
-        locked.items.set(new_items)
+    links_changed = _relink(actor, locked, projects, items)
+    cleaned = {k: (v.strip() if k == "title" else v) for k, v in fields.items()}
+    fields = {k: v for k, v in cleaned.items() if getattr(locked, k) != v}
+    if not fields and not links_changed:
+        return locked  # nothing changed: no new version
     for name, value in fields.items():
-        setattr(locked, name, value.strip() if name == "title" else value)
+        setattr(locked, name, value)
     locked.version += 1
     locked.last_editor = actor.user
     locked.save()

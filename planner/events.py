@@ -33,9 +33,9 @@ def layer() -> BaseChannelLayer:
     return channel_layer
 
 
-async def publish(session_id: uuid.UUID, frame: Frame) -> None:
-    """Send ``frame`` to every watcher of the session."""
-    await layer().group_send(frames_group(session_id), {"type": FRAME, "frame": frame})
+async def publish(session_id: uuid.UUID, batch: list[Frame]) -> None:
+    """Send ``batch`` (frames in order) to every watcher of the session, as one message."""
+    await layer().group_send(frames_group(session_id), {"type": FRAME, "frames": batch})
 
 
 async def send_control(session_id: uuid.UUID, command: str, **data: Any) -> None:

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import logging
+import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from channels.db import DatabaseSyncToAsync
+from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import DatabaseError, close_old_connections, connections
 
 from planner import events, frames, services
 from planner.frames import Frame
@@ -30,7 +34,7 @@ from planner.loop import ToolRun, TurnIO, TurnLoop, TurnOutcome
 from planner.messages import ChatMessage, ToolResultBlock, ToolUseBlock, Usage
 from planner.metrics import TURNS
 from planner.process import HEARTBEAT_SECONDS, LOCAL_TURNS, PROCESS_ID
-from planner.selectors import TurnSetup, session_get, turn_setup
+from planner.selectors import TurnSetup, session_get
 from planner.services import Begin
 from planner.tools import ToolContext
 
@@ -42,31 +46,77 @@ R = TypeVar("R")
 # on the runner's own threads, never on a request's thread-sensitive executor. SQLite
 # takes one writer at a time; PostgreSQL gets a few connections.
 _DB_THREADS = ThreadPoolExecutor(
-    max_workers=8 if settings.PRODUCTION_MODE else 1, thread_name_prefix="planner-db"
+    max_workers=8 if settings.PRODUCTION_MODE else 1,
+    thread_name_prefix="planner-db",
 )
+
+
+_checked = threading.local()
+CONNECTION_CHECK_SECONDS = 10.0
+
+
+class _RunnerSyncToAsync(SyncToAsync):
+    """Like channels' ``DatabaseSyncToAsync``, but checks the thread's connections every few
+    seconds instead of around every call (a health check is a round trip per step)."""
+
+    def thread_handler(self, loop: Any, *args: Any, **kwargs: Any) -> Any:
+        now = time.monotonic()
+        if now - getattr(_checked, "at", 0.0) > CONNECTION_CHECK_SECONDS:
+            close_old_connections()
+            _checked.at = now
+        try:
+            return super().thread_handler(loop, *args, **kwargs)
+        except DatabaseError:
+            close_old_connections()  # a broken connection is replaced at the next call
+            _checked.at = 0.0
+            raise
 
 
 def db(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     """``func`` run on the runner's database threads."""
-    wrapped: Callable[P, Awaitable[R]] = DatabaseSyncToAsync(
+    wrapped: Callable[P, Awaitable[R]] = _RunnerSyncToAsync(
         func, thread_sensitive=False, executor=_DB_THREADS
     )
     return wrapped
+
+
+def close_db_connections() -> None:
+    """Close the connections of every runner thread (tests tearing down their database)."""
+    workers = _DB_THREADS._max_workers
+    barrier = threading.Barrier(workers, timeout=5)
+
+    def close() -> None:
+        connections.close_all()
+        _checked.at = 0.0
+        barrier.wait()
+
+    for future in [_DB_THREADS.submit(close) for _ in range(workers)]:
+        future.result()
 
 
 MAX_RESTARTS = 5
 _frame_numbers = itertools.count(1)
 
 
+MAX_BATCH = 256
+
+
 @dataclass
 class LiveTurn:
-    """A turn running in this process, and the frames it sent so far (for late watchers)."""
+    """A turn running in this process, and the frames it sent so far (for late watchers).
+
+    Frames leave through ``outbox``, in order, drained by one sender task: the
+    turn never waits on the channel layer, and a backlog goes out as one message.
+    """
 
     session_id: uuid.UUID
     turn: int
     loop: TurnLoop | None = None
     task: asyncio.Task[None] | None = None
     frames: list[Frame] = field(default_factory=list)
+    outbox: asyncio.Queue[Frame | None] = field(default_factory=asyncio.Queue)
+    sender: asyncio.Task[None] | None = None
+    io: _SessionIO | None = None
 
     def remember(self, frame: Frame) -> None:
         last = self.frames[-1] if self.frames else None
@@ -86,12 +136,21 @@ class _SessionIO(TurnIO):
         self.context = ToolContext(
             user=setup.user, project=setup.project, session_id=live.session_id, focus=set(setup.focus)
         )
+        # Usage and tool-call records wait for the next step's transaction.
+        self.records = services.StepRecords(project_id=setup.project.pk)
+        self.last_seq = setup.history.messages[-1].seq if setup.history.messages else 0
+        # Whether steering or change notes may wait: each save says; a local steer sets it.
+        self.inputs_waiting = True
 
     async def inputs(self) -> list[ChatMessage]:
+        if not self.inputs_waiting:
+            return []
+        self.inputs_waiting = False
         delivered = await db(services.session_inputs)(
             session_id=self.live.session_id, turn=self.live.turn, focus=sorted(self.context.focus)
         )
         for message, author in delivered:
+            self.last_seq = message.seq
             if message.kind == "steer":
                 await self.emit(
                     frames.user_message(seq=message.seq, text=message.text, author=author, kind="steer")
@@ -103,13 +162,12 @@ class _SessionIO(TurnIO):
         return result
 
     async def save_assistant(self, message: ChatMessage, usage: Usage) -> ChatMessage:
-        saved: ChatMessage = await db(services.message_save)(
-            session_id=self.live.session_id, turn=self.live.turn, message=message, usage=usage
-        )
-        return saved
+        return await self._save(message, usage=usage)
 
     async def run_tool(self, call: ToolUseBlock) -> ToolRun:
-        outcome = await db(services.tool_run)(context=self.context, call=call, turn=self.live.turn)
+        record = await db(services.tool_run)(context=self.context, call=call)
+        self.records.tools.append(record)
+        outcome = record.outcome
         drafts = tuple(
             frames.draft(kind=d.kind, snapshot=d.snapshot, artifact_id=d.artifact_id)
             for d in self.context.drafts
@@ -122,13 +180,23 @@ class _SessionIO(TurnIO):
         )
 
     async def save_results(self, message: ChatMessage) -> ChatMessage:
-        saved: ChatMessage = await db(services.message_save)(
+        return await self._save(message, focus=sorted(self.context.focus))
+
+    async def _save(
+        self, message: ChatMessage, *, usage: Usage | None = None, focus: list[str] | None = None
+    ) -> ChatMessage:
+        saved = await db(services.message_save)(
             session_id=self.live.session_id,
             turn=self.live.turn,
+            after_seq=self.last_seq,
             message=message,
-            focus=sorted(self.context.focus),
+            usage=usage,
+            focus=focus,
+            records=self.records,
         )
-        return saved
+        self.last_seq = saved.message.seq
+        self.inputs_waiting = self.inputs_waiting or saved.inputs_waiting
+        return saved.message
 
     async def save_summary(self, summary: str, up_to: int, estimated_tokens: int) -> None:
         await db(services.summary_save)(
@@ -143,6 +211,9 @@ class _SessionIO(TurnIO):
         await self.runner.emit(self.live, frame)
 
     async def meter(self, record: CallRecord) -> None:
+        if record.outcome == "ok":
+            self.records.usage.append(record)  # stored with the answer it produced
+            return
         await db(services.usage_save)(
             project_id=self.setup.project.pk, session_id=self.live.session_id, record=record
         )
@@ -177,16 +248,23 @@ class Runner:
         if begin.meaning == "steered":
             if not here_already:
                 LOCAL_TURNS.discard(session_id)
+            live = self.live.get(session_id)
+            if live is not None and live.io is not None:
+                live.io.inputs_waiting = True  # deliver at the very next model call
             return begin
         assert begin.message is not None
         live = LiveTurn(session_id=session_id, turn=begin.turn)
+        live.sender = asyncio.get_running_loop().create_task(
+            self._send_frames(live), context=contextvars.Context()
+        )
         self.live[session_id] = live
         kind = "continue" if begin.meaning == "continued" else "human"
         await self.emit(
             live, frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind)
         )
+        # A fresh context: the turn outlives the request or connection that started it.
         live.task = asyncio.get_running_loop().create_task(
-            self._drive(live, continued=begin.meaning == "continued")
+            self._drive(live, continued=begin.meaning == "continued"), context=contextvars.Context()
         )
         return begin
 
@@ -224,17 +302,34 @@ class Runner:
                 yield frame
             while True:
                 message = await events.receive(channel)
-                frame = message["frame"]
-                if live is not None and frame.get("origin") == PROCESS_ID and frame.get("n", 0) <= seen:
-                    continue
-                yield frame
+                for frame in message["frames"]:
+                    if live is not None and frame.get("origin") == PROCESS_ID and frame.get("n", 0) <= seen:
+                        continue
+                    yield frame
         finally:
             await events.leave(group, channel)
 
     async def emit(self, live: LiveTurn, frame: Frame) -> None:
         numbered = {**frame, "n": next(_frame_numbers), "origin": PROCESS_ID}
         live.remember(numbered)
-        await events.publish(live.session_id, numbered)
+        live.outbox.put_nowait(numbered)
+
+    async def _send_frames(self, live: LiveTurn) -> None:
+        """Publish the outbox in order until its closing ``None``."""
+        while True:
+            first = await live.outbox.get()
+            batch = [first]
+            while len(batch) < MAX_BATCH and not live.outbox.empty():
+                batch.append(live.outbox.get_nowait())
+            done = batch[-1] is None
+            frames_out = [f for f in batch if f is not None]
+            if frames_out:
+                try:
+                    await events.publish(live.session_id, frames_out)
+                except Exception:
+                    logger.exception("could not publish frames of session %s", live.session_id)
+            if done:
+                return
 
     async def _drive(self, live: LiveTurn, *, continued: bool) -> None:
         outcome = TurnOutcome("failed", "The turn could not start.")
@@ -254,35 +349,33 @@ class Runner:
             TURNS.labels(outcome.reason).inc()
             with contextlib.suppress(Exception):
                 await self.emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
+            live.outbox.put_nowait(None)
+            if live.sender is not None:
+                await asyncio.shield(live.sender)
             self.live.pop(live.session_id, None)
             LOCAL_TURNS.discard(live.session_id)
 
     async def _run(self, live: LiveTurn, *, continued: bool) -> TurnOutcome:
-        setup: TurnSetup = await db(turn_setup)(session_id=live.session_id)
-        await db(services.turn_started)(
-            session_id=live.session_id,
-            turn=live.turn,
-            continued=continued,
-            skills=setup.skills,
-            model=setup.settings.model,
+        setup: TurnSetup = await db(services.turn_open)(
+            session_id=live.session_id, turn=live.turn, continued=continued
         )
         await self.emit(live, frames.turn_started(turn=live.turn, continued=continued))
-        live.loop = TurnLoop(
-            io=_SessionIO(self, live, setup),
-            gateway=self.gateway,
-            settings=setup.settings,
-            history=setup.history,
-        )
+        io = live.io = _SessionIO(self, live, setup)
+        live.loop = TurnLoop(io=io, gateway=self.gateway, settings=setup.settings, history=setup.history)
         outcome = TurnOutcome("completed")
         for _ in range(MAX_RESTARTS):
             outcome = await live.loop.run()
             ended = await db(services.turn_end)(
-                session_id=live.session_id, turn=live.turn, reason=outcome.reason, error=outcome.error
+                session_id=live.session_id,
+                turn=live.turn,
+                reason=outcome.reason,
+                error=outcome.error,
+                records=io.records,
             )
             if ended:
                 return outcome
         await db(services.turn_end)(
-            session_id=live.session_id, turn=live.turn, reason="completed", error=None
+            session_id=live.session_id, turn=live.turn, reason="completed", error=None, records=io.records
         )
         return outcome
 

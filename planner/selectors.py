@@ -13,15 +13,24 @@ from django.db.models import Count, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
 from planner.loop import History, TurnSettings
-from planner.models import Session, UsageRecord
+from planner.messages import ChatMessage, block_from_wire
+from planner.models import Message, Session, UsageRecord
 from planner.prompt import system_prompt
-from planner.services import chat_message
 from planner.tools import DEFINITIONS
 from tracker.crypto import decrypt
 from tracker.errors import NotFoundError
 from tracker.models import Project
 from tracker.permissions import AnyUser, visible_projects
 from tracker.selectors import project_planner_config
+
+
+def chat_message(row: Message) -> ChatMessage:
+    return ChatMessage(
+        role="assistant" if row.role == "assistant" else "user",
+        content=tuple(block_from_wire(b) for b in row.content),
+        kind=row.kind,
+        seq=row.seq,
+    )
 
 
 def session_list(*, user: AnyUser, project: Project | None = None) -> QuerySet[Session]:
@@ -66,7 +75,9 @@ def turn_setup(*, session_id: uuid.UUID) -> TurnSetup:
     session = Session.objects.select_related("project__organization", "user").get(pk=session_id)
     config = project_planner_config(session.project)
     prompt = system_prompt(session.project)
-    messages = [chat_message(m) for m in session.messages.order_by("seq")]
+    # The model never sees what the summary covers again: load only what follows it.
+    rows = session.messages.filter(seq__gt=session.summary_up_to or 0).order_by("seq")
+    messages = [chat_message(m) for m in rows]
     history = History(
         messages=messages,
         summary=session.summary,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from django.contrib.auth.models import User
@@ -19,13 +19,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from planner.gateway import CallRecord
-from planner.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage, block_from_wire
+from planner.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from planner.metrics import TOOL_CALLS
 from planner.models import Event, Message, MessageKind, Session, SessionState, ToolCall, UsageRecord
 from planner.notes import change_notes
 from planner.process import PROCESS_ID, owner_alive
+from planner.selectors import TurnSetup, turn_setup
 from planner.tools import ToolContext, ToolOutcome, call_tool
-from tracker.errors import NotFoundError, ValidationError
+from tracker.errors import ConflictError, NotFoundError, ValidationError
 from tracker.models import Organization, Project
 from tracker.permissions import PLANNER_CHAT, require
 from tracker.selectors import activity_since
@@ -42,15 +43,6 @@ INTERRUPTED_RESULT = json.dumps(
 )
 
 Meaning = Literal["started", "steered", "continued"]
-
-
-def chat_message(row: Message) -> ChatMessage:
-    return ChatMessage(
-        role="assistant" if row.role == "assistant" else "user",
-        content=tuple(block_from_wire(b) for b in row.content),
-        kind=row.kind,
-        seq=row.seq,
-    )
 
 
 def check_text(text: Any) -> str:
@@ -150,23 +142,45 @@ def _lock(session_id: uuid.UUID, user: User) -> Session:
 
 
 @transaction.atomic
-def turn_started(
-    *, session_id: uuid.UUID, turn: int, continued: bool, skills: tuple[tuple[str, int], ...], model: str
-) -> None:
+def turn_open(*, session_id: uuid.UUID, turn: int, continued: bool) -> TurnSetup:
+    """Record ``turn_started`` (with the skill versions of its prompt) and return the turn's setup."""
+    setup = turn_setup(session_id=session_id)
     Event.objects.create(
         session_id=session_id,
         kind="turn_started",
         turn=turn,
         data={
             "continued": continued,
-            "skills": [{"name": n, "version": v} for n, v in skills],
-            "model": model,
+            "skills": [{"name": n, "version": v} for n, v in setup.skills],
+            "model": setup.settings.model,
         },
     )
+    return setup
+
+
+def session_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
+    """Deliver steering and change notes: store them as messages, advance last seen.
+
+    Returns each new message with its author's name ("" for change notes). The
+    common case, nothing new, costs one read and no transaction.
+    """
+    if not inputs_waiting(session_id=session_id):
+        return []
+    return _deliver_inputs(session_id=session_id, turn=turn, focus=focus)
+
+
+def inputs_waiting(*, session_id: uuid.UUID) -> bool:
+    """Is steering waiting, or has the organization's activity moved past what the session saw?"""
+    row = (
+        Session.objects.filter(pk=session_id)
+        .values("steering", "last_seen_seq", "project__organization__activity_seq")
+        .get()
+    )
+    return bool(row["steering"]) or row["project__organization__activity_seq"] > row["last_seen_seq"]
 
 
 @transaction.atomic
-def session_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
+def _deliver_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
     """Deliver steering and change notes: store them as messages, advance last seen.
 
     Returns each new message with its author's name ("" for change notes).
@@ -202,50 +216,108 @@ def session_has_steering(*, session_id: uuid.UUID) -> bool:
     return Session.objects.filter(pk=session_id).exclude(steering=[]).exists()
 
 
+@dataclass(frozen=True)
+class ToolRecord:
+    """A tool call as it ran, stored with the round's results."""
+
+    call: ToolUseBlock
+    outcome: ToolOutcome
+    duration_ms: float
+    actor: str
+    user_id: int
+
+
+@dataclass
+class StepRecords:
+    """What a step of a turn stores beside its message, in the same transaction."""
+
+    usage: list[CallRecord] = field(default_factory=list)
+    tools: list[ToolRecord] = field(default_factory=list)
+    project_id: int = 0
+
+    def write(self, session_id: uuid.UUID, turn: int) -> None:
+        if self.usage:
+            UsageRecord.objects.bulk_create([_usage_row(self.project_id, session_id, r) for r in self.usage])
+        if self.tools:
+            ToolCall.objects.bulk_create([_tool_row(session_id, turn, r) for r in self.tools])
+        self.usage.clear()
+        self.tools.clear()
+
+
+def _tool_row(session_id: uuid.UUID, turn: int, record: ToolRecord) -> ToolCall:
+    return ToolCall(
+        session_id=session_id,
+        turn=turn,
+        tool_use_id=record.call.id,
+        name=record.call.name,
+        input=record.call.input,
+        output=record.outcome.output,
+        is_error=record.outcome.is_error,
+        duration_ms=record.duration_ms,
+        actor=record.actor,
+        on_behalf_of_id=record.user_id,
+    )
+
+
+@dataclass(frozen=True)
+class Saved:
+    message: ChatMessage
+    inputs_waiting: bool
+
+
 @transaction.atomic
 def message_save(
     *,
     session_id: uuid.UUID,
     turn: int,
+    after_seq: int,
     message: ChatMessage,
     usage: Usage | None = None,
     focus: list[str] | None = None,
-) -> ChatMessage:
-    """Store an assistant answer (with its reported usage) or a tool-results message."""
-    session = Session.objects.select_for_update().get(pk=session_id)
-    saved = _append(session, message, turn)
-    fields = ["last_message_seq", "heartbeat_at", "updated_at"]
+    records: StepRecords | None = None,
+) -> Saved:
+    """Store an assistant answer (with its reported usage) or a tool-results message.
+
+    ``records`` (metered calls, the round's tool calls) are written in the
+    same transaction: one commit per step of a turn. The answer also says
+    whether input waits for the next model call, sparing it a round trip.
+    """
+    seq = after_seq + 1
+    now = timezone.now()
+    changes: dict[str, Any] = {"last_message_seq": seq, "heartbeat_at": now, "updated_at": now}
     if usage is not None and usage.context_tokens:
-        session.context_tokens = usage.context_tokens
-        session.context_tokens_seq = saved.seq
-        fields += ["context_tokens", "context_tokens_seq"]
+        changes |= {"context_tokens": usage.context_tokens, "context_tokens_seq": seq}
     if focus is not None:
-        session.focus = focus
-        fields.append("focus")
-    session.heartbeat_at = timezone.now()
-    session.save(update_fields=fields)
-    return saved
+        changes["focus"] = focus
+    # The turn's process is the session's only writer; the seq check proves it.
+    if not Session.objects.filter(pk=session_id, last_message_seq=after_seq).update(**changes):
+        raise ConflictError(f"Session {session_id} changed under its running turn.")
+    Message.objects.create(
+        session_id=session_id,
+        seq=seq,
+        role=message.role,
+        kind=message.kind,
+        content=message.wire_content(),
+        turn=turn,
+    )
+    if records is not None:
+        records.write(session_id, turn)
+    saved = ChatMessage(role=message.role, content=message.content, kind=message.kind, seq=seq)
+    return Saved(message=saved, inputs_waiting=inputs_waiting(session_id=session_id))
 
 
-def tool_run(*, context: ToolContext, call: ToolUseBlock, turn: int) -> ToolOutcome:
-    """Run one tool call and record it, in one transaction."""
+def tool_run(*, context: ToolContext, call: ToolUseBlock) -> ToolRecord:
+    """Run one tool call; its record is stored with the round's results."""
     started = time.perf_counter()
-    with transaction.atomic():
-        outcome = call_tool(call.name, call.input, context)
-        ToolCall.objects.create(
-            session_id=context.session_id,
-            turn=turn,
-            tool_use_id=call.id,
-            name=call.name,
-            input=call.input,
-            output=outcome.output,
-            is_error=outcome.is_error,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            actor=context.actor.label,
-            on_behalf_of=context.user,
-        )
+    outcome = call_tool(call.name, call.input, context)
     TOOL_CALLS.labels(call.name, "error" if outcome.is_error else "ok").inc()
-    return outcome
+    return ToolRecord(
+        call=call,
+        outcome=outcome,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        actor=context.actor.label,
+        user_id=context.user.pk,
+    )
 
 
 @transaction.atomic
@@ -268,9 +340,13 @@ def summary_save(
 
 
 @transaction.atomic
-def turn_end(*, session_id: uuid.UUID, turn: int, reason: str, error: str | None) -> bool:
-    """Record the end of a turn; False (and nothing written) if steering is still waiting."""
+def turn_end(
+    *, session_id: uuid.UUID, turn: int, reason: str, error: str | None, records: StepRecords | None = None
+) -> bool:
+    """Record the end of a turn; False (and nothing but ``records`` written) if steering is waiting."""
     session = Session.objects.select_for_update().get(pk=session_id)
+    if records is not None:
+        records.write(session_id, turn)
     if reason == "completed" and session.steering:
         return False
     session.state = SessionState.PAUSED if reason == "max_rounds" else SessionState.IDLE
@@ -285,7 +361,11 @@ def turn_end(*, session_id: uuid.UUID, turn: int, reason: str, error: str | None
 
 
 def usage_save(*, project_id: int, session_id: uuid.UUID | None, record: CallRecord) -> None:
-    UsageRecord.objects.create(
+    _usage_row(project_id, session_id, record).save()
+
+
+def _usage_row(project_id: int, session_id: uuid.UUID | None, record: CallRecord) -> UsageRecord:
+    return UsageRecord(
         project_id=project_id,
         session_id=session_id,
         purpose=record.purpose,

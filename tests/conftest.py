@@ -95,3 +95,19 @@ def client_for(api_client) -> Callable[[Any], APIClient]:
         return client
 
     return make
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_thread_connections(django_db_setup):
+    """Threads that ran ORM code (the runner's, asgiref's) keep connections: close them
+    before the test database is dropped."""
+    yield
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    from planner.runner import close_db_connections
+
+    close_db_connections()
+    asyncio.run(sync_to_async(connections.close_all)())

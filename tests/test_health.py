@@ -37,3 +37,10 @@ def test_metrics_are_exposed(client):
     response = client.get("/metrics")
     assert response.status_code == 200
     assert b"django_http_requests_total_by_method_total" in response.content
+
+
+@pytest.mark.django_db
+def test_unknown_api_paths_answer_json_404(client):
+    response = client.get("/api/v1/projects/BAL/changesets/abc/")
+    assert response.status_code == 404
+    assert response.json() == {"error": {"code": "not_found", "message": "Not found."}}

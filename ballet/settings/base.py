@@ -89,6 +89,9 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(BASE_DIR / "db" / "ballet.sqlite3"),
+            # Keep connections: opening SQLite (and its PRAGMAs) on every planner step costs more
+            # than the step itself.
+            "CONN_MAX_AGE": 600,
             "OPTIONS": {
                 # Writers queue for the lock instead of failing on a deferred upgrade.
                 "transaction_mode": "IMMEDIATE",
@@ -125,7 +128,9 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not PRODUCTION_MODE
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "recover-dead-planner-turns": {"task": "planner.recover_dead_turns", "schedule": 30.0},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -164,5 +169,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "INFO"},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
 }

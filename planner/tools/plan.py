@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from planner.tools.base import Draft, JsonObject, ToolContext, ToolError, ToolSpec
 from tracker.errors import NotFoundError
@@ -65,18 +65,38 @@ def get_item(ctx: ToolContext, args: JsonObject) -> JsonObject:
     if item is None:
         raise NotFoundError(f"Item {key} not found in project {ctx.project.key}.")
     ctx.follow(key)
-    return _row(ctx, item) | {
-        "description": item["description"],
-        "acceptance_criteria": item["acceptance_criteria"],
-        "policy": item["policy"],
-        "blocked_by": _deps(ctx, Dependency.objects.filter(blocked_id=item["pk"]), "blocker"),
-        "blocks": _deps(ctx, Dependency.objects.filter(blocker_id=item["pk"]), "blocked"),
+    return (
+        _row(ctx, item)
+        | {
+            "description": item["description"],
+            "acceptance_criteria": item["acceptance_criteria"],
+            "policy": item["policy"],
+        }
+        | _dependencies(ctx, item["pk"])
+    )
+
+
+def _dependencies(ctx: ToolContext, item_id: int) -> JsonObject:
+    """The items blocking ``item_id`` and those it blocks, in one query."""
+    rows = Dependency.objects.filter(Q(blocked_id=item_id) | Q(blocker_id=item_id)).values_list(
+        "blocked_id",
+        "blocker__number",
+        "blocker__title",
+        "blocker__state",
+        "blocked__number",
+        "blocked__title",
+        "blocked__state",
+    )
+    blocked_by: list[JsonObject] = []
+    blocks: list[JsonObject] = []
+    for blocked_id, *sides in rows:
+        number, title, state = sides[:3] if blocked_id == item_id else sides[3:]
+        target = blocked_by if blocked_id == item_id else blocks
+        target.append({"key": f"{ctx.project.key}-{number}", "title": title, "state": state})
+    return {
+        "blocked_by": sorted(blocked_by, key=lambda d: int(d["key"].rsplit("-", 1)[1])),
+        "blocks": sorted(blocks, key=lambda d: int(d["key"].rsplit("-", 1)[1])),
     }
-
-
-def _deps(ctx: ToolContext, qs: QuerySet[Dependency], side: str) -> list[JsonObject]:
-    rows = qs.order_by(f"{side}__number").values_list(f"{side}__number", f"{side}__title", f"{side}__state")
-    return [{"key": f"{ctx.project.key}-{n}", "title": t, "state": s} for n, t, s in rows]
 
 
 def list_runnable(ctx: ToolContext, args: JsonObject) -> JsonObject:

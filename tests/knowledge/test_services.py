@@ -108,3 +108,34 @@ def test_list_filters(project, member):
     assert [e.title for e in knowledge_list(user=member, kind="debt")] == ["Old settings module"]
     assert [e.title for e in knowledge_list(user=member, q="celery")] == ["Adopt Celery"]
     assert len(knowledge_list(user=member, project=project)) == 2
+
+
+def test_an_update_that_changes_nothing_writes_no_version(project, member):
+    entry = create(member, project)
+    same = knowledge_update(
+        actor=Actor(user=member), entry=entry, version=1, fields={"title": " Use Postgres "}
+    )
+    assert same.version == 1
+    assert entry.revisions.count() == 1
+
+
+def test_relinking_keeps_links_to_projects_the_editor_cannot_write(project, org, member, users):
+    from tests.factories import make_membership
+
+    hidden = make_project(organization=org, key="HID")
+    owner_of_both = users["owner"]
+    make_membership(project=hidden, user=owner_of_both, role="owner")
+    entry = knowledge_create(
+        actor=Actor(user=owner_of_both), kind="note", title="Shared", projects=[project, hidden]
+    )
+    updated = knowledge_update(
+        actor=Actor(user=member),
+        entry=entry,
+        version=1,
+        fields={"body": "edited"},
+        projects=[project, hidden],
+        items=[],
+    )
+    assert updated.version == 2
+    with pytest.raises(NotFoundError):
+        knowledge_create(actor=Actor(user=member), kind="note", title="x", projects=[hidden])

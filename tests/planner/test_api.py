@@ -143,3 +143,18 @@ async def test_rest_errors(scripted, chat_project, member, viewer, users, other_
     assert (await client.get("/api/v1/planner/sessions/not-a-uuid")).status_code == 404
     assert (await AsyncClient().get(f"/api/v1/planner/sessions/{session_id}")).status_code == 401
     assert scripted.requests == []
+
+
+async def test_metrics_count_turns_tools_tokens_and_latency(scripted, chat_project, member):
+    client = await client_for(member)
+    session_id = (await client.post("/api/v1/planner/sessions/", {"project": "BAL"})).json()["id"]
+    scripted.add(call("list_items"), say("Nothing yet."))
+    await client.post(f"/api/v1/planner/sessions/{session_id}/messages/", {"text": "Hi"})
+    await runner.wait(uuid.UUID(session_id))
+    text = (await AsyncClient().get("/metrics")).content.decode()
+    for metric in (
+        'ballet_planner_turns_total{reason="completed"}',
+        'ballet_planner_tool_calls_total{outcome="ok",tool="list_items"}',
+        "ballet_planner_compactions_total",
+    ):
+        assert metric in text, metric

@@ -93,3 +93,17 @@ def test_other_organizations_count_their_own_seq(project, other_project, make_it
     make_item(title="here")
     make_item(title="there", target=other_project)
     assert sorted(ActivityEvent.objects.values_list("seq", flat=True)) == [1, 1]
+
+
+def test_the_last_owner_cannot_leave_or_be_demoted(project, owner, users):
+    import pytest
+
+    from tracker.errors import ValidationError
+    from tracker.services.projects import membership_remove
+
+    with pytest.raises(ValidationError, match="last owner"):
+        membership_set(actor=Actor(user=owner), project=project, username="owner", role="member")
+    with pytest.raises(ValidationError, match="last owner"):
+        membership_remove(actor=Actor(user=owner), project=project, username="owner")
+    membership_set(actor=Actor(user=owner), project=project, username="maintainer", role="owner")
+    membership_set(actor=Actor(user=owner), project=project, username="owner", role="member")

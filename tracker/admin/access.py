@@ -17,9 +17,9 @@ from tracker.models import Membership, Organization, Project
 from tracker.permissions import PROJECT_ADMIN, TRACKER_READ, project_ids_with, visible_projects
 from tracker.services.projects import (
     MAX_CREDENTIAL,
-    _clean_settings,
     membership_remove,
     membership_set,
+    project_settings_clean,
     project_update,
 )
 
@@ -55,7 +55,7 @@ class ProjectForm(BalletForm):
     def clean_settings(self) -> Any:
         value = self.cleaned_data.get("settings")
         try:
-            return _clean_settings({} if value is None else value)
+            return project_settings_clean({} if value is None else value)
         except ValidationError as exc:
             raise forms.ValidationError([m for msgs in exc.errors.values() for m in msgs]) from exc
 

@@ -17,7 +17,7 @@ from tracker.services.activity import Actor, activity_record
 MAX_CREDENTIAL = 500
 
 
-def _clean_settings(value: Any) -> dict[str, Any]:
+def project_settings_clean(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValidationError({"settings": ["Expected a JSON object."]})
     errors: dict[str, list[str]] = {}
@@ -63,7 +63,7 @@ def project_update(
         project.description = description
         changed.append("description")
     if settings is not None:
-        project.settings = _clean_settings(settings)
+        project.settings = project_settings_clean(settings)
         changed.append("settings")
     if credential is not None:
         if len(credential) > MAX_CREDENTIAL:
@@ -90,6 +90,8 @@ def membership_set(*, actor: Actor, project: Project, username: str, role: str) 
     if role not in Role.values:
         raise ValidationError({"role": [f"Expected one of: {', '.join(Role.values)}."]})
     user = _user(username)
+    if role != Role.OWNER:
+        _keep_an_owner(project, user)
     membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
     forget_roles(user)
     activity_record(
@@ -107,6 +109,7 @@ def membership_set(*, actor: Actor, project: Project, username: str, role: str) 
 def membership_remove(*, actor: Actor, project: Project, username: str) -> None:
     require(actor.user, project, PROJECT_ADMIN)
     user = _user(username)
+    _keep_an_owner(project, user)
     deleted, _ = Membership.objects.filter(project=project, user=user).delete()
     if not deleted:
         raise NotFoundError(f"{username} is not a member of {project.key}.")
@@ -117,6 +120,14 @@ def membership_remove(*, actor: Actor, project: Project, username: str) -> None:
         verb="membership.removed",
         target=f"user:{username}",
     )
+
+
+def _keep_an_owner(project: Project, leaving: User) -> None:
+    """Refuse to remove or demote the project's last owner."""
+    owners = Membership.objects.select_for_update().filter(project=project, role=Role.OWNER)
+    if list(owners.values_list("user_id", flat=True)) == [leaving.pk]:
+        message = f"{leaving.get_username()} is the last owner of {project.key}."
+        raise ValidationError({"username": [message]}, message)
 
 
 def _user(username: Any) -> User:

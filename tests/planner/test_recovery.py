@@ -1,0 +1,94 @@
+"""Recovery of a session whose turn's process died (§ 6.8)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from planner.messages import ChatMessage, ToolUseBlock
+from planner.models import Event, Message, Session, ToolCall
+from planner.services import message_save, session_begin
+from planner.tasks import recover_dead_turns
+from tests.fakes.scripted import say
+from tests.planner.conftest import drive, sync
+from tests.planner.test_api import client_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def crash_mid_round(session, user, *, ran: bool = False) -> None:
+    """What a process killed during a tool round leaves behind."""
+    session_begin(session_id=session.pk, user=user, text="Plan the beta")
+    calls = (ToolUseBlock("toolu_a", "list_items", {}), ToolUseBlock("toolu_b", "list_runnable", {}))
+    message_save(
+        session_id=session.pk,
+        turn=1,
+        after_seq=1,
+        message=ChatMessage(role="assistant", content=calls, kind="assistant"),
+    )
+    if ran:
+        ToolCall.objects.create(
+            session=session,
+            turn=1,
+            tool_use_id="toolu_a",
+            name="list_items",
+            input={},
+            output={"items": []},
+            actor=f"planner:{session.pk}",
+            on_behalf_of=user,
+        )
+    Session.objects.filter(pk=session.pk).update(
+        turn_owner="gone-host:4242:deadbeef", heartbeat_at=timezone.now() - timedelta(minutes=10)
+    )
+
+
+async def test_loading_a_dead_session_recovers_it(chat_project, member, session):
+    await sync(crash_mid_round)(session, member, ran=True)
+    client = await client_for(member)
+    body = (await client.get(f"/api/v1/planner/sessions/{session.pk}")).json()
+    assert body["state"] == "idle"
+    results = body["messages"][-1]
+    assert results["kind"] == "tool_results"
+    assert [b["tool_use_id"] for b in results["content"]] == ["toolu_a", "toolu_b"]
+    assert "is_error" not in results["content"][0]  # it ran: its recorded output is kept
+    assert results["content"][1]["is_error"] is True
+    assert body["events"][-1]["kind"] == "turn_ended"
+    assert body["events"][-1]["data"]["reason"] == "failed"
+
+
+async def test_the_next_message_after_a_crash_completes_a_turn(planner, model, chat_project, member, session):
+    await sync(crash_mid_round)(session, member)
+    model.add(say("Back again."))
+    begin = await drive(planner, session, member, "Are you there?")
+    assert begin.meaning == "started"
+    kinds = await sync(
+        lambda: list(Message.objects.filter(session=session).order_by("seq").values_list("kind", flat=True))
+    )()
+    assert kinds == ["human", "assistant", "tool_results", "human", "assistant"]
+    ended = await sync(
+        lambda: list(Event.objects.filter(session=session, kind="turn_ended").values_list("data", flat=True))
+    )()
+    assert [e["reason"] for e in ended] == ["failed", "completed"]
+
+
+def test_the_periodic_sweep_recovers_sessions_nobody_opens(chat_project, member, session):
+    crash_mid_round(session, member)
+    assert recover_dead_turns.delay() is not None  # eager in tests: already ran
+    assert Session.objects.get(pk=session.pk).state == "idle"
+    assert Event.objects.filter(session=session, kind="turn_ended").count() == 1
+    assert Session.objects.get(pk=session.pk).state == "idle"
+    assert recover_dead_turns() == 0
+
+
+def test_a_live_turn_of_this_process_is_not_recovered(chat_project, member, session):
+    from planner.process import LOCAL_TURNS
+
+    session_begin(session_id=session.pk, user=member, text="Hello")
+    LOCAL_TURNS.add(session.pk)
+    try:
+        assert recover_dead_turns() == 0
+    finally:
+        LOCAL_TURNS.discard(session.pk)
+    assert recover_dead_turns() == 1
