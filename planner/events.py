@@ -16,6 +16,7 @@ from planner.frames import Frame
 
 FRAME = "planner.frame"
 CONTROL = "planner.control"
+REPLAY = "planner.replay"
 
 
 def frames_group(session_id: uuid.UUID) -> str:
@@ -41,6 +42,11 @@ async def publish(session_id: uuid.UUID, batch: list[Frame]) -> None:
 async def send_control(session_id: uuid.UUID, command: str, **data: Any) -> None:
     """Ask the process running the session's turn to do ``command`` (``stop``)."""
     await layer().group_send(control_group(session_id), {"type": CONTROL, "command": command, **data})
+
+
+async def send_to(channel: str, message: dict[str, Any]) -> None:
+    """Send ``message`` to one channel (a watcher's, answering its replay request)."""
+    await layer().send(channel, message)
 
 
 async def join(group: str) -> str:

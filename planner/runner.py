@@ -126,6 +126,44 @@ class LiveTurn:
             self.frames.append(frame)
 
 
+REPLAY_WAIT_SECONDS = 2.0
+
+
+class _Seen:
+    """Which frames a watcher already has: the highest number per sending process."""
+
+    def __init__(self) -> None:
+        self.highest: dict[str, int] = {}
+
+    def fresh(self, batch: list[Frame]) -> list[Frame]:
+        out = []
+        for frame in batch:
+            origin, number = frame.get("origin", ""), frame.get("n", 0)
+            if number and number <= self.highest.get(origin, 0):
+                continue
+            if number:
+                self.highest[origin] = number
+            out.append(frame)
+        return out
+
+
+async def _await_replay(channel: str) -> list[dict[str, Any]]:
+    """Messages on ``channel`` up to and including the replay; live frames that overtook it
+    come after it, so the watcher sees the turn in order."""
+    early: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + REPLAY_WAIT_SECONDS
+    while (remaining := deadline - loop.time()) > 0:
+        try:
+            message = await asyncio.wait_for(events.receive(channel), remaining)
+        except TimeoutError:
+            break
+        if message.get("type") == events.REPLAY:
+            return [message, *early]
+        early.append(message)
+    return early  # the turn ended meanwhile, or its process is gone
+
+
 class _SessionIO(TurnIO):
     """The loop's durable side, for one live turn."""
 
@@ -287,24 +325,33 @@ class Runner:
             await asyncio.shield(live.task)
 
     async def watch(self, *, session_id: uuid.UUID, user: User) -> AsyncIterator[Frame]:
-        """The session's frames: ``state``, the current turn's frames so far, then live ones."""
+        """The session's frames: ``state``, the current turn's frames so far, then live ones.
+
+        A turn running in this process gives its frames so far directly; one
+        running in another process is asked for them over the channel layer.
+        """
         session = await db(session_get)(user=user, session_id=session_id)
         group = events.frames_group(session_id)
         channel = await events.join(group)
         try:
-            live = self.live.get(session_id)
-            snapshot = list(live.frames) if live is not None else []
-            seen = max((f.get("n", 0) for f in snapshot), default=0)
             yield frames.state(
                 session_state=session.state, last_seq=session.last_message_seq, turn=session.turn_count
             )
-            for frame in snapshot:
-                yield frame
+            live = self.live.get(session_id)
+            seen = _Seen()
+            pending: list[dict[str, Any]] = []
+            if live is not None:
+                for frame in seen.fresh(list(live.frames)):
+                    yield frame
+            elif session.state == "running":
+                await events.send_control(session_id, "replay", reply_to=channel)
+                pending = await _await_replay(channel)
+            for message in pending:
+                for frame in seen.fresh(message.get("frames", [])):
+                    yield frame
             while True:
                 message = await events.receive(channel)
-                for frame in message["frames"]:
-                    if live is not None and frame.get("origin") == PROCESS_ID and frame.get("n", 0) <= seen:
-                        continue
+                for frame in seen.fresh(message.get("frames", [])):
                     yield frame
         finally:
             await events.leave(group, channel)
@@ -380,13 +427,18 @@ class Runner:
         return outcome
 
     async def _listen(self, live: LiveTurn) -> None:
+        """Serve control messages for a local turn: stop it, or replay its frames to a watcher."""
         group = events.control_group(live.session_id)
         channel = await events.join(group)
         try:
             while True:
                 message = await events.receive(channel)
-                if message.get("command") == "stop" and live.loop is not None:
+                command = message.get("command")
+                if command == "stop" and live.loop is not None:
                     live.loop.stop()
+                elif command == "replay" and message.get("reply_to"):
+                    reply = {"type": events.REPLAY, "frames": list(live.frames)}
+                    await events.send_to(message["reply_to"], reply)
         finally:
             await events.leave(group, channel)
 
