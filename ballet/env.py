@@ -99,6 +99,7 @@ def load_planner_config() -> PlannerConfig:
 class ServerConfig:
     database_url: str | None
     redis_url: str | None
+    sqlite_path: str | None
     secret_key: str | None
     debug: bool | None
     allowed_hosts: list[str]
@@ -116,6 +117,7 @@ def load_server_config() -> ServerConfig:
     debug = os.environ.get("DJANGO_DEBUG")
     return ServerConfig(
         database_url=os.environ.get("DATABASE_URL") or None,
+        sqlite_path=os.environ.get("BALLET_SQLITE_PATH") or None,
         redis_url=os.environ.get("REDIS_URL") or None,
         secret_key=os.environ.get("DJANGO_SECRET_KEY") or None,
         debug=None if debug is None else coerce("DJANGO_DEBUG", debug, bool),

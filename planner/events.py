@@ -51,7 +51,8 @@ async def send_to(channel: str, message: dict[str, Any]) -> None:
 
 async def join(group: str) -> str:
     """A new channel in ``group``; the caller reads it with :func:`receive` and leaves with :func:`leave`."""
-    channel = await layer().new_channel("planner.")
+    # The default prefix: channels-redis serves all of a process's channels with one receive loop.
+    channel = await layer().new_channel()
     await layer().group_add(group, channel)
     return channel
 

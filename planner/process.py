@@ -23,10 +23,15 @@ def owner_alive(*, session_id: uuid.UUID, owner: str, heartbeat_at: datetime | N
 
     In this process the answer is exact. In the embedded mode there is no
     other process, so another owner is a process that died. In production
-    another process is alive while its heartbeat is recent.
+    another process is alive while it keeps its presence in Redis and the
+    turn's heartbeat is recent (a live process whose turn hangs is caught too).
     """
     if owner == PROCESS_ID:
         return session_id in LOCAL_TURNS
     if not settings.PRODUCTION_MODE or not owner or heartbeat_at is None:
         return False
-    return timezone.now() - heartbeat_at < DEAD_AFTER
+    if timezone.now() - heartbeat_at >= DEAD_AFTER:
+        return False
+    from planner.presence import process_alive
+
+    return process_alive(owner)

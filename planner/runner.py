@@ -27,7 +27,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DatabaseError, close_old_connections, connections
 
-from planner import events, frames, services
+from planner import events, frames, presence, services
 from planner.frames import Frame
 from planner.gateway import AnthropicGateway, CallRecord, Gateway
 from planner.loop import ToolRun, TurnIO, TurnLoop, TurnOutcome
@@ -275,6 +275,7 @@ class Runner:
     async def send(self, *, session_id: uuid.UUID, user: User, text: str) -> Begin:
         """Give ``text`` its meaning in the session (start, steer or continue)."""
         text = services.check_text(text)
+        await presence.announce()  # before this process may own a turn
         here_already = session_id in LOCAL_TURNS
         LOCAL_TURNS.add(session_id)  # before the commit, so nobody takes the new turn for dead
         try:

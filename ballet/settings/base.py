@@ -81,14 +81,21 @@ if PRODUCTION_MODE:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [SERVER.redis_url]},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s timeout by default, the same as channels-redis's
+                # blocking receive: idle consumers would fail. Give the read room.
+                "hosts": [{"address": SERVER.redis_url, "socket_timeout": 30, "socket_connect_timeout": 5}],
+                # Watchers that fall behind a fast stream must not lose frames: room for bursts.
+                "capacity": 5000,
+                "expiry": 60,
+            },
         }
     }
 else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(BASE_DIR / "db" / "ballet.sqlite3"),
+            "NAME": SERVER.sqlite_path or str(BASE_DIR / "db" / "ballet.sqlite3"),
             # Keep connections: opening SQLite (and its PRAGMAs) on every planner step costs more
             # than the step itself.
             "CONN_MAX_AGE": 600,
@@ -100,7 +107,12 @@ else:
             },
         }
     }
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 5000, "expiry": 60},
+        }
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
