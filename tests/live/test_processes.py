@@ -1,0 +1,111 @@
+"""Real daphne processes: a turn in one process stopped and watched from another, and a
+process killed with SIGKILL mid-turn, then started again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fakes.client import Client, frames_until
+from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply
+from tests.fakes.servers import PASSWORD, Deployment, Server, production_mode
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeMessagesAPI]:
+    with FakeMessagesAPI() as api:
+        yield api
+
+
+@pytest.fixture
+def deployment(tmp_path, fake) -> Iterator[Deployment]:
+    created = Deployment.create(tmp_path, fake.base_url)
+    yield created
+    created.drop()
+
+
+def start(deployment: Deployment, tmp_path, name: str) -> Server:
+    return Server(deployment, log=tmp_path / f"{name}.log").start()
+
+
+def wait_streaming(fake: FakeMessagesAPI, count: int = 1, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while len(fake.requests) < count:
+        assert time.monotonic() < deadline, "the model was never called"
+        time.sleep(0.02)
+
+
+def test_a_process_killed_mid_turn_is_recovered_after_a_restart(tmp_path, fake, deployment):
+    server = start(deployment, tmp_path, "first")
+    try:
+        client = Client(server.url, "demo", PASSWORD)
+        session = client.post("/api/v1/planner/sessions/", {"project": "DEMO"})["id"]
+        fake.enqueue(HangReply(after_deltas=2, reply=TextReply("Thinking hard about it", chunks=4)))
+        assert client.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": "Plan the beta"})["meaning"] == "started"
+        wait_streaming(fake)
+        server.kill()
+    finally:
+        server.stop()
+    restarted = start(deployment, tmp_path, "second")
+    try:
+        client = Client(restarted.url, "demo", PASSWORD)
+        # Loading the session recovers it once its old process is known dead.
+        body = client.wait_for(session, lambda b: b["state"] == "idle")
+        ended = [e["data"] for e in body["events"] if e["kind"] == "turn_ended"]
+        assert ended[-1]["reason"] == "failed"
+        assert "process" in ended[-1]["error"]
+        assert [m["kind"] for m in body["messages"]] == ["human"]
+        fake.enqueue(TextReply("Back on track.", chunks=3))
+        sent = client.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": "Are you there?"})
+        assert sent["meaning"] == "started"
+        body = client.wait_for(session, lambda b: b["state"] == "idle" and b["messages"][-1]["role"] == "assistant")
+        assert body["messages"][-1]["content"] == [{"type": "text", "text": "Back on track."}]
+        assert [e["data"]["reason"] for e in body["events"] if e["kind"] == "turn_ended"] == ["failed", "completed"]
+        sent_history = fake.requests[-1].json["messages"]
+        assert [m["role"] for m in sent_history] == ["user"]  # both human messages, merged: a valid history
+    finally:
+        restarted.stop()
+
+
+@pytest.mark.skipif(not production_mode(), reason="several processes share state only with PostgreSQL and Redis")
+def test_watch_and_stop_reach_a_turn_in_another_process(tmp_path, fake, deployment):
+    first, second = start(deployment, tmp_path, "a"), start(deployment, tmp_path, "b")
+    try:
+        asyncio.run(_watch_and_stop(fake, first, second))
+    finally:
+        first.stop()
+        second.stop()
+
+
+async def _watch_and_stop(fake: FakeMessagesAPI, first: Server, second: Server) -> None:
+    client = await asyncio.to_thread(Client, first.url, "demo", PASSWORD)
+    session = (await asyncio.to_thread(client.post, "/api/v1/planner/sessions/", {"project": "DEMO"}))["id"]
+    text = "".join(f"word{i} " for i in range(40))
+    fake.enqueue(TextReply(text, chunks=[f"word{i} " for i in range(40)], delay_between_deltas=0.05))
+    await asyncio.to_thread(client.post, f"/api/v1/planner/sessions/{session}/messages/", {"text": "Stream"})
+    await asyncio.to_thread(wait_streaming, fake)
+    await asyncio.sleep(0.3)  # some deltas are out before the watcher arrives
+    async with client.websocket(session, base_url=second.url) as ws:
+        got = await frames_until(ws, "turn_ended")
+    assert got[0]["type"] == "state"
+    assert got[0]["state"] == "running"
+    assert "".join(f["text"] for f in got if f["type"] == "text_delta") == text
+    assert got[-1]["reason"] == "completed"
+    # Stop, sent to the second process, reaches the turn running in the first.
+    fake.enqueue(HangReply(after_deltas=1, reply=TextReply("Never finishing", chunks=["Never ", "finishing"])))
+    await asyncio.to_thread(client.post, f"/api/v1/planner/sessions/{session}/messages/", {"text": "Again"})
+    await asyncio.to_thread(wait_streaming, fake, 2)
+    async with client.websocket(session, base_url=second.url) as ws:
+        state = await frames_until(ws, "state")
+        assert state[-1]["state"] == "running"
+        await ws.send('{"type": "stop"}')
+        got = await frames_until(ws, "turn_ended")
+    assert got[-1]["reason"] == "stopped"
+    body = await asyncio.to_thread(client.transcript, session)
+    assert body["state"] == "idle"
+    assert body["messages"][-1]["content"] == [{"type": "text", "text": "Never "}]
