@@ -19,6 +19,7 @@ urlpatterns = [
     path("api/schema/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="schema-redoc"),
     path("healthz", healthz, name="healthz"),
     path("", include("django_prometheus.urls")),
+    path("", include("planner.page_urls")),
     path("", include("tracker.page_urls")),
 ]
 

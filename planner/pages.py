@@ -1,0 +1,128 @@
+"""Browser pages of the planner: a project's chat list and the chat itself.
+
+Views are thin: the one permission check picks the project, the selectors
+find the sessions, ``session_create`` opens one. The chat page is a shell the
+external ``chat.js`` fills from the REST transcript and the WebSocket; it
+carries its data in ``data-`` attributes and a strict Content-Security-Policy
+(no inline script, no inline style), so model output can never run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from planner.models import Session
+from planner.selectors import session_get, session_list
+from planner.services import session_create
+from tracker.errors import NotFoundError, PermissionDeniedError
+from tracker.models import Project
+from tracker.permissions import PLANNER_CHAT, TRACKER_READ, has_permission, require
+from tracker.selectors import project_get
+
+MAX_LISTED = 100
+
+View = Callable[..., HttpResponse]
+
+
+def content_security_policy(request: HttpRequest) -> str:
+    """Only this origin's scripts, styles and sockets; nothing inline, nothing framed."""
+    host = request.get_host()
+    return "; ".join(
+        [
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            "font-src 'self'",
+            f"connect-src 'self' ws://{host} wss://{host}",
+            "form-action 'self'",
+            "base-uri 'none'",
+            "frame-ancestors 'none'",
+        ]
+    )
+
+
+def with_csp(view: View) -> View:
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        response["Content-Security-Policy"] = content_security_policy(request)
+        return response
+
+    return wrapped
+
+
+def _project(user: User, key: str, permission: str = TRACKER_READ) -> Project:
+    """The project if ``user`` holds ``permission``: 404 if they cannot read it, else 403."""
+    try:
+        project = project_get(key=key)
+        require(user, project, permission)
+    except NotFoundError as exc:
+        raise Http404(exc.message) from exc
+    except PermissionDeniedError as exc:
+        raise PermissionDenied(exc.message) from exc
+    return project
+
+
+def _user(request: HttpRequest) -> User:
+    assert isinstance(request.user, User)  # login_required let only a signed-in user through
+    return request.user
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@with_csp
+def chat_list(request: HttpRequest, key: str) -> HttpResponse:
+    """``/projects/{key}/chat/``: the user's chats in the project; POST opens a new one."""
+    user = _user(request)
+    if request.method == "POST":
+        project = _project(user, key, PLANNER_CHAT)
+        session = session_create(user=user, project=project)
+        return HttpResponseRedirect(reverse("planner-chat", args=[project.key, session.pk]))
+    project = _project(user, key)
+    sessions = list(session_list(user=user, project=project)[: MAX_LISTED + 1])
+    context = {
+        "project": project,
+        "sessions": sessions[:MAX_LISTED],
+        "more": len(sessions) > MAX_LISTED,
+        "can_chat": has_permission(user, project, PLANNER_CHAT),
+    }
+    return render(request, "planner/chat_list.html", context)
+
+
+@require_GET
+@login_required
+@with_csp
+def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
+    """``/projects/{key}/chat/{session}/``: the page shell ``chat.js`` brings to life."""
+    user = _user(request)
+    project = _project(user, key)
+    found = _session(user, project, session)
+    context = {
+        "project": project,
+        "session": found,
+        "can_chat": has_permission(user, project, PLANNER_CHAT),
+        "api_url": reverse("planner-api:session-detail", kwargs={"session": str(found.pk)}),
+        "ws_path": f"/ws/planner/sessions/{found.pk}/",
+    }
+    return render(request, "planner/chat.html", context)
+
+
+def _session(user: User, project: Project, session_id: uuid.UUID) -> Session:
+    try:
+        found = session_get(user=user, session_id=session_id)
+    except NotFoundError as exc:
+        raise Http404(exc.message) from exc
+    if found.project_id != project.pk:
+        raise Http404("Session not found.")
+    return found

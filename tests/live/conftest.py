@@ -1,0 +1,118 @@
+"""A real Ballet server on a fake Messages API, and a Chromium logged in to it.
+
+The server starts once per module (about ten seconds); each test opens its own
+chat. The fake model answers by script: a test registers the replies for a
+keyword with :func:`Script.on`, and a request is answered from the script of
+the last human message that names a keyword, one reply per model call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.messages_api import FakeMessagesAPI, Reply, TextReply
+from tests.fakes.servers import PASSWORD, Deployment, Server
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+class Script:
+    """Replies by keyword: the n-th model call after a human message gets its n-th reply."""
+
+    def __init__(self) -> None:
+        self.replies: dict[str, list[Reply]] = {}
+        self.lock = threading.Lock()
+
+    def on(self, keyword: str, *replies: Reply) -> str:
+        with self.lock:
+            self.replies[keyword] = list(replies)
+        return keyword
+
+    def __call__(self, request: dict[str, Any]) -> Reply | None:
+        calls_since = 0
+        for message in reversed(request.get("messages", [])):
+            if message.get("role") == "assistant":
+                calls_since += 1
+                continue
+            text = _text_of(message)
+            with self.lock:
+                for keyword, replies in self.replies.items():
+                    if keyword in text:
+                        return replies[min(calls_since, len(replies) - 1)]
+        return TextReply("(unscripted)")
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+
+
+@pytest.fixture(scope="module")
+def script() -> Script:
+    return Script()
+
+
+@pytest.fixture(scope="module")
+def fake_api(script: Script) -> Iterator[FakeMessagesAPI]:
+    with FakeMessagesAPI(responder=script) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def server(fake_api: FakeMessagesAPI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    home: Path = tmp_path_factory.mktemp("live")
+    deployment = Deployment.create(home, fake_api.base_url)
+    running = Server(deployment, log=home / "daphne.log")
+    try:
+        yield running.start()
+    finally:
+        running.stop()
+        deployment.drop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def signed_in(browser: Any, server: Server, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The storage state (cookies) of ``demo`` signed in through the login form."""
+    context = browser.new_context(base_url=server.url)
+    page = context.new_page()
+    page.goto("/accounts/login/?next=/")
+    page.get_by_label("Username").fill("demo")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{server.url}/")
+    path = str(tmp_path_factory.mktemp("state") / "demo.json")
+    context.storage_state(path=path)
+    context.close()
+    return path
+
+
+@pytest.fixture
+def page(browser: Any, server: Server, signed_in: str) -> Iterator[Any]:
+    """A fresh tab of ``demo``; any page error fails the test."""
+    context = browser.new_context(base_url=server.url, storage_state=signed_in)
+    context.set_default_timeout(10_000)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    yield tab
+    context.close()
+    assert not errors, errors
