@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint typecheck migrations-check pytest migrate seed worker beat clean
+.PHONY: run test lint typecheck migrations-check pytest migrate seed worker beat clean chromium
 
 $(STAMP): requirements/base.txt requirements/dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,13 @@ migrations-check: $(STAMP)
 	mkdir -p db
 	DJANGO_SETTINGS_MODULE=ballet.settings.test $(BIN)/python manage.py makemigrations --check --dry-run
 
-pytest: $(STAMP)
+# The browser tests drive Debian's Chromium (never a downloaded browser).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else echo "Install Debian's chromium package (apt-get install chromium) for the browser tests." >&2; exit 1; fi; }
+
+pytest: $(STAMP) chromium
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck migrations-check pytest
