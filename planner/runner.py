@@ -99,6 +99,8 @@ _frame_numbers = itertools.count(1)
 
 
 MAX_BATCH = 256
+PUBLISH_ATTEMPTS = 5
+PUBLISH_RETRY_SECONDS = 0.05
 
 
 @dataclass
@@ -117,6 +119,13 @@ class LiveTurn:
     outbox: asyncio.Queue[Frame | None] = field(default_factory=asyncio.Queue)
     sender: asyncio.Task[None] | None = None
     io: _SessionIO | None = None
+    stop_requested: bool = False
+
+    def stop(self) -> None:
+        """Stop the turn, also if its loop is still being set up."""
+        self.stop_requested = True
+        if self.loop is not None:
+            self.loop.stop()
 
     def remember(self, frame: Frame) -> None:
         last = self.frames[-1] if self.frames else None
@@ -311,8 +320,8 @@ class Runner:
         """Stop the session's turn wherever it runs; False if none runs."""
         session = await db(session_get)(user=user, session_id=session_id)
         live = self.live.get(session_id)
-        if live is not None and live.loop is not None:
-            live.loop.stop()
+        if live is not None:
+            live.stop()
             return True
         if session.state == "running":
             await events.send_control(session_id, "stop")
@@ -372,12 +381,21 @@ class Runner:
             done = batch[-1] is None
             frames_out = [f for f in batch if f is not None]
             if frames_out:
-                try:
-                    await events.publish(live.session_id, frames_out)
-                except Exception:
-                    logger.exception("could not publish frames of session %s", live.session_id)
+                await self._publish(live, frames_out)
             if done:
                 return
+
+    async def _publish(self, live: LiveTurn, batch: list[Frame]) -> None:
+        """Publish ``batch``, retrying a failing channel layer (a busy Redis pool) before giving up."""
+        for attempt in range(PUBLISH_ATTEMPTS):
+            try:
+                await events.publish(live.session_id, batch)
+                return
+            except Exception:
+                if attempt == PUBLISH_ATTEMPTS - 1:
+                    logger.exception("could not publish frames of session %s", live.session_id)
+                    return
+                await asyncio.sleep(PUBLISH_RETRY_SECONDS * 2**attempt)
 
     async def _drive(self, live: LiveTurn, *, continued: bool) -> None:
         outcome = TurnOutcome("failed", "The turn could not start.")
@@ -410,6 +428,8 @@ class Runner:
         await self.emit(live, frames.turn_started(turn=live.turn, continued=continued))
         io = live.io = _SessionIO(self, live, setup)
         live.loop = TurnLoop(io=io, gateway=self.gateway, settings=setup.settings, history=setup.history)
+        if live.stop_requested:
+            live.loop.stop()
         outcome = TurnOutcome("completed")
         for _ in range(MAX_RESTARTS):
             outcome = await live.loop.run()
@@ -435,8 +455,8 @@ class Runner:
             while True:
                 message = await events.receive(channel)
                 command = message.get("command")
-                if command == "stop" and live.loop is not None:
-                    live.loop.stop()
+                if command == "stop":
+                    live.stop()
                 elif command == "replay" and message.get("reply_to"):
                     reply = {"type": events.REPLAY, "frames": list(live.frames)}
                     await events.send_to(message["reply_to"], reply)

@@ -274,3 +274,12 @@ async def test_change_notes_put_the_focus_first_and_advance_last_seen(
     model.add(say("Nothing new."))
     await drive(planner, session, member, "And now?")
     assert model.turn_requests[-1].messages[-1].kind == "human"
+
+
+async def test_a_stop_right_after_the_message_stops_before_any_model_call(planner, model, session, member):
+    await planner.send(session_id=session.pk, user=member, text="Never mind")
+    assert await planner.stop(session_id=session.pk, user=member) is True
+    await planner.wait(session.pk)
+    assert model.requests == []
+    assert (await events_of(session))[-1] == ("turn_ended", {"reason": "stopped"})
+    assert await state_of(session) == "idle"
