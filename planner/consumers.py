@@ -46,6 +46,9 @@ def _may_chat(user: User, session_id: str) -> int | None:
 
 
 class PlannerSessionConsumer(AsyncWebsocketConsumer):
+    # No channel of its own: frames come through the runner's watch. An unconfigured alias
+    # spares every idle connection a channel-layer queue and receive.
+    channel_layer_alias = "planner-consumers-use-the-runner"
     session_id: uuid.UUID
     user: User
     watcher: asyncio.Task[None] | None = None

@@ -1,9 +1,12 @@
-"""Which Ballet processes are alive, so that a turn whose process died can be recovered.
+"""Which Ballet processes are alive, and which watch a session (production mode, in Redis).
 
-In production mode every process that runs turns keeps a key in Redis with a
-short expiry and refreshes it while it runs them; a process killed outright
-stops refreshing, and its key is gone within ``TTL_SECONDS``. In the embedded
-mode there is one process, so another owner is always a dead one.
+Every process that runs turns keeps a key with a short expiry and refreshes it
+while it runs them; a process killed outright stops refreshing, and its key is
+gone within ``TTL_SECONDS``, so its turns can be recovered. Processes that
+have watchers of a session say so, so that a turn publishes its frames over
+the channel layer only when someone in another process listens. In the
+embedded mode there is one process: another owner is always a dead one, and
+nobody watches from elsewhere.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 
 import redis
 import redis.asyncio as aioredis
@@ -66,3 +70,46 @@ async def _refresh(client: aioredis.Redis) -> None:
     finally:
         with contextlib.suppress(Exception):
             await client.aclose()
+
+
+# Who watches a session from which process: a sorted set of process ids scored by expiry.
+WATCH_TTL_SECONDS = 60
+WATCH_REFRESH_SECONDS = 20.0
+_clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
+
+
+def _watchers_key(session_id: object) -> str:
+    return f"ballet:watchers:{session_id}"
+
+
+def _client() -> aioredis.Redis:
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        client = _clients[loop] = aioredis.Redis.from_url(settings.SERVER.redis_url or "")
+    return client
+
+
+async def watching(session_id: object) -> None:
+    """Say (again) that this process has watchers of ``session_id``."""
+    key = _watchers_key(session_id)
+    now = time.time()
+    async with _client().pipeline(transaction=False) as pipe:
+        pipe.zadd(key, {PROCESS_ID: now + WATCH_TTL_SECONDS})
+        pipe.zremrangebyscore(key, "-inf", now)
+        pipe.expire(key, WATCH_TTL_SECONDS * 2)
+        await pipe.execute()
+
+
+async def not_watching(session_id: object) -> None:
+    with contextlib.suppress(redis.RedisError):
+        await _client().zrem(_watchers_key(session_id), PROCESS_ID)
+
+
+async def watched_elsewhere(session_id: object) -> bool:
+    """Does a process other than this one watch ``session_id``?"""
+    try:
+        members = await _client().zrangebyscore(_watchers_key(session_id), time.time(), "+inf")
+    except redis.RedisError:
+        return True  # when unsure, publish
+    return any((m.decode() if isinstance(m, bytes) else str(m)) != PROCESS_ID for m in members)

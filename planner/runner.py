@@ -120,6 +120,7 @@ class LiveTurn:
     sender: asyncio.Task[None] | None = None
     io: _SessionIO | None = None
     stop_requested: bool = False
+    watched_elsewhere: bool = False
 
     def stop(self) -> None:
         """Stop the turn, also if its loop is still being set up."""
@@ -136,6 +137,53 @@ class LiveTurn:
 
 
 REPLAY_WAIT_SECONDS = 2.0
+REMOTE_CHECK_SECONDS = 2.0
+
+
+class _RemoteFrames:
+    """A watcher's link to turns in other processes: the session's group on the channel layer."""
+
+    def __init__(self, session_id: uuid.UUID, inbox: asyncio.Queue[list[Frame]]) -> None:
+        self.session_id = session_id
+        self.inbox = inbox
+        self.group = events.frames_group(session_id)
+        self.channel = ""
+        self.forwarder: asyncio.Task[None] | None = None
+        self.refresher: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.channel = await events.join(self.group)
+        await presence.watching(self.session_id)
+        self.forwarder = asyncio.ensure_future(self._forward())
+        self.refresher = asyncio.ensure_future(self._refresh())
+
+    async def replay(self) -> None:
+        """Ask the turn's process for the frames so far; they arrive before its later frames."""
+        assert self.forwarder is not None
+        self.forwarder.cancel()
+        await events.send_control(self.session_id, "replay", reply_to=self.channel)
+        for message in await _await_replay(self.channel):
+            self.inbox.put_nowait(message.get("frames", []))
+        self.forwarder = asyncio.ensure_future(self._forward())
+
+    async def _forward(self) -> None:
+        while True:
+            message = await events.receive(self.channel)
+            self.inbox.put_nowait(message.get("frames", []))
+
+    async def _refresh(self) -> None:
+        while True:
+            await asyncio.sleep(presence.WATCH_REFRESH_SECONDS)
+            with contextlib.suppress(Exception):
+                await presence.watching(self.session_id)
+
+    async def stop(self, *, last: bool) -> None:
+        for task in (self.forwarder, self.refresher):
+            if task is not None:
+                task.cancel()
+        await events.leave(self.group, self.channel)
+        if last:
+            await presence.not_watching(self.session_id)
 
 
 class _Seen:
@@ -270,6 +318,8 @@ class Runner:
     def __init__(self, gateway: Gateway | None = None) -> None:
         self._gateway = gateway
         self.live: dict[uuid.UUID, LiveTurn] = {}
+        # Inboxes of this process's watchers, by session: local turns deliver to them directly.
+        self.watchers: dict[uuid.UUID, set[asyncio.Queue[list[Frame]]]] = {}
 
     @property
     def gateway(self) -> Gateway:
@@ -302,9 +352,10 @@ class Runner:
             return begin
         assert begin.message is not None
         live = LiveTurn(session_id=session_id, turn=begin.turn)
-        live.sender = asyncio.get_running_loop().create_task(
-            self._send_frames(live), context=contextvars.Context()
-        )
+        if settings.PRODUCTION_MODE:  # only other processes need the channel layer
+            live.sender = asyncio.get_running_loop().create_task(
+                self._send_frames(live), context=contextvars.Context()
+            )
         self.live[session_id] = live
         kind = "continue" if begin.meaning == "continued" else "human"
         await self.emit(
@@ -337,42 +388,47 @@ class Runner:
     async def watch(self, *, session_id: uuid.UUID, user: User) -> AsyncIterator[Frame]:
         """The session's frames: ``state``, the current turn's frames so far, then live ones.
 
-        A turn running in this process gives its frames so far directly; one
-        running in another process is asked for them over the channel layer.
+        Frames of a turn in this process reach the watcher directly. In
+        production mode the watcher also listens on the channel layer for
+        turns in other processes, and asks such a turn for its frames so far.
         """
         session = await db(session_get)(user=user, session_id=session_id)
-        group = events.frames_group(session_id)
-        channel = await events.join(group)
+        inbox: asyncio.Queue[list[Frame]] = asyncio.Queue()
+        self.watchers.setdefault(session_id, set()).add(inbox)
+        remote = _RemoteFrames(session_id, inbox) if settings.PRODUCTION_MODE else None
         try:
+            if remote is not None:
+                await remote.start()
             yield frames.state(
                 session_state=session.state, last_seq=session.last_message_seq, turn=session.turn_count
             )
-            live = self.live.get(session_id)
             seen = _Seen()
-            pending: list[dict[str, Any]] = []
+            live = self.live.get(session_id)
             if live is not None:
-                for frame in seen.fresh(list(live.frames)):
-                    yield frame
-            elif session.state == "running":
-                await events.send_control(session_id, "replay", reply_to=channel)
-                pending = await _await_replay(channel)
-            for message in pending:
-                for frame in seen.fresh(message.get("frames", [])):
-                    yield frame
+                inbox.put_nowait(list(live.frames))
+            elif remote is not None and session.state == "running":
+                await remote.replay()
             while True:
-                message = await events.receive(channel)
-                for frame in seen.fresh(message.get("frames", [])):
+                for frame in seen.fresh(await inbox.get()):
                     yield frame
         finally:
-            await events.leave(group, channel)
+            self.watchers[session_id].discard(inbox)
+            if not self.watchers[session_id]:
+                del self.watchers[session_id]
+            if remote is not None:
+                await remote.stop(last=session_id not in self.watchers)
 
     async def emit(self, live: LiveTurn, frame: Frame) -> None:
         numbered = {**frame, "n": next(_frame_numbers), "origin": PROCESS_ID}
         live.remember(numbered)
-        live.outbox.put_nowait(numbered)
+        for inbox in self.watchers.get(live.session_id, ()):
+            inbox.put_nowait([numbered])
+        if settings.PRODUCTION_MODE:
+            live.outbox.put_nowait(numbered)  # for watchers in other processes
 
     async def _send_frames(self, live: LiveTurn) -> None:
-        """Publish the outbox in order until its closing ``None``."""
+        """Publish the outbox in order until its closing ``None``, while other processes watch."""
+        checked_at = -REMOTE_CHECK_SECONDS
         while True:
             first = await live.outbox.get()
             batch = [first]
@@ -380,7 +436,11 @@ class Runner:
                 batch.append(live.outbox.get_nowait())
             done = batch[-1] is None
             frames_out = [f for f in batch if f is not None]
-            if frames_out:
+            now = time.monotonic()
+            if frames_out and not live.watched_elsewhere and now - checked_at >= REMOTE_CHECK_SECONDS:
+                live.watched_elsewhere = await presence.watched_elsewhere(live.session_id)
+                checked_at = now
+            if frames_out and live.watched_elsewhere:
                 await self._publish(live, frames_out)
             if done:
                 return
@@ -458,6 +518,7 @@ class Runner:
                 if command == "stop":
                     live.stop()
                 elif command == "replay" and message.get("reply_to"):
+                    live.watched_elsewhere = True  # publish from now on, without waiting for a check
                     reply = {"type": events.REPLAY, "frames": list(live.frames)}
                     await events.send_to(message["reply_to"], reply)
         finally:

@@ -84,7 +84,15 @@ if PRODUCTION_MODE:
             "CONFIG": {
                 # redis-py 8 reads with a 5 s timeout by default, the same as channels-redis's
                 # blocking receive: idle consumers would fail. Give the read room.
-                "hosts": [{"address": SERVER.redis_url, "socket_timeout": 30, "socket_connect_timeout": 5}],
+                # Its pool also caps connections at 100 by default and fails at once past that.
+                "hosts": [
+                    {
+                        "address": SERVER.redis_url,
+                        "socket_timeout": 30,
+                        "socket_connect_timeout": 5,
+                        "max_connections": 1000,
+                    }
+                ],
                 # Watchers that fall behind a fast stream must not lose frames: room for bursts.
                 "capacity": 5000,
                 "expiry": 60,

@@ -32,7 +32,7 @@ Replies (every message reply answers both ``"stream": true`` requests, as server
 non-streaming ones, as one Message JSON):
 
 * ``TextReply(text, chunks=N | [deltas], usage=Usage(...), stop_reason="end_turn",
-  delay_between_deltas=0.0)``
+  delay_between_deltas=0.0, stamp_marker=None)``
 * ``ToolUseReply(tool_calls=[ToolCallSpec(name, input, id=None, json_chunks=N)], text_before=None)``
 * ``StreamReply([TextBlockSpec(...) | ToolCallSpec(...) | "text", ...], stop_reason=...)``
 * ``ErrorReply(status, error_type=None, message=None, retry_after_ms=1)``: an HTTP error before any
@@ -44,6 +44,12 @@ non-streaming ones, as one Message JSON):
 * ``HangReply(delay=None, after_deltas=0, before_headers=False)``: the stream starts and then waits
   (forever by default) until the client disconnects, the server closes, or ``delay`` passes, after which
   the rest of the reply is sent.
+
+Latency benchmarks (opt-in): with ``stamp_marker="@TS@"`` on a message reply, every occurrence of the
+marker in a streamed delta is replaced, at the moment that delta is written to the socket, by the
+wall-clock time in nanoseconds (``time.time_ns()``, 19 digits), e.g. ``TextReply(chunks=["<@TS@> "] * 500,
+delay_between_deltas=0.003, stamp_marker="@TS@")``. The marker must be plain ASCII that JSON does not
+escape. Without it (the default) deltas are sent exactly as scripted.
 
 The SSE wire format follows the API: ``message_start`` (usage with input and cache tokens),
 ``content_block_start``, one ``ping``, ``content_block_delta`` (``text_delta`` / ``input_json_delta``),
@@ -62,6 +68,7 @@ import contextlib
 import http
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
@@ -249,6 +256,13 @@ class _MessageOptions:
     """Overrides the echoed request model."""
     message_id: str | None = None
     """Overrides the generated ``msg_fake_N``."""
+    stamp_marker: str | None = None
+    """Opt-in: replaced in each streamed delta by ``time.time_ns()`` as the delta is written."""
+
+    def __post_init__(self) -> None:
+        marker = self.stamp_marker
+        if marker is not None and (not marker or not marker.isascii() or json.dumps(marker)[1:-1] != marker):
+            raise ValueError(f"stamp_marker must be non-empty ASCII that JSON leaves as is, not {marker!r}")
 
 
 @dataclass(frozen=True)
@@ -259,6 +273,7 @@ class StreamReply(_MessageOptions):
     stop_reason: str = field(default="end_turn", kw_only=True)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         blocks = tuple(TextBlockSpec(b) if isinstance(b, str) else b for b in self.blocks)
         object.__setattr__(self, "blocks", blocks)
 
@@ -278,6 +293,7 @@ class TextReply(_MessageOptions):
     stop_reason: str = field(default="end_turn", kw_only=True)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         spec = TextBlockSpec(self.text, chunks=self.chunks)  # validates
         object.__setattr__(self, "text", spec.text)
         object.__setattr__(self, "chunks", spec.chunks)
@@ -295,6 +311,7 @@ class TextReply(_MessageOptions):
             delay_between_deltas=self.delay_between_deltas,
             model=self.model,
             message_id=self.message_id,
+            stamp_marker=self.stamp_marker,
         )
 
 
@@ -308,6 +325,7 @@ class ToolUseReply(_MessageOptions):
     stop_reason: str = field(default="tool_use", kw_only=True)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
         if self.text_before is not None:
             TextBlockSpec(self.text_before, chunks=self.text_chunks)  # validates
@@ -329,6 +347,7 @@ class ToolUseReply(_MessageOptions):
             delay_between_deltas=self.delay_between_deltas,
             model=self.model,
             message_id=self.message_id,
+            stamp_marker=self.stamp_marker,
         )
 
 
@@ -564,6 +583,11 @@ _PING: Final = b'event: ping\ndata: {"type": "ping"}\n\n'
 
 def _sse(event: str, data: str) -> bytes:
     return f"event: {event}\ndata: {data}\n\n".encode()
+
+
+def _stamped(frame: bytes, stamp: bytes | None) -> bytes:
+    """``frame`` with each ``stamp`` marker replaced by the wall-clock time now, in nanoseconds."""
+    return frame if stamp is None else frame.replace(stamp, b"%d" % time.time_ns())
 
 
 def _error_body(error_type: str, message: str, request_id: str | None = None) -> dict[str, Any]:
@@ -969,23 +993,25 @@ class FakeMessagesAPI:
             writer, self._head(200, headers, keep_alive=keep_alive or not chunked), chunked=chunked
         )
         delay = stream_reply.delay_between_deltas
+        marker = stream_reply.stamp_marker
+        stamp = json.dumps(marker)[1:-1].encode() if marker is not None else None
         frames = plan.frames
         if break_at is not None:
             assert isinstance(reply, BreakOffReply)
-            await self._emit(sse, plan, 0, plan.cut(break_at), delay=delay, reader=reader)
+            await self._emit(sse, plan, 0, plan.cut(break_at), delay=delay, reader=reader, stamp=stamp)
             sse.add(_sse("error", json.dumps(_error_body(reply.error_type, reply.message))))
             record.outcome = "broke_off"
             await sse.finish()
             return chunked
         if hang is not None and hang_at is not None:
             cut = plan.cut(hang_at)
-            await self._emit(sse, plan, 0, cut, delay=delay, reader=reader)
+            await self._emit(sse, plan, 0, cut, delay=delay, reader=reader, stamp=stamp)
             await sse.flush()
             if await self._wait_or_gone(reader, hang.delay):
                 raise _ClientGoneError
-            await self._emit(sse, plan, cut, len(frames), delay=delay, reader=reader)
+            await self._emit(sse, plan, cut, len(frames), delay=delay, reader=reader, stamp=stamp)
         else:
-            await self._emit(sse, plan, 0, len(frames), delay=delay, reader=reader)
+            await self._emit(sse, plan, 0, len(frames), delay=delay, reader=reader, stamp=stamp)
         record.outcome = "completed"
         await sse.finish()
         return chunked
@@ -1118,18 +1144,28 @@ class FakeMessagesAPI:
 
     @staticmethod
     async def _emit(
-        sse: _SseBody, plan: _Plan, start: int, stop: int, *, delay: float, reader: asyncio.StreamReader
+        sse: _SseBody,
+        plan: _Plan,
+        start: int,
+        stop: int,
+        *,
+        delay: float,
+        reader: asyncio.StreamReader,
+        stamp: bytes | None = None,
     ) -> None:
-        """Queues frames ``start:stop``; with a delay, deltas are flushed one by one with pauses between."""
-        if delay <= 0:
+        """Queues frames ``start:stop``; with a delay, deltas are flushed one by one with pauses between.
+
+        With ``stamp`` (a reply's ``stamp_marker``), each delta gets the time it is queued in its place."""
+        if delay <= 0 and stamp is None:
             for frame in plan.frames[start:stop]:
                 sse.add(frame)
             return
         is_delta = set(plan.delta_positions)
         last_delta = plan.delta_positions[-1] if plan.delta_positions else -1
         for position in range(start, stop):
-            sse.add(plan.frames[position])
-            if position in is_delta:
+            frame = plan.frames[position]
+            sse.add(_stamped(frame, stamp) if position in is_delta else frame)
+            if delay > 0 and position in is_delta:
                 await sse.flush()
                 if position != last_delta:
                     await asyncio.sleep(delay)
