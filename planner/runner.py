@@ -394,6 +394,10 @@ class Runner:
         """
         session = await db(session_get)(user=user, session_id=session_id)
         inbox: asyncio.Queue[list[Frame]] = asyncio.Queue()
+        # Joining and taking a local turn's frames so far happen at once, so they come first.
+        live = self.live.get(session_id)
+        if live is not None:
+            inbox.put_nowait(list(live.frames))
         self.watchers.setdefault(session_id, set()).add(inbox)
         remote = _RemoteFrames(session_id, inbox) if settings.PRODUCTION_MODE else None
         try:
@@ -403,10 +407,7 @@ class Runner:
                 session_state=session.state, last_seq=session.last_message_seq, turn=session.turn_count
             )
             seen = _Seen()
-            live = self.live.get(session_id)
-            if live is not None:
-                inbox.put_nowait(list(live.frames))
-            elif remote is not None and session.state == "running":
+            if live is None and remote is not None and session.state == "running":
                 await remote.replay()
             while True:
                 for frame in seen.fresh(await inbox.get()):
