@@ -19,25 +19,29 @@ class Client:
 
     def __init__(self, base_url: str, username: str, password: str) -> None:
         self.base_url = base_url
-        self.token = self._post_json("/api/v1/auth/token/", {"username": username, "password": password})["token"]
+        self.token = self._post_json("/api/v1/auth/token/", {"username": username, "password": password})[
+            "token"
+        ]
         self.cookie = _session_cookie(base_url, username, password)
 
     def _post_json(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
-        request = urllib.request.Request(  # noqa: S310 - the test's own server
+        request = urllib.request.Request(
             self.base_url + path,
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json", **(headers or {})},
             method="POST",
         )
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read() or b"null")
 
     def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         return self._post_json(path, body or {}, {"Authorization": f"Token {self.token}"})
 
     def get(self, path: str) -> Any:
-        request = urllib.request.Request(self.base_url + path, headers={"Authorization": f"Token {self.token}"})  # noqa: S310
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        request = urllib.request.Request(
+            self.base_url + path, headers={"Authorization": f"Token {self.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
     def websocket(self, session_id: str, base_url: str | None = None) -> Any:
@@ -49,13 +53,17 @@ class Client:
         body: dict[str, Any] = self.get(f"/api/v1/planner/sessions/{session_id}")
         return body
 
-    def wait_for(self, session_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
+    def wait_for(
+        self, session_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 30
+    ) -> dict[str, Any]:
         """Poll the transcript until ``done`` holds (bounded)."""
         deadline = time.monotonic() + timeout
         body = self.transcript(session_id)
         while not done(body):
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; last transcript state {body['state']}: {body['events'][-3:]}")
+                raise AssertionError(
+                    f"timed out; last transcript state {body['state']}: {body['events'][-3:]}"
+                )
             time.sleep(0.2)
             body = self.transcript(session_id)
         return body
@@ -79,7 +87,7 @@ def _session_cookie(base_url: str, username: str, password: str) -> str:
     return f"sessionid={session}"
 
 
-async def frames_until(ws: ClientConnection, kind: str, timeout: float = 30) -> list[dict[str, Any]]:
+async def frames_until(ws: ClientConnection, kind: str, timeout: float = 30) -> list[dict[str, Any]]:  # noqa: ASYNC109
     """Frames from ``ws`` up to and including the first of type ``kind``."""
     import asyncio
 

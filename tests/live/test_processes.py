@@ -46,7 +46,10 @@ def test_a_process_killed_mid_turn_is_recovered_after_a_restart(tmp_path, fake, 
         client = Client(server.url, "demo", PASSWORD)
         session = client.post("/api/v1/planner/sessions/", {"project": "DEMO"})["id"]
         fake.enqueue(HangReply(after_deltas=2, reply=TextReply("Thinking hard about it", chunks=4)))
-        assert client.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": "Plan the beta"})["meaning"] == "started"
+        assert (
+            client.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": "Plan the beta"})["meaning"]
+            == "started"
+        )
         wait_streaming(fake)
         server.kill()
     finally:
@@ -63,16 +66,23 @@ def test_a_process_killed_mid_turn_is_recovered_after_a_restart(tmp_path, fake, 
         fake.enqueue(TextReply("Back on track.", chunks=3))
         sent = client.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": "Are you there?"})
         assert sent["meaning"] == "started"
-        body = client.wait_for(session, lambda b: b["state"] == "idle" and b["messages"][-1]["role"] == "assistant")
+        body = client.wait_for(
+            session, lambda b: b["state"] == "idle" and b["messages"][-1]["role"] == "assistant"
+        )
         assert body["messages"][-1]["content"] == [{"type": "text", "text": "Back on track."}]
-        assert [e["data"]["reason"] for e in body["events"] if e["kind"] == "turn_ended"] == ["failed", "completed"]
+        assert [e["data"]["reason"] for e in body["events"] if e["kind"] == "turn_ended"] == [
+            "failed",
+            "completed",
+        ]
         sent_history = fake.requests[-1].json["messages"]
         assert [m["role"] for m in sent_history] == ["user"]  # both human messages, merged: a valid history
     finally:
         restarted.stop()
 
 
-@pytest.mark.skipif(not production_mode(), reason="several processes share state only with PostgreSQL and Redis")
+@pytest.mark.skipif(
+    not production_mode(), reason="several processes share state only with PostgreSQL and Redis"
+)
 def test_watch_and_stop_reach_a_turn_in_another_process(tmp_path, fake, deployment):
     first, second = start(deployment, tmp_path, "a"), start(deployment, tmp_path, "b")
     try:
@@ -97,7 +107,9 @@ async def _watch_and_stop(fake: FakeMessagesAPI, first: Server, second: Server) 
     assert "".join(f["text"] for f in got if f["type"] == "text_delta") == text
     assert got[-1]["reason"] == "completed"
     # Stop, sent to the second process, reaches the turn running in the first.
-    fake.enqueue(HangReply(after_deltas=1, reply=TextReply("Never finishing", chunks=["Never ", "finishing"])))
+    fake.enqueue(
+        HangReply(after_deltas=1, reply=TextReply("Never finishing", chunks=["Never ", "finishing"]))
+    )
     await asyncio.to_thread(client.post, f"/api/v1/planner/sessions/{session}/messages/", {"text": "Again"})
     await asyncio.to_thread(wait_streaming, fake, 2)
     async with client.websocket(session, base_url=second.url) as ws:
