@@ -43,19 +43,12 @@ def project_search(
     ``item_kinds`` (milestone, epic, ticket) and ``states`` narrow the items;
     a state filter leaves out skills, which have none.
     """
-    wanted = frozenset(kinds) & {ITEM, SKILL}
-    states = frozenset(states)
-    if states:
-        wanted &= {ITEM}
-    item_kinds = frozenset(item_kinds)
-    if item_kinds:
-        wanted &= {ITEM}
     scope = SearchScope(
         organization_id=project.organization_id,
-        kinds=frozenset(wanted),
+        kinds=frozenset(kinds) & {ITEM, SKILL},
         project_id=project.pk,
-        subkinds=item_kinds,
-        states=states,
+        subkinds=frozenset(item_kinds),
+        states=frozenset(states),
     )
     return search(scope=scope, query=query, limit=limit)
 

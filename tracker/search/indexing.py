@@ -1,9 +1,9 @@
 """Keeping the search index current: sources, writes, and the task enqueued on commit.
 
 Every service that writes an item, a skill or a knowledge entry calls
-:func:`search_index_on_commit`; when its transaction commits, one Celery task
-per kind (eager in the embedded mode) reads the objects as they are then and
-writes their documents: :func:`search_index_refresh`. An object that no
+:func:`search_index_on_commit`; when its transaction commits, a Celery task
+(eager in the embedded mode) reads the objects as they are then and writes
+their documents: :func:`search_index_refresh`. An object that no
 longer exists leaves a tombstone. Each app registers a :class:`SearchSource`
 for its kinds (tracker: items and skills; knowledge: entries) from its
 ``AppConfig.ready``, so the tracker never imports the knowledge app.
@@ -11,10 +11,9 @@ for its kinds (tracker: items and skills; knowledge: entries) from its
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from django.db import connection, transaction
 from django.db.models import F
@@ -24,7 +23,6 @@ from tracker.search import lexical_sqlite
 from tracker.search.embeddings import EmbeddingBackend, embedding_backend, to_bytes
 from tracker.search.types import DocumentSpec
 
-logger = logging.getLogger(__name__)
 UPDATED_FIELDS = (
     "organization",
     "project",
@@ -146,22 +144,13 @@ def _tombstone(kind: str, object_ids: list[int]) -> int:
     return len(rows)
 
 
-_pending = threading.local()
-
-
 def search_index_on_commit(kind: str, ids: Iterable[int]) -> None:
-    """Index ``ids`` of ``kind`` once the current transaction commits, in one task per kind."""
-    batch: dict[str, set[int]] = getattr(_pending, "batch", None) or {}
-    _pending.batch = batch
-    batch.setdefault(kind, set()).update(ids)
-    # Every call registers the flush; the first to run after the commit takes the whole batch.
-    transaction.on_commit(_flush, robust=True)
+    """Index ``ids`` of ``kind`` once the current transaction commits; nothing if it rolls back.
 
-
-def _flush() -> None:
+    A failure to enqueue (the broker is down) is logged and does not fail the
+    write, which has committed: ``manage.py search_backfill`` repairs the index.
+    """
     from tracker.tasks import search_index
 
-    batch: dict[str, set[int]] = getattr(_pending, "batch", None) or {}
-    _pending.batch = {}
-    for kind, ids in sorted(batch.items()):
-        search_index.delay(kind, sorted(ids))
+    batch = sorted(set(ids))
+    transaction.on_commit(partial(search_index.delay, kind, batch), robust=True)

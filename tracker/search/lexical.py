@@ -14,7 +14,7 @@ from django.db import connection
 
 from tracker.search import lexical_postgres, lexical_sqlite
 from tracker.search.query import ParsedQuery
-from tracker.search.types import SearchScope
+from tracker.search.types import SKILL, SearchScope
 
 RELAX_BELOW = 10
 
@@ -37,7 +37,8 @@ def scope_sql(scope: SearchScope) -> tuple[str, list[Any]]:
         conditions.append("(d.project_id IS NULL OR d.project_id = %s)")
         params.append(scope.project_id)
     if scope.subkinds:
-        conditions.append(_in("d.subkind", scope.subkinds, params))
+        params.append(SKILL)
+        conditions.append(f"(d.kind = %s OR {_in('d.subkind', scope.subkinds, params)})")
     if scope.states:
         conditions.append(_in("d.state", scope.states, params))
     return " AND ".join(conditions), params

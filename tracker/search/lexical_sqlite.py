@@ -53,3 +53,12 @@ def write(rows: Iterable[tuple[int, str, str]], removed: Iterable[int]) -> None:
     with connection.cursor() as cursor:
         cursor.executemany("DELETE FROM tracker_search_fts WHERE rowid = %s", stale)
         cursor.executemany("INSERT INTO tracker_search_fts (rowid, title, body) VALUES (%s, %s, %s)", rows)
+
+
+def purge_orphans() -> int:
+    """Drop FTS rows whose document is gone (a cascade from a deleted project or organization)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM tracker_search_fts WHERE rowid NOT IN (SELECT id FROM tracker_searchdocument)"
+        )
+        return cursor.rowcount

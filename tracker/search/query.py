@@ -20,6 +20,7 @@ TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
 WORD = re.compile(r"\w+", re.UNICODE)
 MARKUP = re.compile(r"[*_`#>|\[\]]+")
 SPACE = re.compile(r"\s+")
+PUNCTUATION = ".,;:!?()[]{}'"
 
 # PostgreSQL's english.stop (Snowball), so both databases drop the same words.
 STOP_WORDS = frozenset(
@@ -69,9 +70,10 @@ def parse_query(query: str, *, drop: frozenset[str] = frozenset()) -> ParsedQuer
     for match in TOKEN.finditer(query[:MAX_QUERY]):
         negated = bool(match[1] or match[3])
         raw = match[2] if match[2] is not None else match[4]
-        if match[4] is not None and IDENTIFIER.match(raw):
-            identifiers.append(raw.upper())
-            if raw.upper() in drop:
+        bare = raw.strip(PUNCTUATION)
+        if match[4] is not None and IDENTIFIER.match(bare):
+            identifiers.append(bare.upper())
+            if bare.upper() in drop:
                 continue
         kept.append(match[0])
         if match[4] is not None and raw.lower() == "or" and not negated:

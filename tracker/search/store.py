@@ -43,7 +43,7 @@ class CachedDocument:
             return False
         if self.project_id is not None and self.project_id != scope.project_id:
             return False
-        if scope.subkinds and self.subkind not in scope.subkinds:
+        if scope.subkinds and self.kind != SKILL and self.subkind not in scope.subkinds:
             return False
         return not scope.states or self.state in scope.states
 

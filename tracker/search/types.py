@@ -33,8 +33,8 @@ class SearchScope:
     organization_id: int
     kinds: frozenset[str]
     project_id: int | None = None
-    subkinds: frozenset[str] = frozenset()
-    states: frozenset[str] = frozenset()  # a state filter keeps only items in these states
+    subkinds: frozenset[str] = frozenset()  # item or knowledge kinds; skills have none and pass
+    states: frozenset[str] = frozenset()  # only items have a state: a state filter keeps only items
 
 
 @dataclass(frozen=True)

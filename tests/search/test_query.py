@@ -1,0 +1,56 @@
+"""Web-search syntax, its FTS5 translation, snippets and rank fusion: pure functions."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracker.search.fusion import reciprocal_rank_fusion
+from tracker.search.lexical_sqlite import fts_query
+from tracker.search.query import parse_query, snippet
+
+
+@pytest.mark.parametrize(
+    ("query", "strict", "relaxed"),
+    [
+        ("how do users sign in", '"users" AND "sign"', '"users" OR "sign"'),
+        ("login or sso password -ldap", '(("login" OR "sso") AND "password") NOT "ldap"', None),
+        ('"reset link" email', '"reset link" AND "email"', '"reset" OR "link" OR "email"'),
+        ('say "hi" -"dark mode"', '("say" AND "hi") NOT "dark mode"', None),
+        ('quote"inside', '"quote" AND "inside"', None),
+    ],
+)
+def test_web_search_syntax_becomes_fts5(query, strict, relaxed):
+    parsed = parse_query(query)
+    assert fts_query(parsed, relaxed=False) == strict
+    if relaxed:
+        assert fts_query(parsed, relaxed=True) == relaxed
+
+
+def test_identifiers_are_noted_and_dropped_once_found():
+    parsed = parse_query("what blocks bal-12 and utf-8?")
+    assert parsed.identifiers == ("BAL-12", "UTF-8")
+    assert parsed.words == ("blocks", "bal", "12", "utf", "8")
+    dropped = parse_query("what blocks bal-12 and utf-8?", drop=frozenset({"BAL-12"}))
+    assert (dropped.words, dropped.text) == (("blocks", "utf", "8"), "what blocks and utf-8?")
+    assert parse_query("(see BAL-3).").identifiers == ("BAL-3",)
+
+
+def test_stop_words_and_operators_alone_ask_for_nothing():
+    assert parse_query("or the and").is_empty
+    assert parse_query("-spam").groups == ()
+    assert not parse_query("DEMO-1").is_empty
+
+
+def test_snippet_marks_stems_around_the_first_match():
+    text = "Intro. " * 40 + "The **login** form logs every failed Logins attempt."
+    result = snippet(text, ("logins", "attempts"))
+    assert result.startswith("…")
+    assert "**login** form logs every failed **Logins** **attempt**." in result
+    assert snippet("Short text", ()) == "Short text"
+
+
+def test_reciprocal_rank_fusion_rewards_agreement():
+    fused = reciprocal_rank_fusion([[1, 2, 3], [3, 1]])
+    assert [doc for doc, _ in fused] == [1, 3, 2]
+    assert fused[0][1] == pytest.approx((1 / 61 + 1 / 62) / (2 / 61))
+    assert reciprocal_rank_fusion([[7], [7]]) == [(7, 1.0)]
