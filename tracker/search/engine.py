@@ -1,14 +1,20 @@
 """Hybrid search (SPEC § 7): an exact key first, then lexical and semantic rankings fused by RRF.
 
 One organization's documents per search: the read of its search head (and of
-the documents written since the process last looked), one or two full-text
-queries, and one call of the embedding backend for the query.
+the documents written since the process last looked), one full-text
+query, and one call of the embedding backend for the query (unless it is
+one of the last few hundred asked).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+
 from tracker.search.embeddings import embedding_backend
-from tracker.search.fusion import reciprocal_rank_fusion
+from tracker.search.fusion import Ranking, reciprocal_rank_fusion
 from tracker.search.lexical import lexical_rank
 from tracker.search.query import parse_query, snippet
 from tracker.search.semantic import semantic_rank
@@ -16,6 +22,7 @@ from tracker.search.store import CachedDocument, OrganizationIndex, organization
 from tracker.search.types import ITEM, KNOWLEDGE, Mode, SearchHit, SearchScope
 
 CANDIDATES = 50  # from each ranking, before fusion
+QUERY_VECTORS = 256  # recent queries' embeddings kept per process
 
 
 def search(*, scope: SearchScope, query: str, limit: int = 10, mode: Mode = "hybrid") -> list[SearchHit]:
@@ -25,19 +32,32 @@ def search(*, scope: SearchScope, query: str, limit: int = 10, mode: Mode = "hyb
         return []
     backend = embedding_backend()
     index = organization_index(scope.organization_id, backend.name)
+    if index.epoch is None:  # nothing of the organization was ever indexed
+        return []
     exact = [] if mode == "semantic" else _exact(index, scope, parsed.identifiers)
     if exact:
         parsed = parse_query(query, drop=frozenset(doc.key for doc in exact))
-    rankings: list[list[int]] = []
+    rankings: list[Ranking] = []
     if mode != "semantic":
-        rankings.append(lexical_rank(scope=scope, query=parsed, limit=CANDIDATES))
+        rankings.append(Ranking(lexical_rank(scope=scope, query=parsed, limit=CANDIDATES)))
     if mode != "lexical" and parsed.groups:
-        vector = backend.embed([parsed.natural or parsed.text])[0]
-        rankings.append(
-            semantic_rank(index=index, scope=scope, vector=vector, limit=CANDIDATES, excluded=parsed.excluded)
+        vector = query_vector(backend.name, parsed.natural or parsed.text)
+        semantic = semantic_rank(
+            index=index, scope=scope, vector=vector, limit=CANDIDATES, excluded=parsed.excluded
         )
+        rankings.append(Ranking(semantic))
     ranked = [(doc.id, 1.0) for doc in exact] + reciprocal_rank_fusion(rankings)
     return _hits(index, scope, ranked, parsed.words, limit)
+
+
+@lru_cache(maxsize=QUERY_VECTORS)
+def query_vector(model: str, text: str) -> npt.NDArray[np.float32]:
+    """The query's embedding; a planner asks the same question again, and a model call costs milliseconds."""
+    backend = embedding_backend()
+    assert backend.name == model
+    vector = backend.embed([text])[0]
+    vector.setflags(write=False)
+    return vector
 
 
 def _exact(

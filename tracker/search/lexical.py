@@ -1,9 +1,9 @@
 """Lexical ranking: the database's full-text search, PostgreSQL's or SQLite's, over one scope.
 
-Both take the query in web-search syntax: every word must match. When that
-finds fewer than :data:`RELAX_BELOW` documents, documents matching any of the
-words follow, so that a question in plain words still has lexical evidence
-for fusion.
+Both take the query in web-search syntax: every word must match. (Falling back
+to documents that match only some words was tried: on the relevance set it
+only added noise to what the semantic ranking finds for questions in plain
+words.)
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from django.db import connection
 from tracker.search import lexical_postgres, lexical_sqlite
 from tracker.search.query import ParsedQuery
 from tracker.search.types import SKILL, SearchScope
-
-RELAX_BELOW = 10
 
 
 def _in(column: str, values: frozenset[str], params: list[Any]) -> str:
@@ -50,9 +48,4 @@ def lexical_rank(*, scope: SearchScope, query: ParsedQuery, limit: int) -> list[
         return []
     engine = lexical_postgres if connection.vendor == "postgresql" else lexical_sqlite
     where, params = scope_sql(scope)
-    ranked = engine.rank(where=where, params=params, query=query, relaxed=False, limit=limit)
-    if len(ranked) < RELAX_BELOW and len(query.words) > 1:
-        seen = set(ranked)
-        relaxed = engine.rank(where=where, params=params, query=query, relaxed=True, limit=limit)
-        ranked += [doc_id for doc_id in relaxed if doc_id not in seen][: limit - len(ranked)]
-    return ranked
+    return engine.rank(where=where, params=params, query=query, limit=limit)

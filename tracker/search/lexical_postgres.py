@@ -20,10 +20,9 @@ RANK_SQL = (
 )
 
 
-def rank(*, where: str, params: list[Any], query: ParsedQuery, relaxed: bool, limit: int) -> list[int]:
-    text = " or ".join(query.words) if relaxed else query.text
+def rank(*, where: str, params: list[Any], query: ParsedQuery, limit: int) -> list[int]:
     # Only placeholders go into the text (scope_sql); values travel as parameters.
     sql = RANK_SQL.format(where=where)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [text, *params, limit])
+        cursor.execute(sql, [query.text, *params, limit])
         return [row[0] for row in cursor.fetchall()]

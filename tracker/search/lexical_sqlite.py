@@ -25,9 +25,7 @@ def _term(term: Term) -> str:
     return '"' + " ".join(word.replace('"', '""') for word in term) + '"'
 
 
-def fts_query(query: ParsedQuery, *, relaxed: bool) -> str:
-    if relaxed:
-        return " OR ".join(_term((word,)) for word in query.words)
+def fts_query(query: ParsedQuery) -> str:
     groups = [
         "(" + " OR ".join(_term(t) for t in group) + ")" if len(group) > 1 else _term(group[0])
         for group in query.groups
@@ -38,11 +36,11 @@ def fts_query(query: ParsedQuery, *, relaxed: bool) -> str:
     return expression
 
 
-def rank(*, where: str, params: list[Any], query: ParsedQuery, relaxed: bool, limit: int) -> list[int]:
+def rank(*, where: str, params: list[Any], query: ParsedQuery, limit: int) -> list[int]:
     # Only placeholders go into the text (scope_sql); values travel as parameters.
     sql = RANK_SQL.format(where=where)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [fts_query(query, relaxed=relaxed), *params, limit])
+        cursor.execute(sql, [fts_query(query), *params, limit])
         return [row[0] for row in cursor.fetchall()]
 
 
