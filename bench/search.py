@@ -220,6 +220,7 @@ def latency_figures(mode_name: str, items: int, searches: int, backend: CachingB
 
     from tests.search import relevance
     from tracker.search import project_search, search
+    from tracker.search.embeddings import embedding_backend_set
     from tracker.search.engine import query_vector
     from tracker.search.store import organization_index_forget
     from tracker.search.types import ITEM, SKILL, SearchScope
@@ -236,6 +237,7 @@ def latency_figures(mode_name: str, items: int, searches: int, backend: CachingB
         print(f"; {fresh} embedded anew: {fresh / seconds:.0f} items/s ({model_seconds:.1f} s in the model)")
     else:
         print(" (vectors from the cache: not a throughput figure)")
+    embedding_backend_set(backend.inner)  # the cache is for indexing: every search embeds its query
     keys = {ref: key.replace("DEMO-", "LOAD-") for ref, key in relevance.item_keys().items()}
     texts = [relevance.query_text(q, keys) for q in relevance.QUERIES]
     organization_index_forget()

@@ -51,3 +51,13 @@ def test_backfill_tombstones_documents_whose_object_is_gone(org, project, make_i
 def test_backfill_needs_known_organizations_or_all(org, args):
     with pytest.raises(CommandError):
         call_command("search_backfill", *args, stdout=StringIO())
+
+
+def test_unindexed_skips_organizations_already_indexed(org, project, make_item, indexed, other_project):
+    with indexed():
+        make_item(title="Indexed already")
+    Item.objects.create(project=other_project, kind="ticket", number=1, title="Never indexed", state="draft")
+    out = StringIO()
+    call_command("search_backfill", "--all", "--unindexed", stdout=out)
+    assert "acme" not in out.getvalue()
+    assert "other item: 1/1 (100%)" in out.getvalue()

@@ -71,7 +71,11 @@ def documents_write(
     kind: str = "",
     backend: EmbeddingBackend | None = None,
 ) -> int:
-    """Embed ``specs`` (outside any transaction: it is the slow part), then write them and tombstones."""
+    """Embed ``specs`` (outside any transaction: it is the slow part), then write them and tombstones.
+
+    ``specs`` and ``removed`` are of one kind, ``kind``.
+    """
+    assert all(spec.kind == (kind or specs[0].kind) for spec in specs)
     backend = backend or embedding_backend()
     vectors = backend.embed([spec.embedding_text for spec in specs])
     with transaction.atomic():

@@ -1,7 +1,8 @@
 """``manage.py search_backfill``: (re)index every item, skill and knowledge entry of organizations.
 
-For an index built before search existed, after rows were written around the
-services, or after switching the embedding backend. Documents are written in
+For an install that had data before search existed (``--all --unindexed``,
+which ``make run`` does), after rows were written around the services, or
+after switching the embedding backend. Documents are written in
 batches, in this process, and the progress is printed per batch; documents
 whose object is gone become tombstones.
 """
@@ -14,7 +15,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from tracker.models import Organization, SearchDocument
+from tracker.models import Organization, SearchDocument, SearchHead
 from tracker.search import lexical_sqlite
 from tracker.search.indexing import documents_write, search_index_refresh, search_sources
 
@@ -25,6 +26,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("organizations", nargs="*", metavar="SLUG", help="Organizations to index.")
         parser.add_argument("--all", action="store_true", help="Index every organization.")
+        parser.add_argument(
+            "--unindexed",
+            action="store_true",
+            help="Only organizations never indexed yet (an install upgraded to search); quiet if none.",
+        )
         parser.add_argument("--batch", type=int, default=64, help="Documents per write (default 64).")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -37,6 +43,8 @@ class Command(BaseCommand):
             missing = sorted(set(slugs) - set(organizations.values_list("slug", flat=True)))
             if missing:
                 raise CommandError(f"Unknown organization: {', '.join(missing)}.")
+        if options["unindexed"]:
+            organizations = organizations.exclude(pk__in=SearchHead.objects.values("organization_id"))
         batch = max(1, options["batch"])
         for organization in organizations:
             self._organization(organization, batch)
