@@ -145,7 +145,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 }
 
 # Search (SPEC § 7): the sentence-embedding backend (tracker.search.embeddings); the local model by default.
-SEARCH_EMBEDDING_BACKEND = "tracker.search.embeddings.LocalModelBackend"
+SEARCH_EMBEDDING_BACKEND = SERVER.search_embedding_backend or "tracker.search.embeddings.LocalModelBackend"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
