@@ -2,8 +2,8 @@
 """The search relevance set of this project: a corpus and graded queries (bench/search.py uses it).
 
 Helio, a fictitious scheduling and payroll SaaS, as its project ``DEMO``
-would hold it: about 90 hand-written items, skills and knowledge entries
-that queries are about, and about 450 generated neighbours in the same
+would hold it: 81 hand-written items, skills and knowledge entries
+that queries are about, and 440 generated neighbours in the same
 vocabulary that no query asks for. Every query grades its relevant
 documents: 3 the answer, 2 a close companion, 1 related. Four families of
 queries: ``keyword`` (the answer's own words), ``paraphrase`` (no word in
