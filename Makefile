@@ -20,6 +20,7 @@ migrate: $(STAMP)
 
 seed: migrate
 	$(BIN)/python manage.py seed_demo
+	$(BIN)/python manage.py search_backfill --all --unindexed
 
 run: seed
 	$(BIN)/daphne -b $(HOST) -p $(PORT) ballet.asgi:application

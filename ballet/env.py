@@ -105,6 +105,7 @@ class ServerConfig:
     allowed_hosts: list[str]
     anthropic_api_key: str | None
     anthropic_base_url: str | None
+    search_embedding_backend: str | None = None  # dotted path of a tracker.search.embeddings backend
 
     @property
     def production(self) -> bool:
@@ -124,6 +125,7 @@ def load_server_config() -> ServerConfig:
         allowed_hosts=[host.strip() for host in hosts.split(",") if host.strip()],
         anthropic_api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
         anthropic_base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+        search_embedding_backend=os.environ.get("BALLET_SEARCH_EMBEDDING_BACKEND") or None,
     )
 
 

@@ -1,8 +1,8 @@
 """Shared set-up of the benchmarks: a throwaway database in either mode, and a large project.
 
 Embedded mode (no DATABASE_URL/REDIS_URL) uses a temporary SQLite file;
-production mode uses the database ``ballet_bench`` on the server of
-DATABASE_URL, created if missing.
+production mode uses the database ``ballet_bench`` (or the one a benchmark
+names) on the server of DATABASE_URL, created if missing.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ballet.settings.base")
 
 
-def setup_django() -> str:
+def setup_django(database: str = "ballet_bench") -> str:
     """Point Django at a bench database, migrate it, and return the mode's name."""
     from ballet.settings import base
 
     if base.PRODUCTION_MODE:
-        _ensure_pg_database(base.DATABASES["default"], "ballet_bench")
-        base.DATABASES["default"]["NAME"] = "ballet_bench"
+        _ensure_pg_database(base.DATABASES["default"], database)
+        base.DATABASES["default"]["NAME"] = database
         mode = "postgresql"
     else:
         path = Path(tempfile.mkdtemp(prefix="ballet-bench-")) / "bench.sqlite3"

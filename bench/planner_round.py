@@ -106,6 +106,15 @@ async def run_turns(project, user, turns: int) -> tuple[list[float], list[float]
     return round_ms, turn_ms
 
 
+def index_knowledge(project) -> None:  # type: ignore[no-untyped-def]
+    """search_knowledge searches what the indexer wrote: index the bulk-inserted entries."""
+    from tracker.search.indexing import search_index_refresh, search_sources
+
+    ids = search_sources()["knowledge"].ids_of_organization(project.organization_id)
+    for start in range(0, len(ids), 64):
+        search_index_refresh(kind="knowledge", ids=ids[start : start + 64])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
@@ -120,6 +129,7 @@ def main() -> None:
         **{**settings.BALLET_PLANNER.__dict__, "compact_at_tokens": 10**9}
     )
     project, user = build_project(items=args.items, knowledge=args.knowledge)
+    index_knowledge(project)
     queries = queries_per_tool(project, user)
     asyncio.run(run_turns(project, user, 10))  # warm-up
     round_ms, turn_ms = asyncio.run(run_turns(project, user, args.turns))

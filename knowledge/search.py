@@ -1,37 +1,49 @@
-"""Search over an organization's knowledge base: the interface the planner and the API call.
+"""Search over an organization's knowledge base, and knowledge entries as search documents.
 
-Lexical for now; the hybrid search of SPEC § 7 replaces the ranking behind it.
+Entries are organization-wide documents: whoever reads knowledge in one of
+the organization's projects reads them all (:func:`knowledge.selectors.knowledge_visible`).
 """
 
 from __future__ import annotations
 
-from django.db.models import Q
-
 from knowledge.models import KnowledgeEntry
-from tracker.search import SearchHit, query_words, score, snippet
+from tracker.search import KNOWLEDGE, SearchHit, SearchScope, search
+from tracker.search.indexing import SearchSource
+from tracker.search.types import DocumentSpec
 
 
 def knowledge_search(
     *, organization_id: int, query: str, kind: str | None = None, limit: int = 10
 ) -> list[SearchHit]:
-    words = query_words(query)
-    if not words:
-        return []
-    condition = Q()
-    for word in words:
-        condition |= Q(title__icontains=word) | Q(body__icontains=word)
-    rows = KnowledgeEntry.objects.filter(organization_id=organization_id).filter(condition)
-    if kind:
-        rows = rows.filter(kind=kind)
-    hits = [
-        SearchHit(
-            kind="knowledge",
-            key=str(row["pk"]),
-            title=str(row["title"]),
-            snippet=snippet(str(row["body"]) or str(row["title"]), words),
-            score=score(words, str(row["title"]), str(row["body"])),
-            state=str(row["kind"]),
+    scope = SearchScope(
+        organization_id=organization_id,
+        kinds=frozenset({KNOWLEDGE}),
+        subkinds=frozenset({kind}) if kind else frozenset(),
+    )
+    return search(scope=scope, query=query, limit=limit)
+
+
+def knowledge_documents(ids: list[int]) -> list[DocumentSpec]:
+    return [
+        DocumentSpec(
+            kind=KNOWLEDGE,
+            object_id=entry.pk,
+            organization_id=entry.organization_id,
+            project_id=None,
+            key=str(entry.pk),
+            title=entry.title,
+            body=entry.body,
+            subkind=entry.kind,
+            source_version=entry.version,
         )
-        for row in rows.values("pk", "title", "body", "kind")[:200]
+        for entry in KnowledgeEntry.objects.filter(pk__in=ids)
     ]
-    return sorted(hits, key=lambda h: (-h.score, h.key))[:limit]
+
+
+SOURCE = SearchSource(
+    kind=KNOWLEDGE,
+    load=knowledge_documents,
+    ids_of_organization=lambda org: list(
+        KnowledgeEntry.objects.filter(organization_id=org).order_by("pk").values_list("pk", flat=True)
+    ),
+)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Case, IntegerField, QuerySet, Value, When
 
 from knowledge.models import KnowledgeEntry
+from knowledge.search import knowledge_search
 from tracker.errors import NotFoundError
 from tracker.models import Project
 from tracker.permissions import KNOWLEDGE_READ, AnyUser, project_ids_with
@@ -35,9 +36,35 @@ def knowledge_list(
     if project is not None:
         qs = qs.filter(projects=project)
     if q:
-        for word in q.split()[:10]:
-            qs = qs.filter(Q(title__icontains=word) | Q(body__icontains=word))
+        return _ranked(qs.distinct(), _search(user, q, kind=kind, organization_id=organization_id))
     return qs.distinct().order_by("-updated_at", "-pk")
+
+
+SEARCH_LIMIT = 100
+
+
+def _search(user: AnyUser | None, q: str, *, kind: str | None, organization_id: int | None) -> list[int]:
+    """Ids of the entries that best answer ``q`` in the organizations ``user`` reads knowledge of."""
+    if organization_id is not None:
+        org_ids = [organization_id]
+    else:
+        projects = Project.objects.filter(pk__in=project_ids_with(user, KNOWLEDGE_READ))
+        org_ids = sorted(set(projects.values_list("organization_id", flat=True)))
+    hits = [
+        hit
+        for org_id in org_ids
+        for hit in knowledge_search(organization_id=org_id, query=q, kind=kind, limit=SEARCH_LIMIT)
+    ]
+    hits.sort(key=lambda hit: -hit.score)
+    return [int(hit.key) for hit in hits[:SEARCH_LIMIT]]
+
+
+def _ranked(qs: QuerySet[KnowledgeEntry], ids: list[int]) -> QuerySet[KnowledgeEntry]:
+    """``qs`` limited to ``ids``, in their order (the search's ranking)."""
+    if not ids:
+        return qs.none()
+    rank = Case(*(When(pk=pk, then=Value(i)) for i, pk in enumerate(ids)), output_field=IntegerField())
+    return qs.filter(pk__in=ids).annotate(search_rank=rank).order_by("search_rank")
 
 
 def knowledge_get(*, user: AnyUser | None, entry_id: int) -> KnowledgeEntry:

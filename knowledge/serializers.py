@@ -52,7 +52,12 @@ class KnowledgeDetailSerializer(KnowledgeEntrySerializer):
 
 
 class KnowledgeFilterSerializer(serializers.Serializer[Any]):
-    q = serializers.CharField(max_length=200, required=False, allow_blank=True, help_text="Words to find.")
+    q = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        help_text='What to find, in web-search syntax ("a phrase", or, -word): hybrid search, best first.',
+    )
     kind = serializers.ChoiceField(choices=KnowledgeKind.choices, required=False, allow_blank=True)
     project = serializers.CharField(
         max_length=10, required=False, allow_blank=True, help_text="A project key."

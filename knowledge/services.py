@@ -16,6 +16,8 @@ from knowledge.selectors import knowledge_snapshot
 from tracker.errors import ConflictError, PermissionDeniedError, ValidationError
 from tracker.models import Item, Project
 from tracker.permissions import KNOWLEDGE_WRITE, has_organization_permission, has_permission, require
+from tracker.search.indexing import search_index_on_commit
+from tracker.search.types import KNOWLEDGE
 from tracker.services.activity import Actor, activity_record
 
 MAX_TITLE = 200
@@ -107,6 +109,7 @@ def knowledge_create(
         target=f"knowledge:{entry.pk}",
         data={"title": entry.title, "kind": entry.kind, "projects": [p.key for p in projects]},
     )
+    search_index_on_commit(KNOWLEDGE, [entry.pk])
     return entry
 
 
@@ -186,4 +189,5 @@ def knowledge_update(
         target=f"knowledge:{locked.pk}",
         data={"title": locked.title, "version": locked.version, "fields": sorted(fields)},
     )
+    search_index_on_commit(KNOWLEDGE, [locked.pk])
     return locked

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -77,6 +78,15 @@ def make_item(project, owner) -> Callable[..., Item]:
         )
 
     return make
+
+
+@pytest.fixture
+def indexed(django_capture_on_commit_callbacks) -> Callable[[], AbstractContextManager[Any]]:
+    """``with indexed(): ...`` runs the on-commit search indexing of the writes inside, as a commit would.
+
+    Tests run in a transaction that never commits, so on-commit work runs only where a test asks.
+    """
+    return lambda: django_capture_on_commit_callbacks(execute=True)
 
 
 @pytest.fixture

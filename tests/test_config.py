@@ -48,6 +48,13 @@ def test_bad_values_name_the_setting(tmp_path, monkeypatch):
         load_planner_config()
 
 
+def test_the_search_embedding_backend_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv("BALLET_SEARCH_EMBEDDING_BACKEND", raising=False)
+    assert load_server_config().search_embedding_backend is None
+    monkeypatch.setenv("BALLET_SEARCH_EMBEDDING_BACKEND", "myco.embeddings.HostedBackend")
+    assert load_server_config().search_embedding_backend == "myco.embeddings.HostedBackend"
+
+
 def test_production_mode_needs_both_urls(monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgres://x/y")
     monkeypatch.delenv("REDIS_URL", raising=False)

@@ -300,3 +300,40 @@ class SkillPinSerializer(StrictSerializer):
     pin = StrictIntegerField(
         min_value=1, max_value=MAX_INT, allow_null=True, help_text="A version to pin, or null to unpin."
     )
+
+
+# --- search -----------------------------------------------------------------------------------
+
+SEARCH_KINDS = ("item", "skill", *ItemKind.values)
+
+
+class SearchFilterSerializer(serializers.Serializer[Any]):
+    q = serializers.CharField(
+        max_length=500,
+        help_text='What to find, in web-search syntax: words, "a phrase", or, -word. An item key '
+        "(BAL-12) finds that item first.",
+    )
+    kind = serializers.MultipleChoiceField(
+        choices=SEARCH_KINDS,
+        required=False,
+        help_text="Repeat to combine: item, skill, or an item kind (milestone, epic, ticket). "
+        "Default: items and skills.",
+    )
+    state = serializers.MultipleChoiceField(
+        choices=ITEM_STATES, required=False, help_text="Item states; repeat to combine. Skills have none."
+    )
+    limit = serializers.IntegerField(min_value=1, max_value=50, default=10)
+
+
+class SearchHitSerializer(serializers.Serializer[Any]):
+    kind = serializers.CharField(help_text="item or skill")
+    key = serializers.CharField(help_text="The item's key or the skill's name.")
+    title = serializers.CharField()
+    snippet = serializers.CharField(help_text="A window of the text with the matched words in **bold**.")
+    score = serializers.FloatField(help_text="1.0 for an exact key; else the fused rank, 1.0 at best.")
+    state = serializers.CharField(allow_null=True)
+    subkind = serializers.CharField(allow_null=True, help_text="The item's kind.")
+
+
+class SearchResultsSerializer(serializers.Serializer[Any]):
+    results = SearchHitSerializer(many=True)

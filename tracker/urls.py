@@ -11,6 +11,7 @@ from tracker.apis.changesets import (
 )
 from tracker.apis.items import ItemDetailApi, ItemListApi, RunnableListApi
 from tracker.apis.projects import MemberDetailApi, MemberListApi, ProjectDetailApi, ProjectListApi
+from tracker.apis.search import ProjectSearchApi
 from tracker.apis.skills import SkillDetailApi, SkillListApi
 
 app_name = "tracker-api"
@@ -34,4 +35,5 @@ urlpatterns = [
     path(CHANGESET + "reject/", ChangesetRejectApi.as_view(), name="changeset-reject"),
     path(PROJECT + "skills/", SkillListApi.as_view(), name="skill-list"),
     path(PROJECT + "skills/<str:name>/", SkillDetailApi.as_view(), name="skill-detail"),
+    path(PROJECT + "search/", ProjectSearchApi.as_view(), name="project-search"),
 ]

@@ -152,6 +152,9 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "recover-dead-planner-turns": {"task": "planner.recover_dead_turns", "schedule": 30.0},
 }
 
+# Search (SPEC § 7): the sentence-embedding backend (tracker.search.embeddings); the local model by default.
+SEARCH_EMBEDDING_BACKEND = SERVER.search_embedding_backend or "tracker.search.embeddings.LocalModelBackend"
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",

@@ -8,3 +8,5 @@ if not PRODUCTION_MODE:
     DATABASES["default"]["TEST"] = {"NAME": None}  # in-memory test database
 # Tests run Celery tasks in-process in both modes; the worker path is exercised end to end elsewhere.
 CELERY_TASK_ALWAYS_EAGER = True
+# A deterministic stand-in for the embedding model; the ranking tests switch the real one on.
+SEARCH_EMBEDDING_BACKEND = "tracker.search.embeddings.HashingBackend"

@@ -36,7 +36,7 @@ def search_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
     )
     return {
         "results": [
-            {"id": int(h.key), "kind": h.state, "title": h.title, "snippet": h.snippet, "score": h.score}
+            {"id": int(h.key), "kind": h.subkind, "title": h.title, "snippet": h.snippet, "score": h.score}
             for h in hits
         ]
     }

@@ -12,7 +12,7 @@ from tracker.errors import NotFoundError
 from tracker.models import Changeset, Dependency, Item
 from tracker.models.plan import ALL_STATES
 from tracker.permissions import SKILL_READ, TRACKER_READ, TRACKER_WRITE, has_permission
-from tracker.search import item_search, skill_search
+from tracker.search import ITEM, SKILL, project_search
 from tracker.selectors import item_number, runnable_tickets
 from tracker.services.changesets import changeset_propose
 
@@ -106,12 +106,16 @@ def list_runnable(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 
 def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    limit = args.get("limit", 10)
-    kinds = set(args.get("kinds") or ["item", "skill"])
-    hits = item_search(project=ctx.project, query=args["query"], limit=limit) if "item" in kinds else []
-    if "skill" in kinds and has_permission(ctx.user, ctx.project, SKILL_READ):
-        hits += skill_search(project=ctx.project, query=args["query"], limit=limit)
-    hits.sort(key=lambda h: -h.score)
+    kinds = set(args.get("kinds") or [ITEM, SKILL])
+    if not has_permission(ctx.user, ctx.project, SKILL_READ):
+        kinds.discard(SKILL)
+    hits = project_search(
+        project=ctx.project,
+        query=args["query"],
+        kinds=kinds,
+        states=args.get("states") or (),
+        limit=args.get("limit", 10),
+    )
     return {
         "results": [
             {
@@ -122,7 +126,7 @@ def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
                 "snippet": h.snippet,
                 "score": h.score,
             }
-            for h in hits[:limit]
+            for h in hits
         ]
     }
 
@@ -262,12 +266,14 @@ SPECS = (
     ),
     ToolSpec(
         name="search_project",
-        description="Search the project's items and skills by meaning and words; an item key finds "
-        "that item first. Results carry a snippet and a score.",
+        description="Search the project's items and skills by meaning and words (web-search syntax: "
+        '"a phrase", or, -word); an item key finds that item first. Filter by kinds and item states. '
+        "Results carry a snippet with the matched words in **bold** and a score.",
         input_schema=_schema(
             {
                 "query": {"type": "string", "minLength": 1, "maxLength": 500},
                 "kinds": {"type": "array", "items": {"enum": ["item", "skill"]}, "maxItems": 2},
+                "states": {"type": "array", "items": {"enum": list(ALL_STATES)}, "maxItems": 10},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 50},
             },
             ["query"],

@@ -15,21 +15,22 @@ LIST = "/api/v1/knowledge/"
 
 
 @pytest.fixture
-def entries(project, other_project, users, make_item):
+def entries(project, other_project, users, make_item, indexed):
     """BAL-1 and a decision linked to it; a note in another organization."""
     ticket = make_item(title="Ticket")
-    decision = knowledge_create(
-        actor=Actor(user=users["member"]),
-        kind="decision",
-        title="Use SQLite in embedded mode",
-        body="We decided on SQLite.",
-        projects=[project],
-        items=[ticket],
-    )
-    root = User.objects.create(username="root", is_superuser=True)
-    foreign = knowledge_create(
-        actor=Actor(user=root), kind="note", title="Other org note", projects=[other_project]
-    )
+    with indexed():
+        decision = knowledge_create(
+            actor=Actor(user=users["member"]),
+            kind="decision",
+            title="Use SQLite in embedded mode",
+            body="We decided on SQLite.",
+            projects=[project],
+            items=[ticket],
+        )
+        root = User.objects.create(username="root", is_superuser=True)
+        foreign = knowledge_create(
+            actor=Actor(user=root), kind="note", title="Other org note", projects=[other_project]
+        )
     return {"decision": decision, "foreign": foreign, "ticket": ticket}
 
 
@@ -153,17 +154,18 @@ def test_links_to_projects_the_caller_cannot_read_are_hidden(entries, org, users
         ("?kind=&q=&project=", ["Runbook", "Use SQLite in embedded mode"]),
     ],
 )
-def test_filters(entries, org, users, query, titles):
+def test_filters(entries, org, users, query, titles, indexed):
     sibling = Project.objects.create(organization=org, key="SIB", name="SIB")
     Membership.objects.create(project=sibling, user=users["viewer"], role="viewer")
     root = User.objects.create(username="archivist", is_superuser=True)
-    knowledge_create(
-        actor=Actor(user=root),
-        kind="document",
-        title="Runbook",
-        body="Restart the server.",
-        projects=[sibling],
-    )
+    with indexed():
+        knowledge_create(
+            actor=Actor(user=root),
+            kind="document",
+            title="Runbook",
+            body="Restart the server.",
+            projects=[sibling],
+        )
 
     response = _client(users, "viewer").get(LIST + query)
 

@@ -102,9 +102,10 @@ def test_visibility_is_the_organization_of_a_readable_project(project, org, othe
     assert list(knowledge_list(user=outsider)) == []
 
 
-def test_list_filters(project, member):
-    create(member, project, kind="decision", title="Adopt Celery", body="queues")
-    create(member, project, kind="debt", title="Old settings module", body="cleanup")
+def test_list_filters(project, member, indexed):
+    with indexed():
+        create(member, project, kind="decision", title="Adopt Celery", body="queues")
+        create(member, project, kind="debt", title="Old settings module", body="cleanup")
     assert [e.title for e in knowledge_list(user=member, kind="debt")] == ["Old settings module"]
     assert [e.title for e in knowledge_list(user=member, q="celery")] == ["Adopt Celery"]
     assert len(knowledge_list(user=member, project=project)) == 2

@@ -40,17 +40,18 @@ def error(user, project, name, arguments) -> dict:
 
 
 @pytest.fixture
-def plan(project, make_item):
-    milestone = make_item(kind="milestone", title="Beta")
-    epic = make_item(kind="epic", title="Accounts", milestone=milestone)
-    login = make_item(
-        title="Login form",
-        state="ready",
-        epic=epic,
-        description="Email and password login.",
-        acceptance_criteria=["Shows errors"],
-    )
-    reset = make_item(title="Password reset", state="ready", epic=epic)
+def plan(project, make_item, indexed):
+    with indexed():
+        milestone = make_item(kind="milestone", title="Beta")
+        epic = make_item(kind="epic", title="Accounts", milestone=milestone)
+        login = make_item(
+            title="Login form",
+            state="ready",
+            epic=epic,
+            description="Email and password login.",
+            acceptance_criteria=["Shows errors"],
+        )
+        reset = make_item(title="Password reset", state="ready", epic=epic)
     Dependency.objects.create(blocker=login, blocked=reset)
     return {"milestone": milestone, "epic": epic, "login": login, "reset": reset}
 
@@ -129,10 +130,11 @@ def test_list_runnable(project, member, plan):
     assert [t["key"] for t in ok(member, project, "list_runnable", {})["tickets"]] == [plan["login"].key]
 
 
-def test_search_project_finds_items_by_key_and_words_and_skills(project, member, maintainer, plan):
-    skill_version_create(
-        actor=Actor(user=maintainer), project=project, name="estimation", body="Estimate login work"
-    )
+def test_search_project_finds_items_by_key_and_words_and_skills(project, member, maintainer, plan, indexed):
+    with indexed():
+        skill_version_create(
+            actor=Actor(user=maintainer), project=project, name="estimation", body="Estimate login work"
+        )
     by_key = ok(member, project, "search_project", {"query": plan["reset"].key})
     assert by_key["results"][0]["key"] == plan["reset"].key
     by_words = ok(member, project, "search_project", {"query": "login"})
@@ -259,20 +261,21 @@ def test_skills_tools(project, member, maintainer):
     assert error(member, project, "read_skill", {"name": "nope"})["code"] == "not_found"
 
 
-def test_knowledge_tools(project, member, plan):
+def test_knowledge_tools(project, member, plan, indexed):
     context = ctx(member, project)
-    created = ok(
-        member,
-        project,
-        "create_knowledge",
-        {
-            "kind": "decision",
-            "title": "Use passkeys",
-            "body": "Passwords are weak.",
-            "items": [plan["login"].key],
-        },
-        context,
-    )
+    with indexed():
+        created = ok(
+            member,
+            project,
+            "create_knowledge",
+            {
+                "kind": "decision",
+                "title": "Use passkeys",
+                "body": "Passwords are weak.",
+                "items": [plan["login"].key],
+            },
+            context,
+        )
     entry_id = created["id"]
     assert f"knowledge:{entry_id}" in context.focus
     found = ok(member, project, "search_knowledge", {"query": "passkeys"})
@@ -295,13 +298,14 @@ def test_update_knowledge_with_a_stale_version_conflicts_with_the_current_versio
     assert (problem["current"]["version"], problem["current"]["body"]) == (2, "two")
 
 
-def test_knowledge_errors(project, member, other_project, users):
+def test_knowledge_errors(project, member, other_project, users, indexed):
     from tests.factories import MembershipFactory
 
     MembershipFactory(project=other_project, user=users["stranger"], role="owner")
-    foreign = knowledge_create(
-        actor=Actor(user=users["stranger"]), kind="note", title="Secret", projects=[other_project]
-    )
+    with indexed():
+        foreign = knowledge_create(
+            actor=Actor(user=users["stranger"]), kind="note", title="Secret", projects=[other_project]
+        )
     assert error(member, project, "get_knowledge", {"id": foreign.pk})["code"] == "not_found"
     assert (
         error(member, project, "update_knowledge", {"id": foreign.pk, "version": 1, "title": "x"})["code"]

@@ -12,6 +12,7 @@ from tracker.models.plan import (
     Item,
     ItemKind,
 )
+from tracker.models.search import SearchDocument, SearchHead
 from tracker.models.skills import Skill, SkillPin, SkillScope, SkillVersion
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "Organization",
     "Project",
     "Role",
+    "SearchDocument",
+    "SearchHead",
     "Skill",
     "SkillPin",
     "SkillScope",

@@ -13,6 +13,8 @@ from django.db.models import F
 
 from tracker.errors import ConflictError, ValidationError
 from tracker.models import STATES_BY_KIND, Dependency, Item, Project
+from tracker.search.indexing import search_index_on_commit
+from tracker.search.types import ITEM
 from tracker.services.activity import Actor, activity_record
 
 EDITABLE_FIELDS = ("title", "description", "acceptance_criteria", "state", "epic", "milestone", "policy")
@@ -49,6 +51,7 @@ def item_create(*, actor: Actor, project: Project, kind: str, fields: dict[str, 
         target=item.key,
         data={"kind": kind, "title": item.title, "state": item.state},
     )
+    search_index_on_commit(ITEM, [item.pk])
     return item
 
 
@@ -82,6 +85,7 @@ def item_update(*, actor: Actor, item: Item, fields: dict[str, Any], base_versio
         target=locked.key,
         data={"changes": changes, "version": locked.version},
     )
+    search_index_on_commit(ITEM, [locked.pk])
     return locked
 
 

@@ -11,6 +11,8 @@ from django.db.models import Max
 from tracker.errors import ValidationError
 from tracker.models import Project, Skill, SkillPin, SkillVersion
 from tracker.permissions import SKILL_WRITE, require
+from tracker.search.indexing import search_index_on_commit
+from tracker.search.types import SKILL
 from tracker.services.activity import Actor, activity_record
 
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,99}$")
@@ -55,6 +57,7 @@ def skill_version_create(
         target=f"skill:{name}",
         data={"version": version.version, "scope": skill.scope},
     )
+    search_index_on_commit(SKILL, [skill.pk])
     return version
 
 

@@ -1,0 +1,40 @@
+"""Hybrid search over a project's items and skills (SPEC § 5, § 7)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from tracker.apis.base import READ_ERRORS, BalletApi, caller, parse, project_for, with_errors
+from tracker.models import ItemKind
+from tracker.permissions import SKILL_READ, TRACKER_READ, has_permission
+from tracker.search import ITEM, SKILL, project_search
+from tracker.serializers import SearchFilterSerializer, SearchResultsSerializer
+
+
+class ProjectSearchApi(BalletApi):
+    @extend_schema(
+        summary="Search a project's items and skills",
+        description="Lexical (full-text) and semantic (sentence embeddings) rankings fused by reciprocal "
+        "rank; an exact item key comes first. Skills need skill.read.",
+        parameters=[SearchFilterSerializer],
+        responses=with_errors({200: SearchResultsSerializer}, 400, *READ_ERRORS),
+    )
+    def get(self, request: Request, key: str) -> Response:
+        project = project_for(request, key, TRACKER_READ)
+        filters = parse(SearchFilterSerializer, request.query_params)
+        wanted = set(filters.get("kind") or (ITEM, SKILL))
+        item_kinds = wanted & set(ItemKind.values) if ITEM not in wanted else set()
+        kinds = {ITEM} if wanted - {SKILL} else set()
+        if SKILL in wanted and has_permission(caller(request), project, SKILL_READ):
+            kinds.add(SKILL)
+        hits = project_search(
+            project=project,
+            query=filters["q"],
+            kinds=kinds,
+            item_kinds=item_kinds,
+            states=filters.get("state") or (),
+            limit=filters["limit"],
+        )
+        return Response(SearchResultsSerializer({"results": hits}).data)
