@@ -17,6 +17,7 @@ from typing import Any
 
 from tracker.errors import ValidationError
 from tracker.models import STATES_BY_KIND, Dependency, Item, ItemKind, Project
+from tracker.selectors import item_number
 
 OPERATION_KINDS = ("create", "update", "add_dependency", "remove_dependency")
 ITEM_FIELDS = ("title", "description", "acceptance_criteria", "state", "epic", "milestone", "policy")
@@ -70,14 +71,6 @@ def _a(word: str) -> str:
     return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 
 
-def _item_number(project: Project, value: str) -> int | None:
-    prefix = f"{project.key}-"
-    digits = value[len(prefix) :]
-    if not value.startswith(prefix) or not digits.isdigit() or len(digits) > 9:
-        return None
-    return int(value[len(prefix) :])
-
-
 def _referenced_numbers(project: Project, operations: Iterable[Any]) -> set[int]:
     numbers: set[int] = set()
     for op in operations:
@@ -88,7 +81,7 @@ def _referenced_numbers(project: Project, operations: Iterable[Any]) -> set[int]
         if isinstance(fields, dict):
             values += [fields.get("epic"), fields.get("milestone")]
         for value in values:
-            if isinstance(value, str) and (number := _item_number(project, value)):
+            if isinstance(value, str) and (number := item_number(project, value)):
                 numbers.add(number)
     return numbers
 
@@ -129,7 +122,7 @@ class _Validator:
                 return value
             self.errors.add(path, f"Unknown $ref {value}: create it earlier in this changeset.")
             return None
-        number = _item_number(self.project, value)
+        number = item_number(self.project, value)
         if number is None or number not in self.by_number:
             self.errors.add(path, f"Unknown item {value} in project {self.project.key}.")
             return None
