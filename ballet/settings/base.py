@@ -195,6 +195,8 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
+        # Eager indexing tasks would log every success, burying the output of commands like seed_demo.
+        "celery.app.trace": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
     },
 }
