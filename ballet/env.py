@@ -127,8 +127,3 @@ def load_server_config() -> ServerConfig:
         anthropic_base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
         search_embedding_backend=os.environ.get("BALLET_SEARCH_EMBEDDING_BACKEND") or None,
     )
-
-
-def env_flag(name: str) -> str | None:
-    """A raw environment value, for the few settings that are not Ballet's own."""
-    return os.environ.get(name)

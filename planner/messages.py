@@ -84,10 +84,6 @@ class ChatMessage:
         return [b for b in self.content if isinstance(b, ToolUseBlock)]
 
     @property
-    def tool_result_ids(self) -> set[str]:
-        return {b.tool_use_id for b in self.content if isinstance(b, ToolResultBlock)}
-
-    @property
     def text(self) -> str:
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
 

@@ -171,7 +171,3 @@ def activity_since(*, organization_id: int, after_seq: int, limit: int = 200) ->
         .select_related("project", "on_behalf_of")
         .order_by("seq")[:limit]
     )
-
-
-def activity_list(*, project: Project) -> QuerySet[ActivityEvent]:
-    return ActivityEvent.objects.filter(project=project).select_related("on_behalf_of").order_by("-seq")

@@ -14,9 +14,9 @@ from typing import Any
 
 from tracker.errors import ValidationError
 from tracker.models import Changeset, ChangesetStatus, Item, Project
-from tracker.permissions import POLICY_SET, has_permission
 from tracker.selectors import item_number
 from tracker.services.changeset_validation import DEFAULT_STATE, ITEM_FIELDS, changeset_validate
+from tracker.services.changesets import proposer_can_set_policy
 
 EMPTY = "—"
 _PATH = re.compile(r"^operations\[(\d+)\](?:\.(.*))?$")
@@ -181,9 +181,7 @@ def _row(index: int, op: Any, reader: _Reader, proposed: bool) -> OperationRow:
 
 def _validation_errors(changeset: Changeset) -> dict[str, list[str]]:
     """The field errors Apply would meet now, judged as the proposer (as Apply judges)."""
-    can_set_policy = changeset.planner_session is None and has_permission(
-        changeset.proposed_by, changeset.project, POLICY_SET
-    )
+    can_set_policy = proposer_can_set_policy(changeset)
     try:
         changeset_validate(
             project=changeset.project,

@@ -53,7 +53,3 @@ class Changeset(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project.key} changeset #{self.number}: {self.title}"
-
-    @property
-    def is_decided(self) -> bool:
-        return self.status in (ChangesetStatus.APPLIED, ChangesetStatus.REJECTED)

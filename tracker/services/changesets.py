@@ -41,8 +41,15 @@ class ApplyConflictError(ConflictError):
     """An operation could not be applied to the current plan."""
 
 
-def _can_set_policy(actor: Actor, project: Project, proposed_by: Any) -> bool:
-    return actor.planner_session is None and has_permission(proposed_by, project, POLICY_SET)
+def _can_set_policy(actor: Actor, project: Project) -> bool:
+    """Only a human with ``policy.set`` sets policy; the planner never does, whoever it acts for."""
+    return not actor.is_planner and has_permission(actor.user, project, POLICY_SET)
+
+
+def proposer_can_set_policy(changeset: Changeset) -> bool:
+    """The policy rule as it applied to the proposer: Apply (and the review page) judge by it."""
+    proposer = Actor(user=changeset.proposed_by, planner_session=changeset.planner_session)
+    return _can_set_policy(proposer, changeset.project)
 
 
 def _check_text(errors: dict[str, list[str]], name: str, value: Any, limit: int, required: bool) -> None:
@@ -69,7 +76,7 @@ def changeset_propose(
         changeset_validate(
             project=project,
             operations=operations,
-            can_set_policy=_can_set_policy(actor, project, actor.user),
+            can_set_policy=_can_set_policy(actor, project),
         )
     except ValidationError as exc:
         errors.update(exc.errors)
@@ -114,7 +121,7 @@ def _lock_proposed(changeset: Changeset) -> Changeset:
 
 
 def _authorize_decision(actor: Actor, changeset: Changeset, *, applying: bool) -> None:
-    if actor.planner_session is not None:
+    if actor.is_planner:
         raise PermissionDeniedError("The planner cannot apply or reject a changeset; a human decides.")
     require(actor.user, changeset.project, CHANGESET_APPLY)
     four_eyes = project_planner_config(changeset.project).four_eyes
@@ -144,12 +151,11 @@ def _conflict_reason(errors: dict[str, list[str]]) -> str:
 
 
 def _execute(actor: Actor, changeset: Changeset) -> dict[str, str]:
-    proposer_actor = Actor(user=changeset.proposed_by, planner_session=changeset.planner_session)
     try:
         operations = changeset_validate(
             project=changeset.project,
             operations=changeset.operations,
-            can_set_policy=_can_set_policy(proposer_actor, changeset.project, changeset.proposed_by),
+            can_set_policy=proposer_can_set_policy(changeset),
         )
     except ValidationError as exc:
         raise ApplyConflictError(_conflict_reason(exc.errors)) from exc
