@@ -1,8 +1,9 @@
 """Live frames over the channel layer: the only module that sends to it.
 
-Each session has a group; every watcher of the session, in any process,
-listens on a channel in that group. Control messages (stop) for a session
-travel on a second group that the process running its turn listens to.
+Each session has a frames group, joined by every process that has watchers of
+the session, and a control group, joined by the process running its turn
+(``stop``, ``replay``). A process listens on one channel (``planner/relay.py``);
+every message names its session.
 """
 
 from __future__ import annotations
@@ -52,37 +53,46 @@ def layer() -> BaseChannelLayer:
 
 
 async def publish(session_id: uuid.UUID, batch: list[Frame]) -> None:
-    """Send ``batch`` (frames in order) to every watcher of the session, as one message."""
+    """Send ``batch`` (frames in order) to every process watching the session, as one message."""
     async with _gate():
-        await layer().group_send(frames_group(session_id), {"type": FRAME, "frames": batch})
+        await layer().group_send(
+            frames_group(session_id), {"type": FRAME, "session": session_id.hex, "frames": batch}
+        )
 
 
 async def send_control(session_id: uuid.UUID, command: str, **data: Any) -> None:
-    """Ask the process running the session's turn to do ``command`` (``stop``)."""
+    """Ask the process running the session's turn to do ``command`` (``stop``, ``replay``)."""
     async with _gate():
-        await layer().group_send(control_group(session_id), {"type": CONTROL, "command": command, **data})
+        await layer().group_send(
+            control_group(session_id),
+            {"type": CONTROL, "session": session_id.hex, "command": command, **data},
+        )
 
 
 async def send_to(channel: str, message: dict[str, Any]) -> None:
-    """Send ``message`` to one channel (a watcher's, answering its replay request)."""
+    """Send ``message`` to one channel (a process's, answering its replay request)."""
     async with _gate():
         await layer().send(channel, message)
 
 
-async def join(group: str) -> str:
-    """A new channel in ``group``; the caller reads it with :func:`receive` and leaves with :func:`leave`."""
+async def new_channel() -> str:
+    """A new channel of this process; read it with :func:`receive`."""
     # The default prefix: channels-redis serves all of a process's channels with one receive loop.
     async with _gate():
-        channel = await layer().new_channel()
-        await layer().group_add(group, channel)
+        channel: str = await layer().new_channel()
     return channel
+
+
+async def group_add(group: str, channel: str) -> None:
+    async with _gate():
+        await layer().group_add(group, channel)
+
+
+async def group_discard(group: str, channel: str) -> None:
+    async with _gate():
+        await layer().group_discard(group, channel)
 
 
 async def receive(channel: str) -> dict[str, Any]:
     message: dict[str, Any] = await layer().receive(channel)
     return message
-
-
-async def leave(group: str, channel: str) -> None:
-    async with _gate():
-        await layer().group_discard(group, channel)

@@ -27,6 +27,29 @@ def text_delta(text: str) -> Frame:
     return {"type": "text_delta", "text": text}
 
 
+def coalesced(batch: list[Frame]) -> list[Frame]:
+    """``batch`` with each run of consecutive ``text_delta`` frames joined into one (the run's
+    text, the last frame's other keys): a watcher that fell behind catches up in fewer frames.
+    The frames in ``batch`` are left as they are."""
+    out: list[Frame] = []
+    run: list[str] = []  # the texts of the run of deltas that ends at out[-1]
+
+    def close_run() -> None:
+        if len(run) > 1:
+            out[-1] = {**out[-1], "text": "".join(run)}
+
+    for frame in batch:
+        if frame["type"] == "text_delta" and run:
+            run.append(frame["text"])
+            out[-1] = frame
+            continue
+        close_run()
+        run = [frame["text"]] if frame["type"] == "text_delta" else []
+        out.append(frame)
+    close_run()
+    return out
+
+
 def text_reset() -> Frame:
     """The model call streaming text broke off and is retried: drop the partial text."""
     return {"type": "text_reset"}

@@ -90,14 +90,17 @@ def _client() -> aioredis.Redis:
     return client
 
 
-async def watching(session_id: object) -> None:
-    """Say (again) that this process has watchers of ``session_id``."""
-    key = _watchers_key(session_id)
+async def watching(*session_ids: object) -> None:
+    """Say (again) that this process has watchers of each of ``session_ids`` (one round trip)."""
+    if not session_ids:
+        return
     now = time.time()
     async with _client().pipeline(transaction=False) as pipe:
-        pipe.zadd(key, {PROCESS_ID: now + WATCH_TTL_SECONDS})
-        pipe.zremrangebyscore(key, "-inf", now)
-        pipe.expire(key, WATCH_TTL_SECONDS * 2)
+        for session_id in session_ids:
+            key = _watchers_key(session_id)
+            pipe.zadd(key, {PROCESS_ID: now + WATCH_TTL_SECONDS})
+            pipe.zremrangebyscore(key, "-inf", now)
+            pipe.expire(key, WATCH_TTL_SECONDS * 2)
         await pipe.execute()
 
 

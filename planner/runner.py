@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
@@ -34,6 +34,7 @@ from planner.loop import ToolRun, TurnIO, TurnLoop, TurnOutcome
 from planner.messages import ChatMessage, ToolResultBlock, ToolUseBlock, Usage
 from planner.metrics import TURNS
 from planner.process import HEARTBEAT_SECONDS, LOCAL_TURNS, PROCESS_ID
+from planner.relay import Inbox, Relay
 from planner.selectors import TurnSetup, session_get
 from planner.services import Begin
 from planner.tools import ToolContext
@@ -129,61 +130,10 @@ class LiveTurn:
             self.loop.stop()
 
     def remember(self, frame: Frame) -> None:
-        last = self.frames[-1] if self.frames else None
-        if frame["type"] == "text_delta" and last is not None and last["type"] == "text_delta":
-            self.frames[-1] = {**frame, "text": last["text"] + frame["text"]}
-        else:
-            self.frames.append(frame)
+        self.frames[-1:] = frames.coalesced([*self.frames[-1:], frame])
 
 
-REPLAY_WAIT_SECONDS = 2.0
 REMOTE_CHECK_SECONDS = 2.0
-
-
-class _RemoteFrames:
-    """A watcher's link to turns in other processes: the session's group on the channel layer."""
-
-    def __init__(self, session_id: uuid.UUID, inbox: asyncio.Queue[list[Frame]]) -> None:
-        self.session_id = session_id
-        self.inbox = inbox
-        self.group = events.frames_group(session_id)
-        self.channel = ""
-        self.forwarder: asyncio.Task[None] | None = None
-        self.refresher: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        self.channel = await events.join(self.group)
-        await presence.watching(self.session_id)
-        self.forwarder = asyncio.ensure_future(self._forward())
-        self.refresher = asyncio.ensure_future(self._refresh())
-
-    async def replay(self) -> None:
-        """Ask the turn's process for the frames so far; they arrive before its later frames."""
-        assert self.forwarder is not None
-        self.forwarder.cancel()
-        await events.send_control(self.session_id, "replay", reply_to=self.channel)
-        for message in await _await_replay(self.channel):
-            self.inbox.put_nowait(message.get("frames", []))
-        self.forwarder = asyncio.ensure_future(self._forward())
-
-    async def _forward(self) -> None:
-        while True:
-            message = await events.receive(self.channel)
-            self.inbox.put_nowait(message.get("frames", []))
-
-    async def _refresh(self) -> None:
-        while True:
-            await asyncio.sleep(presence.WATCH_REFRESH_SECONDS)
-            with contextlib.suppress(Exception):
-                await presence.watching(self.session_id)
-
-    async def stop(self, *, last: bool) -> None:
-        for task in (self.forwarder, self.refresher):
-            if task is not None:
-                task.cancel()
-        await events.leave(self.group, self.channel)
-        if last:
-            await presence.not_watching(self.session_id)
 
 
 class _Seen:
@@ -202,23 +152,6 @@ class _Seen:
                 self.highest[origin] = number
             out.append(frame)
         return out
-
-
-async def _await_replay(channel: str) -> list[dict[str, Any]]:
-    """Messages on ``channel`` up to and including the replay; live frames that overtook it
-    come after it, so the watcher sees the turn in order."""
-    early: list[dict[str, Any]] = []
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + REPLAY_WAIT_SECONDS
-    while (remaining := deadline - loop.time()) > 0:
-        try:
-            message = await asyncio.wait_for(events.receive(channel), remaining)
-        except TimeoutError:
-            break
-        if message.get("type") == events.REPLAY:
-            return [message, *early]
-        early.append(message)
-    return early  # the turn ended meanwhile, or its process is gone
 
 
 class _SessionIO(TurnIO):
@@ -319,7 +252,10 @@ class Runner:
         self._gateway = gateway
         self.live: dict[uuid.UUID, LiveTurn] = {}
         # Inboxes of this process's watchers, by session: local turns deliver to them directly.
-        self.watchers: dict[uuid.UUID, set[asyncio.Queue[list[Frame]]]] = {}
+        self.watchers: dict[uuid.UUID, set[Inbox]] = {}
+        # Production mode: turns and watchers in other processes, over the channel layer.
+        self.relay = Relay(deliver=self._deliver, control=self._control)
+        self._heartbeat_task: asyncio.Task[None] | None = None
 
     @property
     def gateway(self) -> Gateway:
@@ -385,45 +321,64 @@ class Runner:
         if live is not None and live.task is not None:
             await asyncio.shield(live.task)
 
-    async def watch(self, *, session_id: uuid.UUID, user: User) -> AsyncIterator[Frame]:
+    async def watch(self, *, session_id: uuid.UUID, user: User) -> AsyncGenerator[Frame, None]:
         """The session's frames: ``state``, the current turn's frames so far, then live ones.
 
         Frames of a turn in this process reach the watcher directly. In
-        production mode the watcher also listens on the channel layer for
-        turns in other processes, and asks such a turn for its frames so far.
+        production mode the process's relay also brings the frames of turns in
+        other processes, and asks such a turn for its frames so far.
         """
         session = await db(session_get)(user=user, session_id=session_id)
-        inbox: asyncio.Queue[list[Frame]] = asyncio.Queue()
         # Joining and taking a local turn's frames so far happen at once, so they come first.
         live = self.live.get(session_id)
-        if live is not None:
-            inbox.put_nowait(list(live.frames))
+        inbox = Inbox(live.frames if live is not None else None)
         self.watchers.setdefault(session_id, set()).add(inbox)
-        remote = _RemoteFrames(session_id, inbox) if settings.PRODUCTION_MODE else None
+        relay = self.relay if settings.PRODUCTION_MODE else None
         try:
-            if remote is not None:
-                await remote.start()
+            if relay is not None:
+                await relay.watch(session_id)
             yield frames.state(
                 session_state=session.state, last_seq=session.last_message_seq, turn=session.turn_count
             )
+            if live is None and relay is not None and session.state == "running":
+                inbox.put_first(await relay.replay(session_id))
             seen = _Seen()
-            if live is None and remote is not None and session.state == "running":
-                await remote.replay()
             while True:
-                for frame in seen.fresh(await inbox.get()):
+                # Everything waiting, with runs of text deltas joined: a watcher behind a busy
+                # server catches up in a few frames instead of one per delta.
+                for frame in frames.coalesced(seen.fresh(await inbox.take())):
                     yield frame
         finally:
-            self.watchers[session_id].discard(inbox)
-            if not self.watchers[session_id]:
+            watchers = self.watchers[session_id]
+            watchers.discard(inbox)
+            if not watchers:
                 del self.watchers[session_id]
-            if remote is not None:
-                await remote.stop(last=session_id not in self.watchers)
+            if relay is not None:
+                await relay.unwatch(session_id)
+
+    def _deliver(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
+        """Frames of a turn in another process, to this process's watchers of the session."""
+        for inbox in self.watchers.get(session_id, ()):
+            inbox.put(batch)
+
+    def _control(self, session_id: uuid.UUID, message: dict[str, Any]) -> Awaitable[None] | None:
+        """A control message for a turn here: stop it, or replay its frames to another process."""
+        live = self.live.get(session_id)
+        if live is None:
+            return None
+        command = message.get("command")
+        if command == "stop":
+            live.stop()
+        elif command == "replay" and message.get("reply_to"):
+            live.watched_elsewhere = True  # publish from now on, without waiting for a check
+            return self.relay.answer_replay(message, list(live.frames))
+        return None
 
     async def emit(self, live: LiveTurn, frame: Frame) -> None:
         numbered = {**frame, "n": next(_frame_numbers), "origin": PROCESS_ID}
         live.remember(numbered)
         for inbox in self.watchers.get(live.session_id, ()):
-            inbox.put_nowait([numbered])
+            inbox.put([numbered])
         if settings.PRODUCTION_MODE:
             live.outbox.put_nowait(numbered)  # for watchers in other processes
 
@@ -460,8 +415,13 @@ class Runner:
 
     async def _drive(self, live: LiveTurn, *, continued: bool) -> None:
         outcome = TurnOutcome("failed", "The turn could not start.")
-        control = asyncio.get_running_loop().create_task(self._listen(live))
-        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(live))
+        if settings.PRODUCTION_MODE:
+            await self._serve(live.session_id, True)
+        beating = self._heartbeat_task
+        if beating is None or beating.done() or beating.get_loop() is not asyncio.get_running_loop():
+            self._heartbeat_task = asyncio.get_running_loop().create_task(
+                self._heartbeat(), context=contextvars.Context()
+            )
         try:
             outcome = await self._run(live, continued=continued)
         except Exception:
@@ -471,8 +431,8 @@ class Runner:
                 session_id=live.session_id, turn=live.turn, reason="failed", error=outcome.error
             )
         finally:
-            control.cancel()
-            heartbeat.cancel()
+            if settings.PRODUCTION_MODE:
+                await self._serve(live.session_id, False)
             TURNS.labels(outcome.reason).inc()
             with contextlib.suppress(Exception):
                 await self.emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
@@ -508,27 +468,31 @@ class Runner:
         )
         return outcome
 
-    async def _listen(self, live: LiveTurn) -> None:
-        """Serve control messages for a local turn: stop it, or replay its frames to a watcher."""
-        group = events.control_group(live.session_id)
-        channel = await events.join(group)
+    async def _serve(self, session_id: uuid.UUID, serving: bool) -> None:
+        """Take (or stop taking) the control messages of a local turn: ``stop`` and ``replay``
+        from other processes. A failing channel layer leaves the turn stoppable only here."""
         try:
-            while True:
-                message = await events.receive(channel)
-                command = message.get("command")
-                if command == "stop":
-                    live.stop()
-                elif command == "replay" and message.get("reply_to"):
-                    live.watched_elsewhere = True  # publish from now on, without waiting for a check
-                    reply = {"type": events.REPLAY, "frames": list(live.frames)}
-                    await events.send_to(message["reply_to"], reply)
-        finally:
-            await events.leave(group, channel)
+            if serving:
+                await self.relay.serve(session_id)
+            else:
+                await self.relay.unserve(session_id)
+        except Exception:
+            logger.exception(
+                "could not %s the control group of session %s", "join" if serving else "leave", session_id
+            )
 
-    async def _heartbeat(self, live: LiveTurn) -> None:
-        while True:
+    async def _heartbeat(self) -> None:
+        """Beat for all of this process's turns at once while any runs (one statement, not one
+        per turn: hundreds of turns that started together would otherwise beat together)."""
+        while self.live:
             await asyncio.sleep(HEARTBEAT_SECONDS)
-            await db(services.heartbeat)(session_id=live.session_id, owner=PROCESS_ID)
+            sessions = list(self.live)
+            if not sessions:
+                return
+            try:
+                await db(services.heartbeat)(session_ids=sessions, owner=PROCESS_ID)
+            except Exception:
+                logger.exception("the heartbeat of %d turns failed", len(sessions))
 
 
 runner = Runner()

@@ -380,8 +380,9 @@ def _usage_row(project_id: int, session_id: uuid.UUID | None, record: CallRecord
     )
 
 
-def heartbeat(*, session_id: uuid.UUID, owner: str) -> None:
-    Session.objects.filter(pk=session_id, turn_owner=owner).update(heartbeat_at=timezone.now())
+def heartbeat(*, session_ids: list[uuid.UUID], owner: str) -> None:
+    """One beat for every turn ``owner`` runs: a single statement however many there are."""
+    Session.objects.filter(pk__in=session_ids, turn_owner=owner).update(heartbeat_at=timezone.now())
 
 
 def _recovered_results(session: Session, pending: list[str]) -> ChatMessage:

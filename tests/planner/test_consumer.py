@@ -11,8 +11,9 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.contrib.sessions.backends.db import SessionStore
 
 from ballet.asgi import application
+from planner import frames
 from planner.routing import websocket_urlpatterns
-from planner.runner import runner
+from planner.runner import LiveTurn, runner
 from tests.fakes.scripted import Hang, ScriptedGateway, call, say
 from tests.planner.conftest import sync
 from tracker.services.activity import Actor
@@ -195,3 +196,43 @@ async def test_the_cookie_authenticates_and_the_origin_is_checked(session, membe
     )
     connected, _ = await evil.connect()
     assert not connected
+
+
+@pytest.mark.parametrize("problem", ["no cookie", "unknown session", "stale password hash", "garbage"])
+async def test_a_cookie_without_a_valid_login_is_closed_as_unauthenticated(session, member, problem):
+    store = SessionStore()
+    store[SESSION_KEY] = str(member.pk)
+    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[HASH_SESSION_KEY] = (
+        "not-the-hash" if problem == "stale password hash" else member.get_session_auth_hash()
+    )
+    await sync(store.save)()
+    cookie = {
+        "no cookie": b"csrftoken=abc",
+        "unknown session": b"sessionid=0123456789abcdefghijklmnopqrstuv",
+        "stale password hash": f"sessionid={store.session_key}".encode(),
+        "garbage": b"sessionid=\xff\xfe; =;;",
+    }[problem]
+    ws = WebsocketCommunicator(
+        application, path(session), headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
+    )
+    connected, _ = await ws.connect()
+    assert connected
+    assert (await ws.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
+    await ws.wait()
+
+
+async def test_a_watcher_that_falls_behind_gets_a_run_of_deltas_as_one_frame(session, member):
+    watch = runner.watch(session_id=session.pk, user=member)
+    assert (await anext(watch))["type"] == "state"
+    live = LiveTurn(session_id=session.pk, turn=1)
+    for i in range(10):  # the watcher reads none of them meanwhile
+        await runner.emit(live, frames.text_delta(f"w{i} "))
+    await runner.emit(live, frames.turn_ended(reason="completed"))
+    joined, ended = await anext(watch), await anext(watch)
+    await watch.aclose()
+    assert joined["type"] == "text_delta"
+    assert joined["text"] == "".join(f"w{i} " for i in range(10))
+    assert ended["type"] == "turn_ended"
+    assert joined["n"] == ended["n"] - 1  # the run's last number: a reconnect dedupes by it
+    assert live.frames[0]["text"] == joined["text"]  # a late watcher's catch-up joins them too

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from django.test import AsyncClient
@@ -29,11 +29,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def fake_api() -> Iterator[FakeMessagesAPI]:
+async def fake_api() -> AsyncIterator[FakeMessagesAPI]:
     with FakeMessagesAPI() as fake:
         previous = runner._gateway
-        runner.gateway = AnthropicGateway(base_url=fake.base_url, max_retries=2)
+        gateway = runner.gateway = AnthropicGateway(base_url=fake.base_url, max_retries=2)
         yield fake
+        await gateway.close()
         runner.gateway = previous
 
 
@@ -83,7 +84,8 @@ async def test_streamed_text_and_usage(fake_api, chat_project, member):
     assert body["messages"][-1]["content"] == [{"type": "text", "text": "Hello from the planner."}]
     assert chat.texts() == "Hello from the planner."
     assert [f["type"] for f in chat.frames][:3] == ["state", "user_message", "turn_started"]
-    assert len([f for f in chat.frames if f["type"] == "text_delta"]) == 5
+    # Five deltas streamed; a watcher that is behind gets a run of them as one frame.
+    assert 1 <= len([f for f in chat.frames if f["type"] == "text_delta"]) <= 5
     record = await sync(UsageRecord.objects.get)()
     assert (record.input_tokens, record.output_tokens, record.cache_read_input_tokens) == (321, 17, 40)
     sent = fake_api.requests[0].json

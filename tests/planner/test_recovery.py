@@ -92,3 +92,28 @@ def test_a_live_turn_of_this_process_is_not_recovered(chat_project, member, sess
     finally:
         LOCAL_TURNS.discard(session.pk)
     assert recover_dead_turns() == 1
+
+
+async def test_one_heartbeat_statement_beats_every_turn_of_its_process(chat_project, member, session):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from planner.services import heartbeat, session_create
+
+    other = await sync(session_create)(user=member, project=chat_project)
+    elsewhere = await sync(session_create)(user=member, project=chat_project)
+    old = timezone.now() - timedelta(minutes=5)
+    await sync(Session.objects.filter(pk=session.pk).update)(turn_owner="here", heartbeat_at=old)
+    await sync(Session.objects.filter(pk=other.pk).update)(turn_owner="here", heartbeat_at=old)
+    await sync(Session.objects.filter(pk=elsewhere.pk).update)(turn_owner="there", heartbeat_at=old)
+
+    def beat() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            heartbeat(session_ids=[session.pk, other.pk, elsewhere.pk], owner="here")
+        return len(queries)
+
+    assert await sync(beat)() == 1
+    beats = dict(await sync(lambda: list(Session.objects.values_list("pk", "heartbeat_at")))())
+    assert beats[session.pk] > old
+    assert beats[other.pk] > old
+    assert beats[elsewhere.pk] == old  # another process's turn is not this process's to vouch for
