@@ -82,11 +82,19 @@ def _watchers_key(session_id: object) -> str:
     return f"ballet:watchers:{session_id}"
 
 
+# A few connections, reused: hundreds of turns starting at once wait briefly for one instead
+# of each opening its own (redis-py reads its package metadata for every new connection).
+MAX_CONNECTIONS = 16
+
+
 def _client() -> aioredis.Redis:
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
-        client = _clients[loop] = aioredis.Redis.from_url(settings.SERVER.redis_url or "")
+        pool = aioredis.BlockingConnectionPool.from_url(
+            settings.SERVER.redis_url or "", max_connections=MAX_CONNECTIONS, timeout=10, socket_timeout=10
+        )
+        client = _clients[loop] = aioredis.Redis(connection_pool=pool)
     return client
 
 

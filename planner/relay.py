@@ -15,7 +15,6 @@ presence in Redis are refreshed by one task for the whole process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import uuid
@@ -85,7 +84,7 @@ class Relay:
         self._tasks: list[asyncio.Task[None]] = []
         self._wanted: dict[str, int] = {}  # group -> how many here need it
         self._joined: set[str] = set()
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._watched: set[uuid.UUID] = set()
         self._replays: dict[str, asyncio.Future[list[Frame]]] = {}
         self._tokens = itertools.count(1)
@@ -131,23 +130,34 @@ class Relay:
             self._wanted[group] = count
         else:
             self._wanted.pop(group, None)
-        lock = self._locks.setdefault(group, asyncio.Lock())
-        async with lock:  # one join or leave at a time per group, ending as wanted now
-            wanted = group in self._wanted
-            if wanted and group not in self._joined:
-                await events.group_add(group, self._channel)
-                self._joined.add(group)
-                if session_id is not None:
-                    self._watched.add(session_id)
-                    await presence.watching(session_id)
-            elif not wanted and group in self._joined:
-                self._joined.discard(group)
-                if session_id is not None:
-                    self._watched.discard(session_id)
-                    await presence.not_watching(session_id)
-                await events.group_discard(group, self._channel)
-        if group not in self._wanted and not lock.locked():
-            self._locks.pop(group, None)
+        # One join or leave at a time per group, each ending as wanted now; the lock lives
+        # while someone holds or waits for it.
+        lock, users = self._locks.get(group, (asyncio.Lock(), 0))
+        self._locks[group] = (lock, users + 1)
+        try:
+            async with lock:
+                await self._join_or_leave(group, session_id)
+        finally:
+            lock, users = self._locks[group]
+            if users == 1:
+                del self._locks[group]
+            else:
+                self._locks[group] = (lock, users - 1)
+
+    async def _join_or_leave(self, group: str, session_id: uuid.UUID | None) -> None:
+        wanted = group in self._wanted
+        if wanted and group not in self._joined:
+            await events.group_add(group, self._channel)
+            self._joined.add(group)
+            if session_id is not None:
+                self._watched.add(session_id)
+                await presence.watching(session_id)
+        elif not wanted and group in self._joined:
+            self._joined.discard(group)
+            if session_id is not None:
+                self._watched.discard(session_id)
+                await presence.not_watching(session_id)
+            await events.group_discard(group, self._channel)
 
     async def _ensure_started(self) -> str:
         loop = asyncio.get_running_loop()
@@ -197,7 +207,9 @@ class Relay:
         """Keep this process's group memberships and watcher presence from expiring."""
         while True:
             await asyncio.sleep(presence.WATCH_REFRESH_SECONDS)
-            with contextlib.suppress(Exception):
+            try:
                 for group in list(self._joined):
                     await events.group_add(group, self._channel)
                 await presence.watching(*self._watched)
+            except Exception:
+                logger.warning("could not refresh the relay's memberships; retrying", exc_info=True)

@@ -108,8 +108,9 @@ PUBLISH_RETRY_SECONDS = 0.05
 class LiveTurn:
     """A turn running in this process, and the frames it sent so far (for late watchers).
 
-    Frames leave through ``outbox``, in order, drained by one sender task: the
-    turn never waits on the channel layer, and a backlog goes out as one message.
+    While another process watches the session, frames also leave through ``outbox``,
+    in order, drained by one sender task: the turn never waits on the channel layer,
+    and a backlog goes out as one message.
     """
 
     session_id: uuid.UUID
@@ -293,6 +294,9 @@ class Runner:
                 self._send_frames(live), context=contextvars.Context()
             )
         self.live[session_id] = live
+        if settings.PRODUCTION_MODE:  # a replay asked for meanwhile may have said so already
+            elsewhere = await presence.watched_elsewhere(session_id)
+            live.watched_elsewhere = live.watched_elsewhere or elsewhere
         kind = "continue" if begin.meaning == "continued" else "human"
         await self.emit(
             live, frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind)
@@ -379,26 +383,33 @@ class Runner:
         live.remember(numbered)
         for inbox in self.watchers.get(live.session_id, ()):
             inbox.put([numbered])
-        if settings.PRODUCTION_MODE:
+        if live.watched_elsewhere:
             live.outbox.put_nowait(numbered)  # for watchers in other processes
 
     async def _send_frames(self, live: LiveTurn) -> None:
-        """Publish the outbox in order until its closing ``None``, while other processes watch."""
-        checked_at = -REMOTE_CHECK_SECONDS
+        """Publish the outbox in order until its closing ``None``.
+
+        Frames enter the outbox only while another process watches the session
+        (``emit`` checks); until then this task looks for such a watcher every
+        ``REMOTE_CHECK_SECONDS``. A watcher elsewhere that arrives mid-turn asks
+        for a replay, which turns publishing on at once.
+        """
         while True:
-            first = await live.outbox.get()
+            if live.watched_elsewhere:
+                first = await live.outbox.get()
+            else:
+                try:
+                    first = await asyncio.wait_for(live.outbox.get(), REMOTE_CHECK_SECONDS)
+                except TimeoutError:
+                    live.watched_elsewhere = await presence.watched_elsewhere(live.session_id)
+                    continue
             batch = [first]
             while len(batch) < MAX_BATCH and not live.outbox.empty():
                 batch.append(live.outbox.get_nowait())
-            done = batch[-1] is None
             frames_out = [f for f in batch if f is not None]
-            now = time.monotonic()
-            if frames_out and not live.watched_elsewhere and now - checked_at >= REMOTE_CHECK_SECONDS:
-                live.watched_elsewhere = await presence.watched_elsewhere(live.session_id)
-                checked_at = now
-            if frames_out and live.watched_elsewhere:
+            if frames_out:
                 await self._publish(live, frames_out)
-            if done:
+            if batch[-1] is None:
                 return
 
     async def _publish(self, live: LiveTurn, batch: list[Frame]) -> None:

@@ -1,0 +1,70 @@
+"""The process's relay on the channel layer (production mode): memberships and control messages."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from django.conf import settings
+
+from planner import events, frames, presence
+from planner.relay import Relay
+
+pytestmark = pytest.mark.skipif(
+    not settings.PRODUCTION_MODE, reason="the relay links processes over Redis (production mode)"
+)
+
+
+async def eventually(check, seconds: float = 3.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_watchers_of_a_session_share_one_membership_until_the_last_leaves():
+    delivered: list[tuple[uuid.UUID, list]] = []
+    relay = Relay(deliver=lambda session, batch: delivered.append((session, batch)), control=lambda *_: None)
+    session = uuid.uuid4()
+    await relay.watch(session)
+    await relay.watch(session)  # a second watcher here: no second membership
+    watchers_key = presence._watchers_key(session)
+    assert await presence._client().zcard(watchers_key) == 1
+
+    await events.publish(session, [frames.text_delta("one")])
+    await eventually(lambda: len(delivered) == 1)
+    await asyncio.sleep(0.2)
+    assert delivered == [(session, [frames.text_delta("one")])]  # once, for both watchers
+
+    await relay.unwatch(session)
+    await events.publish(session, [frames.text_delta("two")])
+    await eventually(lambda: len(delivered) == 2)
+
+    await relay.unwatch(session)  # the last one: the process leaves the group
+    assert await presence._client().zcard(watchers_key) == 0
+    await events.publish(session, [frames.text_delta("three")])
+    await asyncio.sleep(0.3)
+    assert [batch[0]["text"] for _, batch in delivered] == ["one", "two"]
+
+
+async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_comes_back():
+    controls: list[tuple[uuid.UUID, dict]] = []
+    session = uuid.uuid4()
+
+    def control(session_id: uuid.UUID, message: dict):
+        controls.append((session_id, message))
+        if message["command"] == "replay":
+            return owner.answer_replay(message, [frames.text_delta("so far")])
+        return None
+
+    owner = Relay(deliver=lambda *_: None, control=control)
+    watcher = Relay(deliver=lambda *_: None, control=lambda *_: None)  # as if in another process
+    await owner.serve(session)
+    await events.send_control(session, "stop")
+    await eventually(lambda: [m["command"] for _, m in controls] == ["stop"])
+    assert controls[0][0] == session
+    assert await watcher.replay(session) == [frames.text_delta("so far")]
+
+    await owner.unserve(session)
+    assert await watcher.replay(session) == []  # nobody serves the turn: no answer, no wait forever
