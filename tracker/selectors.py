@@ -128,10 +128,19 @@ class EffectiveSkill:
 
 def skill_effective_list(*, project: Project) -> list[EffectiveSkill]:
     """The project's skills and its organization's, the project's shadowing by name."""
-    skills = (
-        Skill.objects.filter(organization_id=project.organization_id, project__isnull=True)
-        | Skill.objects.filter(project=project)
-    ).prefetch_related(Prefetch("versions", queryset=SkillVersion.objects.select_related("author")))
+    return _effective_skills(project)
+
+
+def _effective_skills(project: Project, only: str | None = None) -> list[EffectiveSkill]:
+    """The effective skills of ``project``; with ``only``, just the one of that name (if any)."""
+    skills = Skill.objects.filter(organization_id=project.organization_id, project__isnull=True) | (
+        Skill.objects.filter(project=project)
+    )
+    if only is not None:
+        skills = skills.filter(name=only)
+    skills = skills.prefetch_related(
+        Prefetch("versions", queryset=SkillVersion.objects.select_related("author"))
+    )
     pins = dict(SkillPin.objects.filter(project=project).values_list("skill_id", "version"))
     chosen: dict[str, Skill] = {}
     for skill in skills:
@@ -158,7 +167,7 @@ def _effective(skill: Skill, pin: int | None) -> EffectiveSkill | None:
 
 def skill_resolve(*, project: Project, name: str) -> EffectiveSkill:
     """The skill ``name`` as ``project`` uses it; NotFoundError if it has none."""
-    for effective in skill_effective_list(project=project):
+    for effective in _effective_skills(project, name):
         if effective.name == name:
             return effective
     raise NotFoundError(f"Skill {name!r} not found for project {project.key}.")

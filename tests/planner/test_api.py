@@ -8,7 +8,6 @@ import pytest
 from django.test import AsyncClient
 from rest_framework.authtoken.models import Token
 
-from planner.models import Session
 from planner.runner import runner
 from tests.fakes.scripted import Hang, ScriptedGateway, call, say
 from tests.planner.conftest import sync
@@ -95,8 +94,9 @@ async def test_steer_and_stop_over_rest(scripted, chat_project, member):
     assert steered.json()["meaning"] == "steered"
     stopped = await client.post(f"/api/v1/planner/sessions/{session_id}/stop/")
     assert stopped.json() == {"stopped": True}
-    session = await sync(Session.objects.get)(pk=session_id)
-    await runner.wait(session.pk)
+    # Wait for the turn to end before reading it: the test database (shared-cache SQLite in
+    # memory) refuses a read while the runner's thread writes the stop.
+    await runner.wait(uuid.UUID(session_id))
     body = (await client.get(f"/api/v1/planner/sessions/{session_id}/")).json()
     assert body["events"][-1]["data"]["reason"] == "stopped"
     assert body["messages"][-1]["content"] == [{"type": "text", "text": "Thinking…"}]
