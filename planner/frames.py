@@ -32,21 +32,12 @@ def coalesced(batch: list[Frame]) -> list[Frame]:
     text, the last frame's other keys): a watcher that fell behind catches up in fewer frames.
     The frames in ``batch`` are left as they are."""
     out: list[Frame] = []
-    run: list[str] = []  # the texts of the run of deltas that ends at out[-1]
-
-    def close_run() -> None:
-        if len(run) > 1:
-            out[-1] = {**out[-1], "text": "".join(run)}
-
     for frame in batch:
-        if frame["type"] == "text_delta" and run:
-            run.append(frame["text"])
-            out[-1] = frame
-            continue
-        close_run()
-        run = [frame["text"]] if frame["type"] == "text_delta" else []
-        out.append(frame)
-    close_run()
+        last = out[-1] if out else None
+        if frame["type"] == "text_delta" and last is not None and last["type"] == "text_delta":
+            out[-1] = {**frame, "text": last["text"] + frame["text"]}
+        else:
+            out.append(frame)
     return out
 
 

@@ -21,7 +21,7 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
-from planner.process import PROCESS_ID
+from planner.process import PROCESS_ID, running_here
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ async def announce() -> None:
     global _refresher  # noqa: PLW0603 - one refresher per process
     if not settings.PRODUCTION_MODE:
         return
-    if _refresher is None or _refresher.done() or _refresher.get_loop() is not asyncio.get_running_loop():
+    if not running_here(_refresher):
         client = aioredis.Redis.from_url(settings.SERVER.redis_url or "")
         await client.set(_key(PROCESS_ID), "1", ex=TTL_SECONDS)
         _refresher = asyncio.get_running_loop().create_task(_refresh(client))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -16,6 +18,12 @@ DEAD_AFTER = timedelta(seconds=45)
 
 # Sessions whose turn runs in this process right now.
 LOCAL_TURNS: set[uuid.UUID] = set()
+
+
+def running_here(task: asyncio.Task[Any] | None) -> bool:
+    """Does this process-wide background task still run, on the running event loop? (Tests
+    run on a loop each, and a task of a closed loop never finishes.)"""
+    return task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop()
 
 
 def owner_alive(*, session_id: uuid.UUID, owner: str, heartbeat_at: datetime | None) -> bool:

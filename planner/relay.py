@@ -124,12 +124,15 @@ class Relay:
         await events.send_to(message["reply_to"], reply)
 
     async def _want(self, group: str, change: int, *, session_id: uuid.UUID | None = None) -> None:
-        await self._ensure_started()
+        # Counted before anything may fail, so that a watch that fails and the unwatch that
+        # follows it leave the count as it was.
+        self._follow_loop()
         count = self._wanted.get(group, 0) + change
         if count > 0:
             self._wanted[group] = count
         else:
             self._wanted.pop(group, None)
+        await self._ensure_started()
         # One join or leave at a time per group, each ending as wanted now; the lock lives
         # while someone holds or waits for it.
         lock, users = self._locks.get(group, (asyncio.Lock(), 0))
@@ -159,7 +162,7 @@ class Relay:
                 await presence.not_watching(session_id)
             await events.group_discard(group, self._channel)
 
-    async def _ensure_started(self) -> str:
+    def _follow_loop(self) -> None:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop (tests): start over on it
             self._loop, self._channel, self._starting = loop, "", None
@@ -168,16 +171,29 @@ class Relay:
             self._locks.clear()
             self._watched.clear()
             self._replays.clear()
+
+    async def _ensure_started(self) -> str:
+        self._follow_loop()
         if not self._channel:
             if self._starting is None:
-                self._starting = loop.create_task(events.new_channel())
-            self._channel = await asyncio.shield(self._starting)
-            if not self._tasks or self._tasks[0].get_loop() is not loop or self._tasks[0].done():
-                self._tasks = [loop.create_task(self._receive()), loop.create_task(self._refresh())]
+                self._starting = asyncio.get_running_loop().create_task(self._start())
+            starting = self._starting
+            try:
+                self._channel = await asyncio.shield(starting)
+            except Exception:
+                if self._starting is starting:
+                    self._starting = None  # the next call tries again
+                raise
         return self._channel
 
-    async def _receive(self) -> None:
-        channel = self._channel
+    async def _start(self) -> str:
+        """The process's channel, and the tasks that read it and keep its memberships."""
+        channel = await events.new_channel()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._receive(channel)), loop.create_task(self._refresh(channel))]
+        return channel
+
+    async def _receive(self, channel: str) -> None:
         while True:
             try:
                 message = await events.receive(channel)
@@ -203,13 +219,13 @@ class Relay:
             if asyncio.iscoroutine(result):
                 await result
 
-    async def _refresh(self) -> None:
+    async def _refresh(self, channel: str) -> None:
         """Keep this process's group memberships and watcher presence from expiring."""
         while True:
             await asyncio.sleep(presence.WATCH_REFRESH_SECONDS)
             try:
                 for group in list(self._joined):
-                    await events.group_add(group, self._channel)
+                    await events.group_add(group, channel)
                 await presence.watching(*self._watched)
             except Exception:
                 logger.warning("could not refresh the relay's memberships; retrying", exc_info=True)

@@ -33,7 +33,7 @@ from planner.gateway import AnthropicGateway, CallRecord, Gateway
 from planner.loop import ToolRun, TurnIO, TurnLoop, TurnOutcome
 from planner.messages import ChatMessage, ToolResultBlock, ToolUseBlock, Usage
 from planner.metrics import TURNS
-from planner.process import HEARTBEAT_SECONDS, LOCAL_TURNS, PROCESS_ID
+from planner.process import HEARTBEAT_SECONDS, LOCAL_TURNS, PROCESS_ID, running_here
 from planner.relay import Inbox, Relay
 from planner.selectors import TurnSetup, session_get
 from planner.services import Begin
@@ -428,8 +428,7 @@ class Runner:
         outcome = TurnOutcome("failed", "The turn could not start.")
         if settings.PRODUCTION_MODE:
             await self._serve(live.session_id, True)
-        beating = self._heartbeat_task
-        if beating is None or beating.done() or beating.get_loop() is not asyncio.get_running_loop():
+        if not running_here(self._heartbeat_task):
             self._heartbeat_task = asyncio.get_running_loop().create_task(
                 self._heartbeat(), context=contextvars.Context()
             )
@@ -495,7 +494,7 @@ class Runner:
     async def _heartbeat(self) -> None:
         """Beat for all of this process's turns at once while any runs (one statement, not one
         per turn: hundreds of turns that started together would otherwise beat together)."""
-        while self.live:
+        while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
             sessions = list(self.live)
             if not sessions:

@@ -22,6 +22,7 @@ class SessionUserMiddleware:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+        self.session_store = import_module(settings.SESSION_ENGINE).SessionStore
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         cookies = {}
@@ -29,6 +30,6 @@ class SessionUserMiddleware:
             if name == b"cookie":
                 cookies = parse_cookie(value.decode("latin1"))
                 break
-        store = import_module(settings.SESSION_ENGINE).SessionStore(cookies.get(settings.SESSION_COOKIE_NAME))
+        store = self.session_store(cookies.get(settings.SESSION_COOKIE_NAME))
         user = await get_user({"session": store})
         return await self.inner({**scope, "user": user}, receive, send)

@@ -68,3 +68,28 @@ async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_
 
     await owner.unserve(session)
     assert await watcher.replay(session) == []  # nobody serves the turn: no answer, no wait forever
+
+
+async def test_a_relay_whose_channel_could_not_be_opened_tries_again(monkeypatch):
+    opened = events.new_channel
+    calls = []
+
+    async def flaky() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("Redis is restarting")
+        return await opened()
+
+    relay = Relay(deliver=lambda *_: None, control=lambda *_: None)
+    session = uuid.uuid4()
+    await relay.watch(session)  # opens the channel: a watcher of the session is here
+    monkeypatch.setattr(events, "new_channel", flaky)
+    monkeypatch.setattr(relay, "_channel", "")  # as if this process had not opened one yet
+    monkeypatch.setattr(relay, "_starting", None)
+    with pytest.raises(ConnectionError):
+        await relay.watch(session)  # a second watcher fails ...
+    await relay.unwatch(session)  # ... and goes away, as the runner's watch does
+    assert len(calls) == 2  # the next call opened a channel after all
+    assert await presence._client().zcard(presence._watchers_key(session)) == 1  # the first stays
+    await relay.unwatch(session)
+    assert await presence._client().zcard(presence._watchers_key(session)) == 0
