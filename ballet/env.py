@@ -29,6 +29,7 @@ class PlannerConfig:
     compaction_model: str | None = None
     four_eyes: bool = False
     skill: str | None = None
+    daily_token_budget: int | None = None  # input + output tokens per project per UTC day
 
 
 # (toml key, environment variable, type) of every planner setting.
@@ -40,6 +41,7 @@ PLANNER_KEYS: dict[str, tuple[str | None, type]] = {
     "compaction_model": ("BALLET_PLANNER_COMPACTION_MODEL", str),
     "four_eyes": (None, bool),
     "skill": (None, str),
+    "daily_token_budget": ("BALLET_PLANNER_DAILY_TOKEN_BUDGET", int),
 }
 
 
@@ -93,6 +95,41 @@ def load_planner_config() -> PlannerConfig:
         if env_name and os.environ.get(env_name):
             values[key] = coerce(env_name, os.environ[env_name], kind)
     return PlannerConfig(**values)
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """The abuse limits of SPEC § 12.4: ``[limits]`` in ballet.toml, ``BALLET_LIMIT_<NAME>``."""
+
+    login_failures: int = 5  # failed logins per username and per IP within the window ...
+    login_window_seconds: int = 900  # ... after which even the right password is refused
+    messages_per_minute: int = 20  # planner messages a user sends, on every surface
+    running_turns_per_user: int = 3
+    running_turns_per_project: int = 10
+    steering_queued: int = 5  # steering messages waiting in one turn ...
+    steering_chars: int = 32_768  # ... and their characters in all
+    frames_per_second: int = 20  # WebSocket frames a connection sends ...
+    frames_excess_seconds: int = 10  # ... and how long it may exceed that before it is closed
+    token_requests_per_minute: int = 60  # MCP and question requests per API token
+
+
+def load_limits_config() -> LimitsConfig:
+    """The limits: ``ballet.toml``'s ``[limits]`` table, then ``BALLET_LIMIT_*`` variables."""
+    table = _read_toml().get("limits", {})
+    if not isinstance(table, dict):
+        raise ConfigError("[limits] in ballet.toml must be a table")
+    names = set(LimitsConfig.__dataclass_fields__)
+    unknown = sorted(set(table) - names)
+    if unknown:
+        raise ConfigError(f"[limits] has unknown keys: {', '.join(unknown)}")
+    values: dict[str, Any] = {}
+    for name in names:
+        env_name = f"BALLET_LIMIT_{name.upper()}"
+        if name in table:
+            values[name] = coerce(f"[limits] {name}", table[name], int)
+        if os.environ.get(env_name):
+            values[name] = coerce(env_name, os.environ[env_name], int)
+    return LimitsConfig(**values)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ballet.env import ConfigError, load_planner_config, load_server_config
+from ballet.env import ConfigError, load_limits_config, load_planner_config, load_server_config
 from tracker.selectors import project_planner_config
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
@@ -46,6 +46,28 @@ def test_bad_values_name_the_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("BALLET_CONFIG", str(path))
     with pytest.raises(ConfigError, match="cannot read"):
         load_planner_config()
+
+
+def test_limits_from_file_then_environment(tmp_path, monkeypatch):
+    assert load_limits_config().messages_per_minute == 20
+    path = tmp_path / "ballet.toml"
+    path.write_text("[limits]\nmessages_per_minute = 7\nrunning_turns_per_user = 2\n")
+    monkeypatch.setenv("BALLET_CONFIG", str(path))
+    monkeypatch.setenv("BALLET_LIMIT_RUNNING_TURNS_PER_USER", "4")
+    limits = load_limits_config()
+    assert (limits.messages_per_minute, limits.running_turns_per_user, limits.login_failures) == (7, 4, 5)
+
+
+def test_bad_limits_name_the_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("BALLET_LIMIT_LOGIN_FAILURES", "lots")
+    with pytest.raises(ConfigError, match="BALLET_LIMIT_LOGIN_FAILURES"):
+        load_limits_config()
+    monkeypatch.delenv("BALLET_LIMIT_LOGIN_FAILURES")
+    path = tmp_path / "ballet.toml"
+    path.write_text("[limits]\nmesages_per_minute = 7\n")
+    monkeypatch.setenv("BALLET_CONFIG", str(path))
+    with pytest.raises(ConfigError, match="mesages_per_minute"):
+        load_limits_config()
 
 
 def test_the_search_embedding_backend_comes_from_the_environment(monkeypatch):

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import dj_database_url
 
-from ballet.env import load_planner_config, load_server_config
+from ballet.env import load_limits_config, load_planner_config, load_server_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 SERVER = load_server_config()
 PRODUCTION_MODE = SERVER.production
 BALLET_PLANNER = load_planner_config()
+BALLET_LIMITS = load_limits_config()
 
 DEBUG = SERVER.debug if SERVER.debug is not None else not PRODUCTION_MODE
 # An embedded install is a developer's machine; production must set its own key.
@@ -99,6 +100,10 @@ if PRODUCTION_MODE:
             },
         }
     }
+    # Rate limits and lockouts must be shared by every process.
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": SERVER.redis_url}
+    }
 else:
     DATABASES = {
         "default": {
@@ -121,6 +126,7 @@ else:
             "CONFIG": {"capacity": 5000, "expiry": 60},
         }
     }
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
