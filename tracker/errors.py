@@ -61,3 +61,10 @@ class InvalidStateError(BalletError):
 
     code = "invalid_state"
     status = 409
+
+
+class RateLimitedError(BalletError):
+    """A limit of SPEC § 12.4 refuses the action for now; nothing already accepted is lost."""
+
+    code = "rate_limited"
+    status = 429
