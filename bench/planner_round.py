@@ -72,11 +72,8 @@ def queries_per_tool(project, user) -> dict[str, int]:  # type: ignore[no-untype
     counts = {}
     for name, arguments in TOOLS:
         context = ToolContext(user=user, project=project, session_id=uuid.uuid4())
-        call_tool(name, arguments, context)  # warm caches (roles, validators)
+        call_tool(name, arguments, context)  # warm caches (validators)
         context = ToolContext(user=user, project=project, session_id=uuid.uuid4())
-        from tracker.permissions import forget_roles
-
-        forget_roles(user)
         with CaptureQueriesContext(connection) as captured:
             outcome = call_tool(name, arguments, context)
         assert not outcome.is_error, outcome.output

@@ -3,8 +3,10 @@
 ``/ws/planner/sessions/{session}/``, authenticated by the Django session
 cookie (origin checked against the allowed hosts in ``ballet/asgi.py``).
 Close codes: 4401 not logged in, 4404 unknown session or no access, 4403
-lacks ``planner.chat``. A bad frame gets an ``error`` frame; the connection
-stays open. Turns started here belong to the runner: a disconnect ends only
+lacks ``planner.chat`` — at connect, and whenever the user loses access
+later (``planner/guard.py``) — and 4429 for a connection that keeps sending
+too many frames. A bad frame gets an ``error`` frame; the connection stays
+open. Turns started here belong to the runner: a disconnect ends only
 the watching.
 """
 
@@ -13,14 +15,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.contrib.auth.models import User
 
-from planner import frames
+from planner import frames, guard
 from planner.runner import runner
 from planner.selectors import session_get
 from planner.services import MAX_MESSAGE_CHARS
@@ -29,20 +34,59 @@ from tracker.permissions import PLANNER_CHAT, has_permission
 
 logger = logging.getLogger(__name__)
 
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_FORBIDDEN = 4403
-CLOSE_NOT_FOUND = 4404
+CLOSE_UNAUTHENTICATED = guard.NOT_LOGGED_IN
+CLOSE_FORBIDDEN = guard.FORBIDDEN
+CLOSE_NOT_FOUND = guard.NOT_FOUND
+CLOSE_TOO_MANY_FRAMES = 4429
 MAX_FRAME_BYTES = 4 * MAX_MESSAGE_CHARS + 1024
+
+Verdict = Literal["accept", "refuse", "drop", "close"]
+
+
+@dataclass
+class FrameMeter:
+    """At most ``per_second`` frames a second from one connection (SPEC § 12.4).
+
+    A frame past the limit is refused without any work (the first of each second with an
+    ``error`` frame, the rest silently, so a flood is not answered by a flood); a connection
+    that keeps exceeding the limit for ``grace_seconds`` in a row is closed.
+    """
+
+    per_second: int
+    grace_seconds: int
+    _second: int = -1
+    _count: int = 0
+    _over_since: int | None = None
+    _last_over: int = -2
+
+    def take(self, now: float) -> Verdict:
+        second = int(now)
+        if second != self._second:
+            self._second, self._count = second, 0
+            if self._last_over < second - 1:  # the previous second kept to the limit
+                self._over_since = None
+        self._count += 1
+        if self._count <= self.per_second:
+            return "accept"
+        first = self._last_over != second
+        self._last_over = second
+        if self._over_since is None:
+            self._over_since = second
+        if second - self._over_since >= self.grace_seconds:
+            return "close"
+        return "refuse" if first else "drop"
 
 
 @database_sync_to_async
-def _may_chat(user: User, session_id: str) -> int | None:
-    """None when ``user`` may chat in the session, else the close code saying why not."""
+def _may_chat(user: User, session_id: str) -> tuple[int | None, int]:
+    """(None, project id) when ``user`` may chat in the session, else (the close code, 0)."""
     try:
         session = session_get(user=user, session_id=session_id)
     except NotFoundError:
-        return CLOSE_NOT_FOUND
-    return None if has_permission(user, session.project_id, PLANNER_CHAT) else CLOSE_FORBIDDEN
+        return CLOSE_NOT_FOUND, 0
+    if not has_permission(user, session.project_id, PLANNER_CHAT):
+        return CLOSE_FORBIDDEN, 0
+    return None, session.project_id
 
 
 class PlannerSessionConsumer(AsyncWebsocketConsumer):
@@ -51,6 +95,8 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
     channel_layer_alias = "planner-consumers-use-the-runner"
     session_id: uuid.UUID
     user: User
+    grant: guard.Grant | None = None
+    meter: FrameMeter
     watcher: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
@@ -59,13 +105,23 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        refusal = await _may_chat(user, self.scope["url_route"]["kwargs"]["session"])
+        refusal, project_id = await _may_chat(user, self.scope["url_route"]["kwargs"]["session"])
         if refusal is not None:
             await self.close(code=refusal)
             return
         self.user = user
         self.session_id = uuid.UUID(self.scope["url_route"]["kwargs"]["session"])
+        limits = settings.BALLET_LIMITS
+        self.meter = FrameMeter(limits.frames_per_second, limits.frames_excess_seconds)
+        # The login the cookie carried (ws_auth.py); a socket authenticated otherwise has none.
+        self.grant = guard.Grant(user.pk, project_id, self.scope.get("login_key"), self._revoke)
+        guard.hold(self.grant)
         self.watcher = asyncio.ensure_future(self._forward())
+
+    async def _revoke(self, code: int) -> None:
+        """The user lost access (logged out, removed, demoted, deactivated): close."""
+        self._end_watch()
+        await self.close(code=code)
 
     async def _forward(self) -> None:
         try:
@@ -77,16 +133,31 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
             logger.exception("watching session %s failed", self.session_id)
             await self.close(code=1011)
 
-    async def disconnect(self, code: int) -> None:
+    def _end_watch(self) -> None:
+        if self.grant is not None:
+            guard.release(self.grant)
         if self.watcher is not None:
             self.watcher.cancel()
+            self.watcher = None
+
+    async def disconnect(self, code: int) -> None:
+        self._end_watch()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.watcher is None:
-            return  # refused connections are closing
+        if self.watcher is None or self.grant is None:
+            return  # refused or revoked connections are closing
+        verdict = self.meter.take(time.monotonic())
+        if verdict != "accept":
+            await self._over_limit(verdict)
+            return
         frame, problem = _parse(text_data)
         if problem is not None:
             await self._error(*problem)
+            return
+        # Access as it is now, not as it was when the socket opened.
+        refusal = await guard.check(self.grant)
+        if refusal is not None:
+            await self._revoke(refusal)
             return
         try:
             if frame["type"] == "message":
@@ -95,6 +166,14 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
                 await runner.stop(session_id=self.session_id, user=self.user)
         except BalletError as exc:
             await self._error(exc.code, exc.message)
+
+    async def _over_limit(self, verdict: Verdict) -> None:
+        if verdict == "close":
+            self._end_watch()
+            await self.close(code=CLOSE_TOO_MANY_FRAMES)
+        elif verdict == "refuse":
+            limit = self.meter.per_second
+            await self._error("rate_limited", f"At most {limit} frames a second; this one was ignored.")
 
     async def _error(self, code: str, message: str) -> None:
         await self.send(text_data=json.dumps(frames.error(code=code, message=message)))
@@ -108,8 +187,8 @@ def _parse(text_data: str | None) -> tuple[dict[str, Any], tuple[str, str] | Non
         return {}, ("too_large", f"A frame is at most {MAX_FRAME_BYTES} characters.")
     try:
         frame = json.loads(text_data)
-    except ValueError:
-        return {}, ("invalid_json", "The frame is not valid JSON.")
+    except (ValueError, RecursionError):  # nested too deeply is not valid JSON either
+        return {}, ("invalid_json", "The frame is not valid JSON (or is nested too deeply).")
     if not isinstance(frame, dict) or frame.get("type") not in ("message", "stop"):
         return {}, ("unknown_type", 'A frame is {"type": "message", "text": ...} or {"type": "stop"}.')
     problem = _text_problem(frame.get("text")) if frame["type"] == "message" else None

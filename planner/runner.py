@@ -27,7 +27,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DatabaseError, close_old_connections, connections
 
-from planner import events, frames, presence, services
+from planner import events, frames, guard, presence, services
 from planner.frames import Frame
 from planner.gateway import AnthropicGateway, CallRecord, Gateway
 from planner.loop import ToolRun, TurnIO, TurnLoop, TurnOutcome
@@ -38,6 +38,7 @@ from planner.relay import Inbox, Relay
 from planner.selectors import TurnSetup, session_get
 from planner.services import Begin
 from planner.tools import ToolContext
+from tracker.errors import NotFoundError
 
 logger = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -308,8 +309,10 @@ class Runner:
         return begin
 
     async def stop(self, *, session_id: uuid.UUID, user: User) -> bool:
-        """Stop the session's turn wherever it runs; False if none runs."""
+        """Stop the session's turn wherever it runs; False if none runs. Only its owner may."""
         session = await db(session_get)(user=user, session_id=session_id)
+        if session.user_id != user.pk:
+            raise NotFoundError("Session not found.")
         live = self.live.get(session_id)
         if live is not None:
             live.stop()
@@ -461,6 +464,16 @@ class Runner:
         live.loop = TurnLoop(io=io, gateway=self.gateway, settings=setup.settings, history=setup.history)
         if live.stop_requested:
             live.loop.stop()
+        # A human who loses planner.chat while the turn runs stops it (planner/guard.py).
+        grant = guard.Grant(setup.user.pk, setup.project.pk, None, lambda _code: live.stop())
+        guard.hold(grant)
+        try:
+            return await self._rounds(live, io)
+        finally:
+            guard.release(grant)
+
+    async def _rounds(self, live: LiveTurn, io: _SessionIO) -> TurnOutcome:
+        assert live.loop is not None
         outcome = TurnOutcome("completed")
         for _ in range(MAX_RESTARTS):
             outcome = await live.loop.run()

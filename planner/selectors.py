@@ -20,7 +20,7 @@ from planner.tools import DEFINITIONS
 from tracker.crypto import decrypt
 from tracker.errors import NotFoundError
 from tracker.models import Project
-from tracker.permissions import AnyUser, visible_projects
+from tracker.permissions import AnyUser, is_superuser, visible_projects
 from tracker.selectors import project_planner_config
 
 
@@ -36,7 +36,7 @@ def chat_message(row: Message) -> ChatMessage:
 def session_list(*, user: AnyUser, project: Project | None = None) -> QuerySet[Session]:
     """The user's own sessions in projects they can still read."""
     qs = Session.objects.filter(project__in=visible_projects(user)).select_related("project", "user")
-    if not getattr(user, "is_superuser", False):
+    if not is_superuser(user):
         qs = qs.filter(user_id=user.pk or 0)
     if project is not None:
         qs = qs.filter(project=project)

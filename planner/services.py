@@ -14,10 +14,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from ballet.env import LimitsConfig
 from planner.gateway import CallRecord
 from planner.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from planner.metrics import TOOL_CALLS
@@ -26,7 +28,8 @@ from planner.notes import change_notes
 from planner.process import PROCESS_ID, owner_alive
 from planner.selectors import TurnSetup, turn_setup
 from planner.tools import ToolContext, ToolOutcome, call_tool
-from tracker.errors import ConflictError, NotFoundError, ValidationError
+from tracker.errors import ConflictError, NotFoundError, RateLimitedError, ValidationError
+from tracker.limits import rate_hit
 from tracker.models import Organization, Project
 from tracker.permissions import PLANNER_CHAT, require
 from tracker.selectors import activity_since
@@ -102,14 +105,20 @@ def session_begin(*, session_id: uuid.UUID, user: User, text: str) -> Begin:
     """Give a human message its meaning: start, steer or continue a turn.
 
     A running session whose process died is recovered first, so the message
-    starts a new turn.
+    starts a new turn. The limits of SPEC § 12.4 (messages per minute, running
+    turns, queued steering) refuse a message before anything is written.
     """
     session = _lock(session_id, user)
     _recover_if_dead(session)
+    limits: LimitsConfig = settings.BALLET_LIMITS
     if session.state == SessionState.RUNNING:
+        _check_steering(session, text, limits)
+        _count_message(user, limits)
         session.steering = [*session.steering, {"text": text, "author": user.get_username()}]
         session.save(update_fields=["steering", "updated_at"])
         return Begin("steered", session.turn_count, None)
+    _check_running_turns(session, user, limits)
+    _count_message(user, limits)
     continuing = session.state == SessionState.PAUSED
     if not continuing:
         session.turn_count += 1
@@ -124,18 +133,69 @@ def session_begin(*, session_id: uuid.UUID, user: User, text: str) -> Begin:
     session.state = SessionState.RUNNING
     session.turn_owner = PROCESS_ID
     session.heartbeat_at = timezone.now()
-    session.save()
+    session.save(
+        update_fields=[
+            "turn_count",
+            "title",
+            "last_message_seq",
+            "state",
+            "turn_owner",
+            "heartbeat_at",
+            "updated_at",
+        ]
+    )
     return Begin("continued" if continuing else "started", session.turn_count, message)
 
 
+def _count_message(user: User, limits: LimitsConfig) -> None:
+    limit = limits.messages_per_minute
+    if not rate_hit(scope="planner-message", key=user.pk, limit=limit, window_seconds=60):
+        raise RateLimitedError(
+            f"You are sending messages too fast: at most {limits.messages_per_minute} a minute. "
+            "Try again in a few seconds."
+        )
+
+
+def _check_steering(session: Session, text: str, limits: LimitsConfig) -> None:
+    queued = session.steering
+    if len(queued) >= limits.steering_queued:
+        raise RateLimitedError(
+            f"{len(queued)} messages already wait for the planner's next step; "
+            "send more once it has read them."
+        )
+    if sum(len(item["text"]) for item in queued) + len(text) > limits.steering_chars:
+        raise RateLimitedError(
+            f"Messages waiting for the planner's next step may hold at most {limits.steering_chars} "
+            "characters in all; send this once it has read them."
+        )
+
+
+def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> None:
+    """Refuse a new or continued turn past the running-turn limits of the user and the project."""
+    # The project's row serializes turn starts in the project, so two cannot both take the last place.
+    Project.objects.select_for_update().filter(pk=session.project_id).values_list("pk").get()
+    running = Session.objects.filter(state=SessionState.RUNNING).exclude(pk=session.pk)
+    if running.filter(user=user).count() >= limits.running_turns_per_user:
+        raise RateLimitedError(
+            f"You already have {limits.running_turns_per_user} planner turns running; "
+            "wait for one to end, or stop one."
+        )
+    if running.filter(project_id=session.project_id).count() >= limits.running_turns_per_project:
+        raise RateLimitedError(
+            f"{limits.running_turns_per_project} planner turns are already running in "
+            f"{session.project.key}; try again when one has ended."
+        )
+
+
 def _lock(session_id: uuid.UUID, user: User) -> Session:
+    """The session, locked, for its owner alone: nobody else speaks in someone's session."""
     session = (
         Session.objects.select_for_update()
         .select_related("project__organization")
         .filter(pk=session_id)
         .first()
     )
-    if session is None or (session.user_id != user.pk and not user.is_superuser):
+    if session is None or session.user_id != user.pk:
         raise NotFoundError("Session not found.")
     require(user, session.project, PLANNER_CHAT)
     return session
@@ -416,7 +476,9 @@ def _recover(session: Session) -> None:
     session.turn_owner = ""
     session.heartbeat_at = None
     session.steering = []
-    session.save()
+    session.save(
+        update_fields=["state", "turn_owner", "heartbeat_at", "steering", "last_message_seq", "updated_at"]
+    )
 
 
 def _recover_if_dead(session: Session) -> bool:

@@ -18,7 +18,8 @@ from django.http.cookie import parse_cookie
 
 
 class SessionUserMiddleware:
-    """Sets ``scope["user"]`` (``AnonymousUser`` without a valid session) for a WebSocket."""
+    """Sets ``scope["user"]`` (``AnonymousUser`` without a valid session) and ``scope["login_key"]``
+    for a WebSocket."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -30,6 +31,7 @@ class SessionUserMiddleware:
             if name == b"cookie":
                 cookies = parse_cookie(value.decode("latin1"))
                 break
-        store = self.session_store(cookies.get(settings.SESSION_COOKIE_NAME))
-        user = await get_user({"session": store})
-        return await self.inner({**scope, "user": user}, receive, send)
+        login_key = cookies.get(settings.SESSION_COOKIE_NAME)
+        user = await get_user({"session": self.session_store(login_key)})
+        # The login's key, so that the socket closes when that login ends (planner/guard.py).
+        return await self.inner({**scope, "user": user, "login_key": login_key}, receive, send)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from tests import cache_keys
 from tests.factories import MembershipFactory, OrganizationFactory, ProjectFactory, UserFactory
 from tracker.models import Item, Project, Role
 from tracker.services.activity import Actor
@@ -105,6 +106,12 @@ def client_for(api_client) -> Callable[[Any], APIClient]:
         return client
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Rate limits and lockouts counted by one test do not reach the next."""
+    cache_keys.next_generation()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,18 +2,24 @@
 
 REST, admin, pages, WebSocket and planner tools all ask :func:`has_permission`
 (or :func:`require`, which raises). Someone who cannot read a project is told
-it does not exist.
+it does not exist. Access is read from the database for the request, frame or
+tool call at hand (:func:`access_scope`), never cached on a user object: a
+member removed, demoted, deactivated a moment ago has lost access now.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Final
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from tracker.errors import NotFoundError, PermissionDeniedError
-from tracker.models import Membership, Project, Role
+from tracker.models import Project, Role
 
 TRACKER_READ: Final = "tracker.read"
 TRACKER_WRITE: Final = "tracker.write"
@@ -41,32 +47,76 @@ ALL_PERMISSIONS: Final = _OWNER
 
 AnyUser = User | AnonymousUser
 
-_ROLE_CACHE = "_ballet_roles"
+
+@dataclass(frozen=True)
+class Access:
+    """What a user may do right now: read from the database, never from a user object that may
+    have outlived a change (a socket's user, a turn's)."""
+
+    active: bool
+    superuser: bool
+    roles: dict[int, str]  # role per project id
 
 
-def _roles(user: AnyUser) -> dict[int, str]:
-    """The user's role per project id, loaded once per user object."""
-    cached: dict[int, str] | None = getattr(user, _ROLE_CACHE, None)
-    if cached is None:
-        cached = dict(Membership.objects.filter(user_id=user.pk or 0).values_list("project_id", "role"))
-        setattr(user, _ROLE_CACHE, cached)
-    return cached
+NO_ACCESS: Final = Access(active=False, superuser=False, roles={})
+
+# Access read within the current request, frame or tool call; None outside one (no caching).
+_scope: ContextVar[dict[int, Access] | None] = ContextVar("ballet_access", default=None)
 
 
-def forget_roles(user: AnyUser) -> None:
-    """Drop the cached roles after a membership of ``user`` changed."""
-    if hasattr(user, _ROLE_CACHE):
-        delattr(user, _ROLE_CACHE)
+@contextmanager
+def access_scope() -> Iterator[None]:
+    """Read each user's access at most once inside: around one request, frame or tool call."""
+    token = _scope.set({})
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+def access_load(user_ids: Iterable[int]) -> dict[int, Access]:
+    """The access of several users in one query (unknown ids have none); kept in the scope."""
+    ids = set(user_ids)
+    found: dict[int, Access] = {}
+    rows = User.objects.filter(pk__in=ids).values_list(
+        "pk", "is_active", "is_superuser", "memberships__project_id", "memberships__role"
+    )
+    for pk, active, superuser, project_id, role in rows:
+        access = found.setdefault(pk, Access(active=active, superuser=superuser, roles={}))
+        if project_id is not None:
+            access.roles[project_id] = role
+    loaded = {pk: found.get(pk, NO_ACCESS) for pk in ids}
+    cache = _scope.get()
+    if cache is not None:
+        cache.update(loaded)
+    return loaded
+
+
+def access_of(user: AnyUser | None) -> Access:
+    """``user``'s access now (once per scope)."""
+    if user is None or not user.is_authenticated or user.pk is None or not user.is_active:
+        return NO_ACCESS
+    cache = _scope.get()
+    if cache is not None and user.pk in cache:
+        return cache[user.pk]
+    return access_load([user.pk])[user.pk]
 
 
 def permissions_for(user: AnyUser | None, project_id: int) -> frozenset[str]:
     """Every permission ``user`` holds in the project."""
-    if user is None or not user.is_authenticated or not user.is_active:
+    access = access_of(user)
+    if not access.active:
         return frozenset()
-    if getattr(user, "is_superuser", False):
+    if access.superuser:
         return ALL_PERMISSIONS
-    role = _roles(user).get(project_id)
+    role = access.roles.get(project_id)
     return ROLE_PERMISSIONS.get(role, frozenset()) if role else frozenset()
+
+
+def is_superuser(user: AnyUser | None) -> bool:
+    """An active superuser, now."""
+    access = access_of(user)
+    return access.active and access.superuser
 
 
 def has_permission(user: AnyUser | None, project: Project | int, permission: str) -> bool:
@@ -88,17 +138,18 @@ def require(user: AnyUser | None, project: Project, permission: str) -> None:
 
 def project_ids_with(user: AnyUser | None, permission: str) -> list[int]:
     """Ids of the projects in which ``user`` holds ``permission``."""
-    if user is None or not user.is_authenticated or not user.is_active:
+    access = access_of(user)
+    if not access.active:
         return []
-    if getattr(user, "is_superuser", False):
+    if access.superuser:
         return list(Project.objects.values_list("pk", flat=True))
-    return [pid for pid, role in _roles(user).items() if permission in ROLE_PERMISSIONS[role]]
+    return [pid for pid, role in access.roles.items() if permission in ROLE_PERMISSIONS[role]]
 
 
 def visible_projects(user: AnyUser | None) -> QuerySet[Project]:
     """The projects ``user`` may read."""
     qs = Project.objects.select_related("organization")
-    if user is not None and getattr(user, "is_superuser", False) and user.is_active:
+    if is_superuser(user):
         return qs
     return qs.filter(pk__in=project_ids_with(user, TRACKER_READ))
 

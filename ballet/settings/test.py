@@ -1,7 +1,7 @@
 """Settings for the test suite: fast hashing, and the mode picked by the environment."""
 
 from ballet.settings.base import *  # noqa: F403
-from ballet.settings.base import DATABASES, PRODUCTION_MODE
+from ballet.settings.base import CACHES, DATABASES, PRODUCTION_MODE
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if not PRODUCTION_MODE:
@@ -10,3 +10,5 @@ if not PRODUCTION_MODE:
 CELERY_TASK_ALWAYS_EAGER = True
 # A deterministic stand-in for the embedding model; the ranking tests switch the real one on.
 SEARCH_EMBEDDING_BACKEND = "tracker.search.embeddings.HashingBackend"
+# Every test starts from an empty cache (rate limits, lockouts) without flushing a shared Redis.
+CACHES["default"]["KEY_FUNCTION"] = "tests.cache_keys.make_key"

@@ -5,14 +5,20 @@ from __future__ import annotations
 from planner.messages import ToolDefinition
 from planner.tools import knowledge, plan, skills
 from planner.tools.base import ToolContext, ToolOutcome, ToolSpec, run_tool
+from tracker.permissions import access_scope
 
 TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (*plan.SPECS, *skills.SPECS, *knowledge.SPECS)}
 DEFINITIONS: tuple[ToolDefinition, ...] = tuple(spec.definition() for spec in TOOLS.values())
 
 
 def call_tool(name: str, arguments: object, context: ToolContext) -> ToolOutcome:
-    """Run the tool ``name`` for ``context``; failures come back as error outcomes."""
-    return run_tool(TOOLS.get(name), name, arguments, context)
+    """Run the tool ``name`` for ``context``; failures come back as error outcomes.
+
+    The human's access is read afresh for each call: a member removed while a turn runs
+    is refused at its next call.
+    """
+    with access_scope():
+        return run_tool(TOOLS.get(name), name, arguments, context)
 
 
 __all__ = ["DEFINITIONS", "TOOLS", "ToolContext", "ToolOutcome", "call_tool"]

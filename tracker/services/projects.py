@@ -11,7 +11,7 @@ from ballet.env import PLANNER_KEYS, ConfigError, coerce
 from tracker.crypto import encrypt
 from tracker.errors import NotFoundError, ValidationError
 from tracker.models import Membership, Project, Role
-from tracker.permissions import PROJECT_ADMIN, forget_roles, require
+from tracker.permissions import PROJECT_ADMIN, require
 from tracker.services.activity import Actor, activity_record
 
 MAX_CREDENTIAL = 500
@@ -93,7 +93,6 @@ def membership_set(*, actor: Actor, project: Project, username: str, role: str) 
     if role != Role.OWNER:
         _keep_an_owner(project, user)
     membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
-    forget_roles(user)
     activity_record(
         actor=actor,
         organization_id=project.organization_id,

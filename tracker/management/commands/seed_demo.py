@@ -24,7 +24,6 @@ from knowledge.services import knowledge_create, knowledge_update
 from tracker.errors import BalletError
 from tracker.management import demo_content as content
 from tracker.models import ChangesetStatus, Dependency, Item, Membership, Organization, Project, Role
-from tracker.permissions import forget_roles
 from tracker.selectors import changeset_list, runnable_tickets, skill_effective_list
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
@@ -111,7 +110,6 @@ def _project_ensure(owner: User) -> Project:
     if not Membership.objects.filter(project=project, user=owner).exists():
         # The first owner cannot be granted through membership_set: nobody holds project.admin yet.
         Membership.objects.create(project=project, user=owner, role=OWNER.role)
-        forget_roles(owner)
     if not Membership.objects.filter(project=project, user__username=VIEWER.username).exists():
         membership_set(actor=Actor(user=owner), project=project, username=VIEWER.username, role=VIEWER.role)
     return project

@@ -1,0 +1,21 @@
+"""Cache keys of the test run: each test sees an empty cache (its own generation of keys).
+
+Flushing the cache instead would wipe the Redis database that live servers share with the
+test process in the production mode.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+_generations = itertools.count(1)
+generation = 0
+
+
+def next_generation() -> None:
+    global generation  # noqa: PLW0603 - one generation per test
+    generation = next(_generations)
+
+
+def make_key(key: str, key_prefix: str, version: int) -> str:
+    return f"{key_prefix}:{version}:test{generation}:{key}"

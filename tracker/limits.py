@@ -1,0 +1,31 @@
+"""Rate counting for the limits of SPEC § 12.4, in the cache every process shares.
+
+A sliding window approximated by two fixed ones: the previous window's count
+weighs by how much of it still falls inside the sliding window. It may let a
+burst of concurrent requests slightly past the limit; it never refuses early.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.core.cache import cache
+
+
+def rate_hit(*, scope: str, key: object, limit: int, window_seconds: int) -> bool:
+    """Count one event of ``key`` in ``scope``; False, counting nothing, when ``limit`` events
+    already happened within the last ``window_seconds``."""
+    now = time.time()
+    window = int(now // window_seconds)
+    current, previous = f"ballet:rate:{scope}:{key}:{window}", f"ballet:rate:{scope}:{key}:{window - 1}"
+    counts = cache.get_many([current, previous])
+    elapsed = (now % window_seconds) / window_seconds
+    estimate = counts.get(previous, 0) * (1 - elapsed) + counts.get(current, 0)
+    if estimate >= limit:
+        return False
+    if not cache.add(current, 1, timeout=2 * window_seconds):
+        try:
+            cache.incr(current)
+        except ValueError:  # expired between add and incr
+            cache.add(current, 1, timeout=2 * window_seconds)
+    return True
