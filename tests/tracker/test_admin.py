@@ -733,7 +733,8 @@ def test_four_eyes_makes_the_item_form_read_only_for_everyone(
     assert page.status_code == 200
     assert 'name="title"' not in page.content.decode()
     assert messages_of(page) == [
-        "BAL requires four eyes: its plan is read-only here. Propose a changeset; someone other than you applies it."
+        "BAL requires four eyes: its plan is read-only here. "
+        "Propose a changeset; someone other than you applies it."
     ]
     response = client.post(url, item_form(item, title="Direct", state="ready", policy='{"sandbox": "none"}'))
     assert response.status_code == 403
