@@ -6,6 +6,10 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
+# Production mode refuses to start without its keys: tests get throwaway ones unless set.
+TEST_KEYS = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
+	BALLET_CREDENTIAL_KEY="$${BALLET_CREDENTIAL_KEY:-$$($(BIN)/python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')}"
+
 .PHONY: run test lint typecheck migrations-check pytest migrate seed worker beat clean chromium
 
 $(STAMP): requirements/base.txt requirements/dev.txt
@@ -15,7 +19,6 @@ $(STAMP): requirements/base.txt requirements/dev.txt
 	touch $(STAMP)
 
 migrate: $(STAMP)
-	mkdir -p db
 	$(BIN)/python manage.py migrate --noinput
 
 seed: migrate
@@ -30,11 +33,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy .
+	$(TEST_KEYS) $(BIN)/mypy .
 
 migrations-check: $(STAMP)
-	mkdir -p db
-	DJANGO_SETTINGS_MODULE=ballet.settings.test $(BIN)/python manage.py makemigrations --check --dry-run
+	$(TEST_KEYS) DJANGO_SETTINGS_MODULE=ballet.settings.test $(BIN)/python manage.py makemigrations --check --dry-run
 
 # The browser tests drive Debian's Chromium (never a downloaded browser).
 chromium:
@@ -43,7 +45,7 @@ chromium:
 		else echo "Install Debian's chromium package (apt-get install chromium) for the browser tests." >&2; exit 1; fi; }
 
 pytest: $(STAMP) chromium
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(TEST_KEYS) $(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck migrations-check pytest
 

@@ -8,10 +8,13 @@ variables; per-project overrides live on the project and are resolved by
 from __future__ import annotations
 
 import os
+import secrets
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from cryptography.fernet import Fernet
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -134,15 +137,20 @@ def load_limits_config() -> LimitsConfig:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    database_url: str | None
-    redis_url: str | None
+    """Process-level settings. Secrets and URLs that may carry passwords stay out of its
+    ``repr``: Django's error page prints settings it does not recognise as secret by name."""
+
+    database_url: str | None = field(repr=False)
+    redis_url: str | None = field(repr=False)
     sqlite_path: str | None
-    secret_key: str | None
+    secret_key: str | None = field(repr=False)
     debug: bool | None
     allowed_hosts: list[str]
-    anthropic_api_key: str | None
+    anthropic_api_key: str | None = field(repr=False)
     anthropic_base_url: str | None
     search_embedding_backend: str | None = None  # dotted path of a tracker.search.embeddings backend
+    credential_key: str | None = field(default=None, repr=False)
+    credential_key_fallbacks: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def production(self) -> bool:
@@ -163,4 +171,77 @@ def load_server_config() -> ServerConfig:
         anthropic_api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
         anthropic_base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
         search_embedding_backend=os.environ.get("BALLET_SEARCH_EMBEDDING_BACKEND") or None,
+        credential_key=os.environ.get("BALLET_CREDENTIAL_KEY") or None,
+        credential_key_fallbacks=tuple(
+            key.strip()
+            for key in os.environ.get("BALLET_CREDENTIAL_KEY_FALLBACKS", "").split(",")
+            if key.strip()
+        ),
     )
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The keys of SPEC § 12.2: Django's ``SECRET_KEY`` and the credential key (with fallbacks)."""
+
+    secret_key: str = field(repr=False)
+    credential_key: str = field(repr=False)
+    credential_key_fallbacks: tuple[str, ...] = field(default=(), repr=False)
+
+
+def embedded_database_path(server: ServerConfig, default: Path) -> Path:
+    """The embedded mode's SQLite file; its folder is created, so a fresh clone's migrate works."""
+    path = Path(server.sqlite_path) if server.sqlite_path else default
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def load_keys(server: ServerConfig, *, embedded_folder: Path) -> Keys:
+    """The keys from the environment. Production mode refuses to start without them; the
+    embedded mode generates them on first run and keeps them in ``embedded_folder`` (mode 0600)."""
+    secret_key, credential_key = server.secret_key, server.credential_key
+    if server.production:
+        named = (("DJANGO_SECRET_KEY", secret_key), ("BALLET_CREDENTIAL_KEY", credential_key))
+        missing = [name for name, value in named if not value]
+        if missing:
+            raise ConfigError(
+                f"{' and '.join(missing)} must be set in production mode (DATABASE_URL and REDIS_URL "
+                "are set); see the README's production setup."
+            )
+    secret_key = secret_key or _kept_key(embedded_folder / "secret_key", secrets.token_urlsafe(50))
+    credential_key = credential_key or _kept_key(
+        embedded_folder / "credential_key", Fernet.generate_key().decode()
+    )
+    _check_fernet_key("BALLET_CREDENTIAL_KEY", credential_key)
+    for key in server.credential_key_fallbacks:
+        _check_fernet_key("BALLET_CREDENTIAL_KEY_FALLBACKS", key)
+    return Keys(secret_key, credential_key, server.credential_key_fallbacks)
+
+
+def _kept_key(path: Path, new_key: str) -> str:
+    """The key stored at ``path``; ``new_key`` is written there (owner-only) if none is."""
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(new_key + "\n")
+    try:
+        # A hard link never replaces: of two processes starting at once, both keep the first key.
+        os.link(draft, path)
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink()
+    return path.read_text().strip()
+
+
+def _check_fernet_key(name: str, key: str) -> None:
+    try:
+        Fernet(key)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{name}: expected a Fernet key (32 url-safe base64-encoded bytes); make one with "
+            'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+        ) from exc

@@ -1,9 +1,13 @@
-"""Error pages: JSON for the REST API, Django's pages elsewhere."""
+"""Error pages: JSON for the REST API, Django's pages elsewhere; no secret on any of them."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
+from django.views.debug import SafeExceptionReporterFilter
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -19,3 +23,18 @@ def server_error(request: HttpRequest) -> HttpResponse:
         }
         return JsonResponse(body, status=500)
     return defaults.server_error(request)
+
+
+# scheme://user:PASSWORD@host: the password of any URL, wherever a setting holds one.
+URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]+@", re.IGNORECASE)
+
+
+class SecretSafeExceptionReporterFilter(SafeExceptionReporterFilter):
+    """Django's filter (settings named like KEY, SECRET, PASS are masked), and passwords in URLs,
+    which live in settings named LOCATION, hosts or CELERY_BROKER_URL, masked too."""
+
+    def cleanse_setting(self, key: Any, value: Any) -> Any:
+        cleansed = super().cleanse_setting(key, value)
+        if isinstance(cleansed, str):
+            return URL_PASSWORD.sub(rf"\g<head>{self.cleansed_substitute}@", cleansed)
+        return cleansed

@@ -179,7 +179,7 @@ def knowledge_update(
         setattr(locked, name, value)
     locked.version += 1
     locked.last_editor = actor.user
-    locked.save()
+    locked.save(update_fields=[*fields, "version", "last_editor", "updated_at"])
     _revision(locked, actor)
     activity_record(
         actor=actor,

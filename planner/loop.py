@@ -50,9 +50,10 @@ class TurnSettings:
     max_rounds: int
     max_tokens: int
     compact_at_tokens: int
-    api_key: str | None
+    api_key: str | None = field(repr=False)
     system: str
     tools: tuple[ToolDefinition, ...]
+    credential_error: str | None = None  # why the project's credential is unusable: each call fails
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,8 @@ class TurnLoop:
         return await self._complete(self._request())
 
     async def _complete(self, request: ModelRequest) -> ModelResponse:
+        if self.settings.credential_error:
+            raise GatewayError("no_credential", self.settings.credential_error)
         sink = _Sink(self.io, self.round.partial)
         self._call = asyncio.ensure_future(
             self.gateway.complete(request, api_key=self.settings.api_key, sink=sink, meter=self.io.meter)

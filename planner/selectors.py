@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
@@ -50,14 +50,32 @@ def session_get(*, user: AnyUser, session_id: uuid.UUID | str) -> Session:
         raise NotFoundError("Session not found.") from exc
 
 
-def project_api_key(project: Project) -> str | None:
-    """The project's own credential, else the server's ANTHROPIC_API_KEY."""
+CREDENTIAL_UNREADABLE = (
+    "This project's Anthropic API key cannot be decrypted (the server's credential key changed). "
+    "An owner must set the project's credential again (PATCH /api/v1/projects/KEY/ with credential)."
+)
+
+
+@dataclass(frozen=True)
+class Credential:
+    """The key a project's model calls use, or why there is none it may use."""
+
+    api_key: str | None = field(repr=False)
+    error: str | None = None
+
+
+def project_credential(project: Project) -> Credential:
+    """The project's own credential; the server's ANTHROPIC_API_KEY only if the project has none.
+
+    A credential that no credential key decrypts is an error, never the server's key: the
+    project's owner chose to pay with their own key (SPEC § 12.2).
+    """
     if project.credential_encrypted:
         key = decrypt(project.credential_encrypted)
-        if key:
-            return key
-    fallback: str | None = settings.SERVER.anthropic_api_key
-    return fallback
+        if key is None:
+            return Credential(api_key=None, error=CREDENTIAL_UNREADABLE)
+        return Credential(api_key=key)
+    return Credential(api_key=settings.SERVER.anthropic_api_key)
 
 
 @dataclass(frozen=True)
@@ -75,6 +93,7 @@ def turn_setup(*, session_id: uuid.UUID) -> TurnSetup:
     session = Session.objects.select_related("project__organization", "user").get(pk=session_id)
     config = project_planner_config(session.project)
     prompt = system_prompt(session.project)
+    credential = project_credential(session.project)
     # The model never sees what the summary covers again: load only what follows it.
     rows = session.messages.filter(seq__gt=session.summary_up_to or 0).order_by("seq")
     messages = [chat_message(m) for m in rows]
@@ -91,9 +110,10 @@ def turn_setup(*, session_id: uuid.UUID) -> TurnSetup:
         max_rounds=config.max_rounds,
         max_tokens=config.max_output_tokens,
         compact_at_tokens=config.compact_at_tokens,
-        api_key=project_api_key(session.project),
+        api_key=credential.api_key,
         system=prompt.text,
         tools=DEFINITIONS,
+        credential_error=credential.error,
     )
     return TurnSetup(
         history=history,

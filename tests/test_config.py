@@ -114,6 +114,30 @@ def test_credential_is_stored_encrypted(project, owner):
     assert project.has_credential is False
 
 
+def test_a_rotated_credential_key_still_reads_credentials(project, owner, settings):
+    from cryptography.fernet import Fernet
+
+    from tracker.crypto import decrypt
+
+    key_a, key_b = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.BALLET_CREDENTIAL_KEYS = [key_a]
+    project_update(actor=Actor(user=owner), project=project, credential="sk-ant-under-a")
+    project.refresh_from_db()
+    settings.BALLET_CREDENTIAL_KEYS = [key_b]
+    assert decrypt(project.credential_encrypted) is None
+    settings.BALLET_CREDENTIAL_KEYS = [key_b, key_a]  # BALLET_CREDENTIAL_KEY=B, FALLBACKS=A
+    assert decrypt(project.credential_encrypted) == "sk-ant-under-a"
+
+
+def test_the_credential_key_is_not_derived_from_the_secret_key(project, owner, settings):
+    from tracker.crypto import decrypt
+
+    project_update(actor=Actor(user=owner), project=project, credential="sk-ant-secret")
+    project.refresh_from_db()
+    settings.SECRET_KEY = "another-secret-key-entirely"
+    assert decrypt(project.credential_encrypted) == "sk-ant-secret"
+
+
 def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "manage.py", *args],
@@ -135,6 +159,7 @@ def test_production_settings_pass_check_deploy():
         env={
             "DJANGO_SETTINGS_MODULE": "ballet.settings.production",
             "DJANGO_SECRET_KEY": "a-long-random-production-secret-" + "x" * 40,
+            "BALLET_CREDENTIAL_KEY": "Qk9JT3hxZ0N2a2JmS2dzVnB0d0VhQ3ZVd3pQbXJ4aG0=",
             "DJANGO_ALLOWED_HOSTS": "ballet.example.com",
             "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/postgres",
             "REDIS_URL": "redis://127.0.0.1:6379/0",
@@ -149,3 +174,77 @@ def test_production_settings_refuse_a_missing_secret_key():
     result = _manage("check", env=env)
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY must be set" in result.stderr
+
+
+PRODUCTION_URLS = {
+    "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/postgres",
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+}
+
+
+@pytest.mark.parametrize("module", ["ballet.settings.base", "ballet.settings.test"])
+def test_production_mode_refuses_to_start_without_its_keys(module):
+    env = {
+        **PRODUCTION_URLS,
+        "DJANGO_SETTINGS_MODULE": module,
+        "DJANGO_SECRET_KEY": "",
+        "BALLET_CREDENTIAL_KEY": "",
+    }
+    result = _manage("check", env=env)
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY and BALLET_CREDENTIAL_KEY must be set in production mode" in result.stderr
+    from cryptography.fernet import Fernet
+
+    keyed = {**env, "DJANGO_SECRET_KEY": "k" * 50, "BALLET_CREDENTIAL_KEY": Fernet.generate_key().decode()}
+    assert _manage("check", env=keyed).returncode == 0
+
+
+def test_a_bad_credential_key_names_the_setting():
+    env = {"DJANGO_SETTINGS_MODULE": "ballet.settings.base", "BALLET_CREDENTIAL_KEY": "not-a-fernet-key"}
+    result = _manage("check", env={**env, "DATABASE_URL": "", "REDIS_URL": ""})
+    assert result.returncode != 0
+    assert "BALLET_CREDENTIAL_KEY: expected a Fernet key" in result.stderr
+
+
+def _embedded(tmp_path: Path) -> dict[str, str]:
+    return {
+        "DJANGO_SETTINGS_MODULE": "ballet.settings.base",
+        "DATABASE_URL": "",
+        "REDIS_URL": "",
+        "DJANGO_SECRET_KEY": "",
+        "BALLET_CREDENTIAL_KEY": "",
+        "BALLET_SQLITE_PATH": str(tmp_path / "fresh" / "clone" / "ballet.sqlite3"),
+    }
+
+
+def _setting(name: str, env: dict[str, str]) -> str:
+    result = _manage("shell", "-c", f"from django.conf import settings; print(settings.{name})", env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_migrate_on_a_fresh_clone_creates_the_database_folder(tmp_path):
+    env = _embedded(tmp_path)
+    result = _manage("migrate", "--noinput", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "fresh" / "clone" / "ballet.sqlite3").stat().st_size > 0
+
+
+def test_the_embedded_mode_keeps_generated_keys_beside_its_database(tmp_path):
+    env = _embedded(tmp_path)
+    first = _setting("SECRET_KEY", env), _setting("BALLET_CREDENTIAL_KEYS", env)
+    folder = tmp_path / "fresh" / "clone"
+    for name in ("secret_key", "credential_key"):
+        assert (folder / name).stat().st_mode & 0o777 == 0o600
+    assert (folder / "secret_key").read_text().strip() == first[0]
+    assert len(first[0]) >= 50
+    assert "django-insecure" not in first[0]
+    assert (_setting("SECRET_KEY", env), _setting("BALLET_CREDENTIAL_KEYS", env)) == first
+    other = _embedded(tmp_path / "elsewhere")
+    assert _setting("SECRET_KEY", other) != first[0]
+
+
+def test_debug_is_off_unless_asked_for(tmp_path):
+    env = {**_embedded(tmp_path), "DJANGO_DEBUG": ""}
+    assert _setting("DEBUG", env) == "False"
+    assert _setting("DEBUG", {**env, "DJANGO_DEBUG": "1"}) == "True"

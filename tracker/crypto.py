@@ -1,17 +1,18 @@
-"""Encryption of stored secrets (a project's LLM credential) with a key derived from SECRET_KEY."""
+"""Encryption of stored secrets (a project's LLM credential) with the credential key.
+
+The key is ``BALLET_CREDENTIAL_KEY``, apart from Django's ``SECRET_KEY`` (SPEC § 12.2): a copy
+of the database decrypts nothing without it. Keys in ``BALLET_CREDENTIAL_KEY_FALLBACKS`` still
+decrypt, so the key can be rotated; new writes always use the current key.
+"""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
 
-def _fernet() -> Fernet:
-    digest = hashlib.sha256(f"ballet-credential:{settings.SECRET_KEY}".encode()).digest()
-    return Fernet(base64.urlsafe_b64encode(digest))
+def _fernet() -> MultiFernet:
+    return MultiFernet([Fernet(key) for key in settings.BALLET_CREDENTIAL_KEYS])
 
 
 def encrypt(plaintext: str) -> str:
@@ -19,7 +20,7 @@ def encrypt(plaintext: str) -> str:
 
 
 def decrypt(token: str) -> str | None:
-    """The plaintext, or None if the token was made with another SECRET_KEY."""
+    """The plaintext, or None if no current or fallback key decrypts the token."""
     try:
         return _fernet().decrypt(token.encode()).decode()
     except InvalidToken:

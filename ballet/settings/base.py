@@ -11,7 +11,13 @@ from pathlib import Path
 
 import dj_database_url
 
-from ballet.env import load_limits_config, load_planner_config, load_server_config
+from ballet.env import (
+    embedded_database_path,
+    load_keys,
+    load_limits_config,
+    load_planner_config,
+    load_server_config,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 SERVER = load_server_config()
@@ -19,9 +25,18 @@ PRODUCTION_MODE = SERVER.production
 BALLET_PLANNER = load_planner_config()
 BALLET_LIMITS = load_limits_config()
 
-DEBUG = SERVER.debug if SERVER.debug is not None else not PRODUCTION_MODE
-# An embedded install is a developer's machine; production must set its own key.
-SECRET_KEY = SERVER.secret_key or "django-insecure-embedded-mode-only-key-change-me"
+# Off unless DJANGO_DEBUG=1, in both modes: the debug pages show code and settings (SPEC § 12.2).
+DEBUG = bool(SERVER.debug)
+# The embedded mode's SQLite file; its folder is made here, so a fresh clone's migrate works.
+SQLITE_PATH = None if PRODUCTION_MODE else embedded_database_path(SERVER, BASE_DIR / "db" / "ballet.sqlite3")
+# Production mode refuses to start without its keys; the embedded mode keeps generated ones
+# beside its database. Every setting holding a key has KEY in its name, so error pages mask it.
+KEYS = load_keys(SERVER, embedded_folder=SQLITE_PATH.parent if SQLITE_PATH else BASE_DIR / "db")
+SECRET_KEY = KEYS.secret_key
+# Project credentials (tracker.crypto): the current key first, then older ones still read.
+BALLET_CREDENTIAL_KEYS = [KEYS.credential_key, *KEYS.credential_key_fallbacks]
+# Masks passwords inside URLs (DATABASES, CACHES, the channel layer, the broker) on error pages.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "ballet.errors.SecretSafeExceptionReporterFilter"
 ALLOWED_HOSTS = SERVER.allowed_hosts or ["127.0.0.1", "localhost", "testserver"]
 CSRF_TRUSTED_ORIGINS = [f"http://{host}:8000" for host in ALLOWED_HOSTS if "*" not in host]
 
@@ -109,7 +124,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": SERVER.sqlite_path or str(BASE_DIR / "db" / "ballet.sqlite3"),
+            "NAME": str(SQLITE_PATH),
             # Keep connections: opening SQLite (and its PRAGMAs) on every planner step costs more
             # than the step itself.
             "CONN_MAX_AGE": 600,

@@ -3,10 +3,10 @@
 from ballet.settings.base import *  # noqa: F403
 from ballet.settings.base import SERVER
 
+# base refuses production mode (DATABASE_URL and REDIS_URL) without its keys; these settings
+# refuse a generated key in any mode.
 if not SERVER.secret_key:
     raise RuntimeError("DJANGO_SECRET_KEY must be set in production")
-SECRET_KEY = SERVER.secret_key
-DEBUG = bool(SERVER.debug)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = True
 SECURE_HSTS_SECONDS = 31_536_000

@@ -8,6 +8,7 @@ processes take the model from ``ANTHROPIC_BASE_URL``, a fake the test runs.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -17,6 +18,8 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PYTHON = sys.executable
@@ -59,6 +62,9 @@ class Deployment:
             env["DATABASE_URL"] = f"{base}/{name}"
             env["REDIS_URL"] = os.environ["REDIS_URL"].rsplit("/", 1)[0] + "/7"
             cleanup = f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
+            # Production mode refuses to start without its keys; the embedded mode makes its own.
+            env["DJANGO_SECRET_KEY"] = env.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50)
+            env["BALLET_CREDENTIAL_KEY"] = env.get("BALLET_CREDENTIAL_KEY") or Fernet.generate_key().decode()
         else:
             env.pop("DATABASE_URL", None)
             env.pop("REDIS_URL", None)

@@ -202,6 +202,30 @@ async def test_a_missing_credential_is_a_clear_failure(
     assert "no Anthropic API key" in data["error"]
 
 
+async def test_a_credential_that_cannot_be_decrypted_fails_the_turn_and_never_bills_the_server(
+    planner, session, member, chat_project, settings
+):
+    from cryptography.fernet import Fernet
+
+    from planner.gateway import AnthropicGateway
+    from tests.fakes.messages_api import FakeMessagesAPI, TextReply
+
+    settings.SERVER = settings.SERVER.__class__(
+        **{**settings.SERVER.__dict__, "anthropic_api_key": "sk-ant-server-key"}
+    )
+    # The credential key changed and the old one is not among the fallbacks.
+    settings.BALLET_CREDENTIAL_KEYS = [Fernet.generate_key().decode()]
+    with FakeMessagesAPI() as fake:
+        fake.enqueue(TextReply("billed to the server"))
+        planner.gateway = AnthropicGateway(base_url=fake.base_url, max_retries=0)
+        await drive(planner, session, member, "Hello")
+        await planner.gateway.close()
+    _, data = (await events_of(session))[-1]
+    assert data["reason"] == "failed"
+    assert "set the project's credential again" in data["error"]
+    assert fake.requests == []
+
+
 async def test_a_turn_records_the_skill_versions_of_its_prompt(
     planner, model, session, member, owner, maintainer, chat_project
 ):

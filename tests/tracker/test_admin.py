@@ -710,3 +710,88 @@ def test_activity_is_read_only_and_searchable(client, staff, world):
     )
     assert "skill:ballet-skill" in text
     assert "item.created" not in text
+
+
+# -- four eyes (SPEC § 12.6) -----------------------------------------------------
+
+
+@pytest.fixture
+def four_eyes_project(project):
+    project.settings = {"four_eyes": True}
+    project.save(update_fields=["settings"])
+    return project
+
+
+@pytest.mark.parametrize("who", ["maintainer", "owner", "root"])
+def test_four_eyes_makes_the_item_form_read_only_for_everyone(
+    client, staff, superuser, four_eyes_project, make_item, who
+):
+    item = make_item(title="Mine")
+    client.force_login(superuser if who == "root" else staff[who])
+    url = admin_url("tracker_item_change", item.pk)
+    page = client.get(url)
+    assert page.status_code == 200
+    assert 'name="title"' not in page.content.decode()
+    assert messages_of(page) == [
+        "BAL requires four eyes: its plan is read-only here. "
+        "Propose a changeset; someone other than you applies it."
+    ]
+    response = client.post(url, item_form(item, title="Direct", state="ready", policy='{"sandbox": "none"}'))
+    assert response.status_code == 403
+    item.refresh_from_db()
+    assert (item.title, item.state, item.policy, item.version) == ("Mine", "draft", {}, 1)
+    assert not ActivityEvent.objects.filter(verb="item.updated").exists()
+
+
+def test_four_eyes_refuses_adding_items_and_dependencies_in_the_admin(
+    client, superuser, four_eyes_project, make_item
+):
+    a, b = make_item(title="A"), make_item(title="B")
+    client.force_login(superuser)
+    response = client.post(
+        admin_url("tracker_item_add"),
+        {
+            "project": four_eyes_project.pk,
+            "kind": "ticket",
+            "title": "Sneaked in",
+            "state": "draft",
+            "policy": "",
+        },
+    )
+    assert response.status_code == 200
+    assert "Select a valid choice" in response.content.decode()
+    assert not Item.objects.filter(title="Sneaked in").exists()
+    response = client.post(admin_url("tracker_dependency_add"), {"blocker": a.pk, "blocked": b.pk})
+    assert response.status_code == 200
+    assert not Dependency.objects.exists()
+
+
+def test_four_eyes_refuses_deleting_dependencies_in_the_admin(
+    client, superuser, four_eyes_project, make_item
+):
+    a, b = make_item(title="A"), make_item(title="B")
+    dependency = dependency_add(actor=Actor(user=superuser), blocker=a, blocked=b)
+    client.force_login(superuser)
+    response = client.post(admin_url("tracker_dependency_delete", dependency.pk), {"post": "yes"})
+    assert response.status_code == 403
+    bulk = client.post(
+        admin_url("tracker_dependency_changelist"),
+        {"action": "delete_selected", "_selected_action": [dependency.pk], "post": "yes"},
+    )
+    assert bulk.status_code in (200, 403)
+    assert Dependency.objects.filter(pk=dependency.pk).exists()
+
+
+def test_four_eyes_changes_still_go_through_a_changeset_someone_else_applies(
+    client, staff, four_eyes_project, make_item
+):
+    item = make_item(title="Mine")
+    changeset = propose(
+        four_eyes_project,
+        staff["maintainer"],
+        [{"op": "update", "item": item.key, "base_version": 1, "fields": {"title": "Reviewed"}}],
+    )
+    client.force_login(staff["owner"])
+    client.post(admin_url("tracker_changeset_apply", changeset.pk))
+    item.refresh_from_db()
+    assert (item.title, item.version) == ("Reviewed", 2)

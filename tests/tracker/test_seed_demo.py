@@ -192,3 +192,46 @@ def test_existing_users_keep_their_password_and_join_the_project():
     assert "viewer (viewer): exists" in output
     assert authenticate(username="viewer", password="kept-password-1") is not None
     assert Membership.objects.get(project__key="DEMO", user__username="viewer").role == "viewer"
+
+
+def test_the_seeded_changeset_applies_through_the_service(demo):
+    from tracker.services.activity import Actor
+    from tracker.services.changesets import changeset_apply
+
+    demo_user = User.objects.get(username="demo")
+    changeset = Changeset.objects.get(project=demo)
+    applied = changeset_apply(actor=Actor(user=demo_user), changeset=changeset)
+    assert (applied.status, applied.conflict_reason) == (ChangesetStatus.APPLIED, "")
+    created = Item.objects.get(project=demo, title=changeset.operations[0]["fields"]["title"])
+    assert applied.created_items == {changeset.operations[0]["ref"]: created.key}
+    assert created.number == Item.objects.filter(project=demo).count()
+
+
+def test_the_seeded_changeset_applies_from_the_admin_review_page(demo, client):
+    from django.urls import reverse
+
+    changeset = Changeset.objects.get(project=demo)
+    client.force_login(User.objects.get(username="demo"))
+    response = client.post(reverse("admin:tracker_changeset_apply", args=[changeset.pk]), follow=True)
+    changeset.refresh_from_db()
+    assert changeset.status == ChangesetStatus.APPLIED
+    messages = [str(m) for m in response.context["messages"]]
+    assert messages == [
+        f"Changeset #1 applied. Created {changeset.created_items[changeset.operations[0]['ref']]}."
+    ]
+    assert Item.objects.filter(project=demo, title=changeset.operations[0]["fields"]["title"]).exists()
+
+
+def test_a_counter_behind_its_items_is_a_readable_conflict(demo):
+    from tracker.services.activity import Actor
+    from tracker.services.changesets import changeset_apply
+
+    Project.objects.filter(pk=demo.pk).update(next_item_number=3)  # as older code could leave it
+    changeset = Changeset.objects.get(project=demo)
+    decided = changeset_apply(actor=Actor(user=User.objects.get(username="demo")), changeset=changeset)
+    assert decided.status == ChangesetStatus.CONFLICTED
+    assert (
+        decided.conflict_reason
+        == "operations[0]: DEMO-3 already exists: the project's item counter is behind."
+    )
+    assert not Item.objects.filter(project=demo, title=changeset.operations[0]["fields"]["title"]).exists()

@@ -1,11 +1,16 @@
-"""Admin of the plan: items (written through item_create/item_update) and dependencies."""
+"""Admin of the plan: items (written through item_create/item_update) and dependencies.
+
+In a project with ``four_eyes`` on, nobody changes the plan here, superusers included
+(SPEC § 12.6): its items and dependencies are read-only, and every change goes through a
+changeset that someone other than its proposer applies.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin import RelatedOnlyFieldListFilter
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -14,6 +19,7 @@ from tracker.admin.base import BalletAdmin, BalletForm, VersionedForm, actor_of,
 from tracker.errors import ValidationError
 from tracker.models import STATES_BY_KIND, Dependency, Item, ItemKind, Project
 from tracker.permissions import POLICY_SET, TRACKER_READ, TRACKER_WRITE, has_permission, project_ids_with
+from tracker.selectors import project_planner_config
 from tracker.services.changeset_validation import changeset_validate
 from tracker.services.items import dependency_add, dependency_remove, item_create, item_update
 
@@ -37,8 +43,25 @@ class LinesField(forms.CharField):
         return [line.strip() for line in text.splitlines() if line.strip()]
 
 
+FOUR_EYES_NOTE = (
+    "{key} requires four eyes: its plan is read-only here. Propose a changeset; "
+    "someone other than you applies it."
+)
+
+
+def four_eyes(project: Project) -> bool:
+    return project_planner_config(project).four_eyes
+
+
+def directly_writable_projects(user: Any) -> QuerySet[Project]:
+    """Projects whose plan ``user`` may change in the admin: tracker.write, and no four eyes."""
+    writable = Project.objects.filter(pk__in=project_ids_with(user, TRACKER_WRITE))
+    return writable.exclude(pk__in=[project.pk for project in writable if four_eyes(project)])
+
+
 def writable_items(user: Any) -> QuerySet[Item]:
-    return Item.objects.filter(project_id__in=project_ids_with(user, TRACKER_WRITE)).select_related("project")
+    projects = directly_writable_projects(user)
+    return Item.objects.filter(project__in=projects).select_related("project")
 
 
 class ItemForm(VersionedForm):
@@ -52,8 +75,7 @@ class ItemForm(VersionedForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        writable = project_ids_with(self.user, TRACKER_WRITE)
-        self.limit("project", Project.objects.filter(pk__in=writable))
+        self.limit("project", directly_writable_projects(self.user))
         items = writable_items(self.user)
         if self.instance.pk is not None:
             items = items.filter(project_id=self.instance.project_id)
@@ -111,6 +133,19 @@ class ItemAdmin(BalletAdmin):
     @admin.display(description="key", ordering="number")
     def item_key(self, obj: Item) -> str:
         return obj.key
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and four_eyes(obj.project):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        item = self.get_object(request, object_id)
+        if request.method == "GET" and item is not None and four_eyes(item.project):
+            self.message_user(request, FOUR_EYES_NOTE.format(key=item.project.key), messages.INFO)
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
@@ -186,6 +221,11 @@ class DependencyAdmin(BalletAdmin):
     @admin.display(description="blocked")
     def blocked_title(self, obj: Dependency) -> str:
         return obj.blocked.title
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and four_eyes(obj.blocked.project):
+            return False
+        return super().has_delete_permission(request, obj)
 
     def save_model(self, request: HttpRequest, obj: Dependency, form: Any, change: bool) -> None:
         adopt(obj, dependency_add(actor=actor_of(request), blocker=obj.blocker, blocked=obj.blocked))

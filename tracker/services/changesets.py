@@ -8,6 +8,7 @@ nothing of it stays applied.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -35,6 +36,13 @@ from tracker.services.changeset_validation import (
 from tracker.services.items import dependency_add, dependency_remove, item_create, item_update
 
 MAX_NOTE = 5_000
+# A database constraint caught what the checks before each write did not (a concurrent writer).
+CONSTRAINT_REASON = (
+    "The plan changed while this changeset was applied: an item or dependency it writes already "
+    "exists. Review it against the current plan and propose it again."
+)
+
+logger = logging.getLogger(__name__)
 
 
 class ApplyConflictError(ConflictError):
@@ -140,8 +148,14 @@ def changeset_apply(*, actor: Actor, changeset: Changeset) -> Changeset:
         try:
             with transaction.atomic():
                 created = _execute(actor, locked)
-        except (ApplyConflictError, IntegrityError) as exc:
-            return _decide(actor, locked, ChangesetStatus.CONFLICTED, reason=str(exc))
+        except ApplyConflictError as exc:
+            return _decide(actor, locked, ChangesetStatus.CONFLICTED, reason=exc.message)
+        except IntegrityError:
+            # The raw message names tables and columns: log it, show the human a sentence.
+            logger.warning(
+                "changeset #%s of %s hit a constraint", locked.number, locked.project_id, exc_info=True
+            )
+            return _decide(actor, locked, ChangesetStatus.CONFLICTED, reason=CONSTRAINT_REASON)
         locked.created_items = created
         return _decide(actor, locked, ChangesetStatus.APPLIED)
 
@@ -215,7 +229,16 @@ def _decide(
     changeset.decided_at = timezone.now()
     changeset.decision_note = note
     changeset.conflict_reason = reason
-    changeset.save()
+    changeset.save(
+        update_fields=[
+            "status",
+            "decided_by",
+            "decided_at",
+            "decision_note",
+            "conflict_reason",
+            "created_items",
+        ]
+    )
     data: dict[str, Any] = {"number": changeset.number, "title": changeset.title, "status": status}
     if changeset.planner_session:
         data["planner_session"] = str(changeset.planner_session)

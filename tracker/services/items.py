@@ -27,8 +27,13 @@ def _jsonable(name: str, value: Any) -> Any:
 
 
 def _allocate_number(project: Project) -> int:
+    """The next item number, taken with an F() update so no stale copy of the counter matters."""
     Project.objects.filter(pk=project.pk).update(next_item_number=F("next_item_number") + 1)
-    return Project.objects.values_list("next_item_number", flat=True).get(pk=project.pk) - 1
+    number = Project.objects.values_list("next_item_number", flat=True).get(pk=project.pk) - 1
+    if Item.objects.filter(project_id=project.pk, number=number).exists():
+        # A counter written back by older code can lag its items; say so instead of a constraint error.
+        raise ConflictError(f"{project.key}-{number} already exists: the project's item counter is behind.")
+    return number
 
 
 @transaction.atomic
@@ -76,7 +81,7 @@ def item_update(*, actor: Actor, item: Item, fields: dict[str, Any], base_versio
     if not changes:
         return locked
     locked.version += 1
-    locked.save()
+    locked.save(update_fields=[*changes, "version", "updated_at"])
     activity_record(
         actor=actor,
         organization_id=locked.project.organization_id,

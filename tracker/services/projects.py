@@ -54,24 +54,29 @@ def project_update(
     """
     require(actor.user, project, PROJECT_ADMIN)
     changed: list[str] = []
+    columns: list[str] = []  # the model fields written: never the counters another writer moves
     if name is not None:
         if not name.strip() or len(name) > 200:
             raise ValidationError({"name": ["Expected 1 to 200 characters."]})
         project.name = name.strip()
         changed.append("name")
+        columns.append("name")
     if description is not None:
         project.description = description
         changed.append("description")
+        columns.append("description")
     if settings is not None:
         project.settings = project_settings_clean(settings)
         changed.append("settings")
+        columns.append("settings")
     if credential is not None:
         if len(credential) > MAX_CREDENTIAL:
             raise ValidationError({"credential": [f"At most {MAX_CREDENTIAL} characters."]})
         project.credential_encrypted = encrypt(credential.strip()) if credential.strip() else ""
         changed.append("credential")
+        columns.append("credential_encrypted")
     if changed:
-        project.save()
+        project.save(update_fields=columns)
         activity_record(
             actor=actor,
             organization_id=project.organization_id,
