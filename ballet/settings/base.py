@@ -166,6 +166,7 @@ AXES_LOCKOUT_CALLABLE = "tracker.logins.lockout_response"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_DISABLE_ACCESS_LOG = True  # failures only: no row per successful login
 AXES_VERBOSE = False
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "csrfmiddlewaretoken"]  # masked in stored form data
 
 # Celery: eager in the embedded mode, Redis broker in production.
 CELERY_BROKER_URL = SERVER.redis_url or "memory://"

@@ -181,3 +181,16 @@ async def test_asgi_requests_are_counted_by_their_client_address(member):
     assert response.status_code == 429
     assert "Too many failed logins; try again in 15 minutes." in response.content.decode()
     assert await AccessAttempt.objects.filter(ip_address="127.0.0.1").aexists()
+
+
+def test_a_recorded_failure_keeps_no_password_or_csrf_token(member):
+    client = Client(enforce_csrf_checks=True)
+    client.get(FORM)
+    token = client.cookies["csrftoken"].value
+    client.post(FORM, {"username": "member", "password": "s3cret-guess", "csrfmiddlewaretoken": token})
+
+    attempt = AccessAttempt.objects.get(username="member")
+
+    assert attempt.failures_since_start == 1
+    assert "s3cret-guess" not in attempt.post_data
+    assert token not in attempt.post_data
