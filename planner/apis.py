@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from planner.runner import runner
-from planner.selectors import session_get, session_list, transcript, usage_by_day
+from planner.selectors import session_get, session_list, tokens_today, transcript, usage_by_day
 from planner.serializers import (
     MessageSendSerializer,
     MessageSentSerializer,
@@ -26,7 +26,7 @@ from planner.serializers import (
     StopSerializer,
     TranscriptSerializer,
     UsageFilterSerializer,
-    UsageRowSerializer,
+    UsageSerializer,
 )
 from planner.services import session_create, session_recover_if_dead
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
@@ -114,16 +114,16 @@ class SessionStopApi(BalletApi):
 
 class ProjectUsageApi(BalletApi):
     @extend_schema(
-        summary="Metered model use of a project, by day and model",
+        summary="Metered model use of a project, by day and model, and today's use against the budget",
         parameters=[UsageFilterSerializer],
-        responses=with_errors({200: UsageRowSerializer(many=True)}, 400, *READ_ERRORS),
+        responses=with_errors({200: UsageSerializer}, 400, *READ_ERRORS),
     )
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
         filters = parse(UsageFilterSerializer, request.query_params)
         since = (timezone.now() - timedelta(days=filters["days"] - 1)).date()
         rows = usage_by_day(project=project, since=since)
-        return Response(UsageRowSerializer(rows, many=True).data)
+        return Response(UsageSerializer({"results": rows, "today": tokens_today(project=project)}).data)
 
 
 __all__ = [

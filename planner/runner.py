@@ -26,19 +26,21 @@ from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DatabaseError, close_old_connections, connections
+from django.utils import timezone
 
 from planner import events, frames, guard, presence, services
 from planner.frames import Frame
-from planner.gateway import AnthropicGateway, CallRecord, Gateway
+from planner.gateway import AnthropicGateway, CallRecord, Gateway, GatewayError, Meter, StreamSink
 from planner.loop import ToolRun, TurnIO, TurnLoop, TurnOutcome
-from planner.messages import ChatMessage, ToolResultBlock, ToolUseBlock, Usage
+from planner.messages import ChatMessage, ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, Usage
 from planner.metrics import TURNS
 from planner.process import HEARTBEAT_SECONDS, LOCAL_TURNS, PROCESS_ID, running_here
 from planner.relay import Inbox, Relay
-from planner.selectors import TurnSetup, session_get
+from planner.selectors import TurnSetup, session_get, tokens_used_since, utc_day_start
 from planner.services import Begin
 from planner.tools import ToolContext
 from tracker.errors import NotFoundError
+from tracker.selectors import project_planner_config
 
 logger = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -247,6 +249,40 @@ class _SessionIO(TurnIO):
         await db(services.usage_save)(
             project_id=self.setup.project.pk, session_id=self.live.session_id, record=record
         )
+
+
+class _BudgetedGateway:
+    """The gateway of one turn, closed once the project's daily token budget is used up (SPEC § 12.4).
+
+    Before every model call of the turn (its rounds and compaction) it counts the project's
+    input + output tokens of the UTC day: the stored usage records, and this turn's calls
+    whose records still wait for the next step's transaction. A refused call is never made;
+    the loop ends the turn ``failed`` with the message, leaving a valid history.
+    """
+
+    def __init__(self, inner: Gateway, io: _SessionIO, budget: int) -> None:
+        self.inner = inner
+        self.io = io
+        self.budget = budget
+
+    async def complete(
+        self, request: ModelRequest, *, api_key: str | None, sink: StreamSink | None, meter: Meter
+    ) -> ModelResponse:
+        since = utc_day_start(timezone.now())
+        stored = await db(tokens_used_since)(project_id=self.io.setup.project.pk, since=since)
+        pending = sum(r.usage.input_tokens + r.usage.output_tokens for r in self.io.records.usage)
+        if stored + pending >= self.budget:
+            raise GatewayError(
+                "token_budget",
+                f"The project's daily token budget of {self.budget:,} tokens is used up; "
+                "it resets at 00:00 UTC.",
+            )
+        return await self.inner.complete(request, api_key=api_key, sink=sink, meter=meter)
+
+
+def _budgeted(gateway: Gateway, io: _SessionIO) -> Gateway:
+    budget = project_planner_config(io.setup.project).daily_token_budget
+    return gateway if budget is None else _BudgetedGateway(gateway, io, budget)
 
 
 class Runner:
@@ -461,7 +497,9 @@ class Runner:
         )
         await self.emit(live, frames.turn_started(turn=live.turn, continued=continued))
         io = live.io = _SessionIO(self, live, setup)
-        live.loop = TurnLoop(io=io, gateway=self.gateway, settings=setup.settings, history=setup.history)
+        live.loop = TurnLoop(
+            io=io, gateway=_budgeted(self.gateway, io), settings=setup.settings, history=setup.history
+        )
         if live.stop_requested:
             live.loop.stop()
         # A human who loses planner.chat while the turn runs stops it (planner/guard.py).

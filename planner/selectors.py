@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import TruncDate
+from django.utils import timezone
 
 from planner.loop import History, TurnSettings
 from planner.messages import ChatMessage, block_from_wire
@@ -179,3 +180,39 @@ def usage_by_day(*, project: Project, since: date | None = None) -> list[dict[st
         .order_by("-day", "model")
     )
     return list(rows)
+
+
+@dataclass(frozen=True)
+class TokensToday:
+    """A project's model tokens on the current UTC day against its daily budget (SPEC § 12.4)."""
+
+    date: date
+    tokens: int
+    budget: int | None
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.budget is None else max(0, self.budget - self.tokens)
+
+
+def utc_day_start(moment: datetime) -> datetime:
+    """00:00 UTC of ``moment``'s UTC day: where the daily token budget starts again."""
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def tokens_used_since(*, project_id: int, since: datetime) -> int:
+    """Input + output tokens metered for the project since ``since`` (one aggregate on the
+    ``(project, created_at)`` index)."""
+    total = UsageRecord.objects.filter(project_id=project_id, created_at__gte=since).aggregate(
+        tokens=Sum(F("input_tokens") + F("output_tokens"))
+    )["tokens"]
+    return int(total or 0)
+
+
+def tokens_today(*, project: Project) -> TokensToday:
+    start = utc_day_start(timezone.now())
+    return TokensToday(
+        date=start.date(),
+        tokens=tokens_used_since(project_id=project.pk, since=start),
+        budget=project_planner_config(project).daily_token_budget,
+    )

@@ -71,5 +71,17 @@ class UsageRowSerializer(serializers.Serializer[Any]):
     cache_read_input_tokens = serializers.IntegerField()
 
 
+class TokensTodaySerializer(serializers.Serializer[Any]):
+    date = serializers.DateField(help_text="The current UTC day.")
+    tokens = serializers.IntegerField(help_text="Input + output tokens metered today.")
+    budget = serializers.IntegerField(allow_null=True, help_text="daily_token_budget; null: none.")
+    remaining = serializers.IntegerField(allow_null=True, help_text="Left today; null: no budget.")
+
+
+class UsageSerializer(serializers.Serializer[Any]):
+    results = UsageRowSerializer(many=True, help_text="Metered use by day and model, newest day first.")
+    today = TokensTodaySerializer(help_text="Today's use against the daily token budget (resets 00:00 UTC).")
+
+
 class UsageFilterSerializer(serializers.Serializer[Any]):
     days = serializers.IntegerField(required=False, min_value=1, max_value=3660, default=30)

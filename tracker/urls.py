@@ -1,8 +1,8 @@
 """REST routes of the tracker under /api/v1/."""
 
 from django.urls import path
-from rest_framework.authtoken.views import ObtainAuthToken
 
+from tracker.apis.auth import AuthTokenApi
 from tracker.apis.changesets import (
     ChangesetApplyApi,
     ChangesetDetailApi,
@@ -21,7 +21,7 @@ CHANGESET = PROJECT + "changesets/<int:number>/"
 
 urlpatterns = [
     # Scripts exchange a username and password for their API token.
-    path("auth/token/", ObtainAuthToken.as_view(), name="auth-token"),
+    path("auth/token/", AuthTokenApi.as_view(), name="auth-token"),
     path("projects/", ProjectListApi.as_view(), name="project-list"),
     path(PROJECT, ProjectDetailApi.as_view(), name="project-detail"),
     path(PROJECT + "members/", MemberListApi.as_view(), name="member-list"),

@@ -7,6 +7,7 @@ mode on PostgreSQL and Redis, several processes side by side.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -54,6 +55,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "channels",
+    "axes",
     "tracker",
     "knowledge",
     "planner",
@@ -70,6 +72,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
+    # Last, as django-axes asks: turns a refused login into the 429 page (tracker/logins.py).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "ballet.urls"
@@ -163,6 +167,22 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# Failed logins (SPEC § 12.4): django-axes counts them per username and, apart, per client IP in
+# its database table; see tracker/logins.py for why a success resets nothing and where the IP comes from.
+AUTHENTICATION_BACKENDS = ["tracker.logins.LoginLimitBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = BALLET_LIMITS.login_failures
+AXES_COOLOFF_TIME = timedelta(seconds=BALLET_LIMITS.login_window_seconds)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = False
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # refused tries do not stretch the window
+AXES_CLIENT_IP_CALLABLE = "tracker.logins.client_ip"
+AXES_LOCKOUT_CALLABLE = "tracker.logins.lockout_response"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_DISABLE_ACCESS_LOG = True  # failures only: no row per successful login
+AXES_VERBOSE = False
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "csrfmiddlewaretoken"]  # masked in stored form data
 
 # Celery: eager in the embedded mode, Redis broker in production.
 CELERY_BROKER_URL = SERVER.redis_url or "memory://"

@@ -195,7 +195,7 @@ async def test_usage_endpoint_sums_what_the_fake_reported(fake_api, chat_project
     chat = await Chat.open(member)
     await chat.say("One", member)
     await chat.say("Two", member)
-    (row,) = (await chat.client.get("/api/v1/projects/BAL/usage/")).json()
+    (row,) = (await chat.client.get("/api/v1/projects/BAL/usage/")).json()["results"]
     assert row["calls"] == 3
     assert row["input_tokens"] == 3300
     assert row["output_tokens"] == 90

@@ -1,0 +1,43 @@
+"""``auth/token/``: scripts exchange a username and password for their API token (SPEC § 5).
+
+DRF's own view, with the failed-login limit of SPEC § 12.4: django-axes refuses
+a locked-out username or IP inside ``authenticate``, and marks DRF's request
+(not the Django request its middleware sees), so the refusal is answered here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.authtoken.models import Token
+from rest_framework.authtoken.serializers import AuthTokenSerializer
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import CharField, Serializer
+
+from tracker.apis.base import with_errors
+from tracker.errors import RateLimitedError
+from tracker.logins import lockout_message
+
+
+class TokenSerializer(Serializer[Any]):
+    token = CharField(read_only=True)
+
+
+class AuthTokenApi(ObtainAuthToken):
+    @extend_schema(
+        summary="Exchange a username and password for the API token",
+        request=AuthTokenSerializer,
+        responses=with_errors({200: TokenSerializer}, 400, 429),
+    )
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        valid = serializer.is_valid()
+        if getattr(request, "axes_locked_out", False):
+            raise RateLimitedError(lockout_message(request))
+        if not valid:
+            serializer.is_valid(raise_exception=True)
+        token, _ = Token.objects.get_or_create(user=serializer.validated_data["user"])
+        return Response({"token": token.key})
