@@ -35,6 +35,6 @@ class SecretSafeExceptionReporterFilter(SafeExceptionReporterFilter):
 
     def cleanse_setting(self, key: Any, value: Any) -> Any:
         cleansed = super().cleanse_setting(key, value)
-        if isinstance(cleansed, str):
-            return URL_PASSWORD.sub(rf"\g<head>{self.cleansed_substitute}@", cleansed)
+        if isinstance(cleansed, str):  # lazy strings too, hence str()
+            return URL_PASSWORD.sub(rf"\g<head>{self.cleansed_substitute}@", str(cleansed))
         return cleansed
