@@ -240,6 +240,7 @@ def test_an_entry_linked_to_a_project_the_staff_user_cannot_read_leaves_no_trace
         client.get(admin_url("knowledge_knowledgerevision_changelist")),
         client.get(admin_url("knowledge_knowledgeentry_add")),
         client.get(admin_url("knowledge_knowledgeentry_change", entries["own"].pk)),
+        client.get(admin_url("tracker_activityevent_changelist"), {"q": "knowledge:"}),
     ]
     for page in pages:
         assert page.status_code == 200
@@ -248,6 +249,13 @@ def test_an_entry_linked_to_a_project_the_staff_user_cannot_read_leaves_no_trace
         assert "Confidential launch" not in text
         assert "Sibling" not in text
     assert client.get(admin_url("knowledge_knowledgeentry_change", entry.pk)).status_code == 404
+    activity = client.get(admin_url("tracker_activityevent_changelist"), {"q": "knowledge:"})
+    assert f"knowledge:{entry.pk}<" not in activity.content.decode()
+    assert f"knowledge:{entries['own'].pk}<" in activity.content.decode()
+    event = ActivityEvent.objects.get(verb="knowledge.created", target=f"knowledge:{entry.pk}")
+    assert client.get(admin_url("tracker_activityevent_change", event.pk)).status_code == 404
+    own_event = ActivityEvent.objects.get(verb="knowledge.created", target=f"knowledge:{entries['own'].pk}")
+    assert client.get(admin_url("tracker_activityevent_change", own_event.pk)).status_code == 200
     revision = entry.revisions.get()
     assert client.get(admin_url("knowledge_knowledgerevision_change", revision.pk)).status_code == 404
     response = client.post(
