@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from knowledge.models import KnowledgeEntry, KnowledgeRevision
+from knowledge.selectors import knowledge_visible
 from knowledge.services import knowledge_create, knowledge_update
 from tracker.admin.base import BalletAdmin, VersionedForm, actor_of, adopt
 from tracker.models import Item, Project
@@ -29,14 +30,15 @@ class KnowledgeEntryForm(VersionedForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         projects = Project.objects.filter(pk__in=project_ids_with(self.user, KNOWLEDGE_WRITE))
-        items = Item.objects.filter(project__in=projects)
         if self.instance.pk is not None:
-            # Keep the current links selectable even where the user cannot write.
+            # Keep the current links selectable even where the user cannot write, but only those the
+            # user reads: a link to a project they cannot read is neither shown nor theirs to drop.
+            linked = self.instance.projects.filter(pk__in=project_ids_with(self.user, KNOWLEDGE_READ))
             projects = Project.objects.filter(
-                Q(pk__in=projects.values("pk")) | Q(pk__in=self.instance.projects.values("pk")),
+                Q(pk__in=projects.values("pk")) | Q(pk__in=linked.values("pk")),
                 organization_id=self.instance.organization_id,
             )
-            items = Item.objects.filter(Q(project__in=projects) | Q(pk__in=self.instance.items.values("pk")))
+        items = Item.objects.filter(project__in=projects)
         self.limit("projects", projects.select_related("organization"))
         self.limit("items", items.select_related("project"))
 
@@ -65,7 +67,7 @@ class KnowledgeEntryForm(VersionedForm):
 
 @admin.register(KnowledgeEntry)
 class KnowledgeEntryAdmin(BalletAdmin):
-    """Entries of the organizations the user reads knowledge in; writes keep every revision."""
+    """The entries the user may read (knowledge_visible); writes keep every revision."""
 
     form = KnowledgeEntryForm
     project_path = None
@@ -76,6 +78,9 @@ class KnowledgeEntryAdmin(BalletAdmin):
     search_fields = ("title", "body")
     list_select_related = ("organization", "last_editor")
     filter_horizontal = LINK_FIELDS
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).filter(pk__in=knowledge_visible(user=request.user).values("pk"))
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is None:
@@ -147,4 +152,5 @@ class KnowledgeRevisionAdmin(BalletAdmin):
     list_select_related = ("entry", "editor")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return super().get_queryset(request).select_related("entry")
+        visible = knowledge_visible(user=request.user).values("pk")
+        return super().get_queryset(request).filter(entry__in=visible).select_related("entry")

@@ -1,10 +1,13 @@
 """Search over an organization's knowledge base, and knowledge entries as search documents.
 
-Entries are organization-wide documents: whoever reads knowledge in one of
-the organization's projects reads them all (:func:`knowledge.selectors.knowledge_visible`).
+Entries are indexed as organization documents; who may read each depends on
+its project links (:func:`knowledge.selectors.knowledge_visible`), so a search
+names the entries to leave out (:func:`knowledge.selectors.knowledge_find`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from knowledge.models import KnowledgeEntry
 from tracker.search import KNOWLEDGE, SearchHit, SearchScope, search
@@ -13,12 +16,14 @@ from tracker.search.types import DocumentSpec
 
 
 def knowledge_search(
-    *, organization_id: int, query: str, kind: str | None = None, limit: int = 10
+    *, organization_id: int, query: str, hidden: Iterable[int], kind: str | None = None, limit: int = 10
 ) -> list[SearchHit]:
+    """The organization's entries but ``hidden`` (ids the caller may not read) that best answer ``query``."""
     scope = SearchScope(
         organization_id=organization_id,
         kinds=frozenset({KNOWLEDGE}),
         subkinds=frozenset({kind}) if kind else frozenset(),
+        hidden_knowledge=frozenset(str(pk) for pk in hidden),
     )
     return search(scope=scope, query=query, limit=limit)
 

@@ -11,13 +11,44 @@ from knowledge.search import knowledge_search
 from tracker.errors import NotFoundError
 from tracker.models import Project
 from tracker.permissions import KNOWLEDGE_READ, AnyUser, project_ids_with
+from tracker.search import SearchHit
 
 
 def knowledge_visible(*, user: AnyUser | None) -> QuerySet[KnowledgeEntry]:
-    """Entries of every organization in which ``user`` reads knowledge in some project."""
-    project_ids = project_ids_with(user, KNOWLEDGE_READ)
-    org_ids = Project.objects.filter(pk__in=project_ids).values("organization_id")
-    return KnowledgeEntry.objects.filter(organization_id__in=org_ids).select_related("author", "last_editor")
+    """The entries ``user`` may read (SPEC § 4.5): every path to knowledge starts here.
+
+    An entry linked to projects is readable by those who read knowledge in
+    every one of them; an entry with no project link, by those who read
+    knowledge in some project of its organization.
+    """
+    readable = project_ids_with(user, KNOWLEDGE_READ)
+    org_ids = Project.objects.filter(pk__in=readable).values("organization_id")
+    beyond = KnowledgeEntry.projects.through.objects.exclude(project_id__in=readable)
+    return (
+        KnowledgeEntry.objects.filter(organization_id__in=org_ids)
+        .exclude(pk__in=beyond.values("knowledgeentry_id"))
+        .select_related("author", "last_editor")
+    )
+
+
+def knowledge_hidden_ids(*, user: AnyUser | None, organization_id: int) -> frozenset[int]:
+    """Ids of the organization's entries that ``user`` may not read."""
+    visible = knowledge_visible(user=user).filter(organization_id=organization_id).values("pk")
+    hidden = KnowledgeEntry.objects.filter(organization_id=organization_id).exclude(pk__in=visible)
+    return frozenset(hidden.values_list("pk", flat=True))
+
+
+def knowledge_find(
+    *, user: AnyUser | None, organization_id: int, query: str, kind: str | None = None, limit: int = 10
+) -> list[SearchHit]:
+    """The entries of the organization that ``user`` may read and that best answer ``query``."""
+    readable = project_ids_with(user, KNOWLEDGE_READ)
+    if not Project.objects.filter(pk__in=readable, organization_id=organization_id).exists():
+        return []
+    hidden = knowledge_hidden_ids(user=user, organization_id=organization_id)
+    return knowledge_search(
+        organization_id=organization_id, query=query, kind=kind, limit=limit, hidden=hidden
+    )
 
 
 def knowledge_list(
@@ -44,7 +75,7 @@ SEARCH_LIMIT = 100
 
 
 def _search(user: AnyUser | None, q: str, *, kind: str | None, organization_id: int | None) -> list[int]:
-    """Ids of the entries that best answer ``q`` in the organizations ``user`` reads knowledge of."""
+    """Ids of the readable entries that best answer ``q`` in the organizations ``user`` reads knowledge of."""
     if organization_id is not None:
         org_ids = [organization_id]
     else:
@@ -53,7 +84,7 @@ def _search(user: AnyUser | None, q: str, *, kind: str | None, organization_id: 
     hits = [
         hit
         for org_id in org_ids
-        for hit in knowledge_search(organization_id=org_id, query=q, kind=kind, limit=SEARCH_LIMIT)
+        for hit in knowledge_find(user=user, organization_id=org_id, query=q, kind=kind, limit=SEARCH_LIMIT)
     ]
     hits.sort(key=lambda hit: -hit.score)
     return [int(hit.key) for hit in hits[:SEARCH_LIMIT]]
@@ -68,6 +99,7 @@ def _ranked(qs: QuerySet[KnowledgeEntry], ids: list[int]) -> QuerySet[KnowledgeE
 
 
 def knowledge_get(*, user: AnyUser | None, entry_id: int) -> KnowledgeEntry:
+    """The entry, if ``user`` may read it; else as unknown as a missing one."""
     if not 0 < entry_id < 2**63:  # out of the column's range: cannot exist, and must not reach the database
         raise NotFoundError(f"Knowledge entry {entry_id} not found.")
     try:

@@ -7,15 +7,23 @@ attributed to the human, also when the planner writes them for that human.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import transaction
+from django.db.models import Model
 
 from knowledge.models import KnowledgeEntry, KnowledgeKind, KnowledgeRevision
-from knowledge.selectors import knowledge_snapshot
-from tracker.errors import ConflictError, PermissionDeniedError, ValidationError
+from knowledge.selectors import knowledge_snapshot, knowledge_visible
+from tracker.errors import ConflictError, NotFoundError, PermissionDeniedError, ValidationError
 from tracker.models import Item, Project
-from tracker.permissions import KNOWLEDGE_WRITE, has_organization_permission, has_permission, require
+from tracker.permissions import (
+    KNOWLEDGE_READ,
+    KNOWLEDGE_WRITE,
+    TRACKER_READ,
+    has_organization_permission,
+    has_permission,
+    require,
+)
 from tracker.search.indexing import search_index_on_commit
 from tracker.search.types import KNOWLEDGE
 from tracker.services.activity import Actor, activity_record
@@ -116,17 +124,23 @@ def knowledge_create(
 def _relink(
     actor: Actor, entry: KnowledgeEntry, projects: list[Project] | None, items: list[Item] | None
 ) -> bool:
-    """Replace the entry's links where given; True if they changed."""
+    """Replace the entry's links where given; True if they changed.
+
+    Links the actor cannot read are neither shown to them nor theirs to drop:
+    they are kept whatever the actor sends (SPEC § 4.5).
+    """
     if projects is None and items is None:
         return False
     current_projects = list(entry.projects.all())
-    current_items = list(entry.items.all())
-    new_projects = projects if projects is not None else current_projects
+    current_items = list(entry.items.select_related("project"))
+    hidden_projects = [p for p in current_projects if not has_permission(actor.user, p, KNOWLEDGE_READ)]
+    hidden_items = [i for i in current_items if not has_permission(actor.user, i.project_id, TRACKER_READ)]
+    new_projects = _union(projects if projects is not None else current_projects, hidden_projects)
     if not new_projects:
         raise ValidationError({"projects": ["Link the entry to at least one project."]})
     if any(p.organization_id != entry.organization_id for p in new_projects):
         raise ValidationError({"projects": ["Link projects of the entry's organization only."]})
-    new_items = items if items is not None else current_items
+    new_items = _union(items if items is not None else current_items, hidden_items)
     _check_links(actor, new_projects, new_items, frozenset(p.pk for p in current_projects))
     if {p.pk for p in new_projects} == {p.pk for p in current_projects} and {i.pk for i in new_items} == {
         i.pk for i in current_items
@@ -135,6 +149,15 @@ def _relink(
     entry.projects.set(new_projects)
     entry.items.set(new_items)
     return True
+
+
+_Linked = TypeVar("_Linked", bound=Model)
+
+
+def _union(given: list[_Linked], kept: list[_Linked]) -> list[_Linked]:
+    """``given`` and then the ``kept`` ones it lacks."""
+    ids = {obj.pk for obj in given}
+    return [*given, *(obj for obj in kept if obj.pk not in ids)]
 
 
 def _can_edit(actor: Actor, entry: KnowledgeEntry) -> bool:
@@ -156,6 +179,8 @@ def knowledge_update(
 ) -> KnowledgeEntry:
     """Change ``fields`` (kind, title, body) and optionally the links, at ``version``."""
     locked = KnowledgeEntry.objects.select_for_update().get(pk=entry.pk)
+    if not knowledge_visible(user=actor.user).filter(pk=locked.pk).exists():
+        raise NotFoundError(f"Knowledge entry {locked.pk} not found.")
     if not _can_edit(actor, locked):
         raise PermissionDeniedError("You need knowledge.write in a project this entry is linked to.")
     if not isinstance(version, int) or isinstance(version, bool):

@@ -259,7 +259,8 @@ def _deliver_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> li
         notes = change_notes(
             events,
             session_label=f"planner:{session.pk}",
-            project_id=session.project_id,
+            project=session.project,
+            user=session.user,
             focus=focus or session.focus,
         )
         if notes:

@@ -1,7 +1,8 @@
 """Tools over the knowledge base: search_knowledge, get_knowledge, create_knowledge, update_knowledge.
 
-Knowledge the planner writes is linked to the session's project and
-attributed to the human it acts for.
+The planner reads only what its human may read (:func:`knowledge.selectors.knowledge_visible`).
+Knowledge the planner writes is linked to the session's project, so it is
+readable only where that project is, and attributed to the human it acts for.
 """
 
 from __future__ import annotations
@@ -9,26 +10,29 @@ from __future__ import annotations
 from typing import Any
 
 from knowledge.models import KnowledgeEntry, KnowledgeKind
-from knowledge.search import knowledge_search
+from knowledge.selectors import knowledge_find, knowledge_visible
 from knowledge.services import knowledge_create, knowledge_update
 from planner.tools.base import JsonObject, ToolContext, ToolError, ToolSpec
 from tracker.errors import NotFoundError
 from tracker.models import Item
-from tracker.permissions import KNOWLEDGE_READ, KNOWLEDGE_WRITE
+from tracker.permissions import KNOWLEDGE_READ, KNOWLEDGE_WRITE, TRACKER_READ, project_ids_with
 from tracker.selectors import item_number
 
 KINDS: JsonObject = {"enum": list(KnowledgeKind.values)}
 
 
 def _entry(ctx: ToolContext, entry_id: int) -> KnowledgeEntry:
-    entry = KnowledgeEntry.objects.filter(pk=entry_id, organization_id=ctx.project.organization_id).first()
+    """An entry of the session's organization that the human may read."""
+    visible = knowledge_visible(user=ctx.user).filter(organization_id=ctx.project.organization_id)
+    entry = visible.filter(pk=entry_id).first()
     if entry is None:
         raise NotFoundError(f"Knowledge entry {entry_id} not found.")
     return entry
 
 
 def search_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    hits = knowledge_search(
+    hits = knowledge_find(
+        user=ctx.user,
         organization_id=ctx.project.organization_id,
         query=args["query"],
         kind=args.get("kind"),
@@ -44,8 +48,14 @@ def search_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 def get_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
     entry = _entry(ctx, args["id"])
-    projects = list(entry.projects.values_list("key", flat=True))
-    items = [f"{p}-{n}" for p, n in entry.items.values_list("project__key", "number")]
+    readable = project_ids_with(ctx.user, KNOWLEDGE_READ)
+    projects = list(entry.projects.filter(pk__in=readable).values_list("key", flat=True))
+    items = [
+        f"{p}-{n}"
+        for p, n in entry.items.filter(project__in=project_ids_with(ctx.user, TRACKER_READ)).values_list(
+            "project__key", "number"
+        )
+    ]
     ctx.follow(f"knowledge:{entry.pk}")
     return {
         "id": entry.pk,
@@ -91,7 +101,12 @@ def update_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
     fields: dict[str, Any] = {k: args[k] for k in ("kind", "title", "body") if k in args}
     if not fields:
         raise ToolError("invalid_input", "Send at least one of kind, title, body.")
-    updated = knowledge_update(actor=ctx.actor, entry=entry, version=args["version"], fields=fields)
+    linked = list(entry.projects.all())
+    # What the planner writes is readable only where its session's project is (SPEC § 12.3).
+    relinked = None if ctx.project in linked else [*linked, ctx.project]
+    updated = knowledge_update(
+        actor=ctx.actor, entry=entry, version=args["version"], fields=fields, projects=relinked
+    )
     ctx.follow(f"knowledge:{entry.pk}")
     return {"id": updated.pk, "version": updated.version, "title": updated.title}
 
@@ -107,7 +122,7 @@ ENTRY_ID: JsonObject = {"type": "integer", "minimum": 1}
 SPECS = (
     ToolSpec(
         name="search_knowledge",
-        description="Search the organization's knowledge base (documents, decisions, notes, debt records) "
+        description="Search the knowledge base you can read (documents, decisions, notes, debt records) "
         "by meaning and words; optional kind and limit. Results carry id, title, snippet and score.",
         input_schema=_schema(
             {
@@ -146,7 +161,8 @@ SPECS = (
     ToolSpec(
         name="update_knowledge",
         description="Change a knowledge entry. Send the version you read; if someone changed it since, "
-        "you get a conflict with the current version to read and merge.",
+        "you get a conflict with the current version to read and merge. The entry gets linked to this "
+        "project, so from then on only those who can read this project read it.",
         input_schema=_schema(
             {
                 "id": ENTRY_ID,

@@ -12,8 +12,9 @@ from django.utils.html import strip_tags
 from knowledge.models import KnowledgeEntry, KnowledgeRevision
 from knowledge.services import knowledge_create, knowledge_update
 from tests.factories import MembershipFactory, UserFactory
-from tracker.models import ActivityEvent, Role
+from tracker.models import ActivityEvent, Project, Role
 from tracker.services.activity import Actor
+from tracker.services.items import item_create
 
 
 @pytest.fixture
@@ -212,3 +213,83 @@ def test_revisions_are_read_only(client, superuser, entries):
     )
     revision.refresh_from_db()
     assert revision.title == "Use Postgres"
+
+
+def test_an_entry_linked_to_a_project_the_staff_user_cannot_read_leaves_no_trace(
+    client, project, org, staff, entries, superuser
+):
+    sibling = Project.objects.create(organization=org, key="SIB", name="Sibling")
+    insider: Any = UserFactory(username="insider")
+    MembershipFactory(project=sibling, user=insider, role=Role.OWNER)
+    MembershipFactory(project=project, user=insider, role=Role.OWNER)
+    secret = item_create(
+        actor=Actor(user=insider), project=sibling, kind="ticket", fields={"title": "Confidential launch"}
+    )
+    entry = knowledge_create(
+        actor=Actor(user=insider),
+        kind="note",
+        title="Merger Bluebird",
+        body="Only for SIB.",
+        projects=[project, sibling],
+        items=[secret],
+    )
+    client.force_login(staff["owner"])
+
+    pages = [
+        client.get(admin_url("knowledge_knowledgeentry_changelist")),
+        client.get(admin_url("knowledge_knowledgerevision_changelist")),
+        client.get(admin_url("knowledge_knowledgeentry_add")),
+        client.get(admin_url("knowledge_knowledgeentry_change", entries["own"].pk)),
+        client.get(admin_url("tracker_activityevent_changelist"), {"q": "knowledge:"}),
+    ]
+    for page in pages:
+        assert page.status_code == 200
+        text = page.content.decode()
+        assert "Bluebird" not in text
+        assert "Confidential launch" not in text
+        assert "Sibling" not in text
+    assert client.get(admin_url("knowledge_knowledgeentry_change", entry.pk)).status_code == 404
+    activity = client.get(admin_url("tracker_activityevent_changelist"), {"q": "knowledge:"})
+    assert f"knowledge:{entry.pk}<" not in activity.content.decode()
+    assert f"knowledge:{entries['own'].pk}<" in activity.content.decode()
+    event = ActivityEvent.objects.get(verb="knowledge.created", target=f"knowledge:{entry.pk}")
+    assert client.get(admin_url("tracker_activityevent_change", event.pk)).status_code == 404
+    own_event = ActivityEvent.objects.get(verb="knowledge.created", target=f"knowledge:{entries['own'].pk}")
+    assert client.get(admin_url("tracker_activityevent_change", own_event.pk)).status_code == 200
+    revision = entry.revisions.get()
+    assert client.get(admin_url("knowledge_knowledgerevision_change", revision.pk)).status_code == 404
+    response = client.post(
+        admin_url("knowledge_knowledgeentry_change", entry.pk),
+        entry_form(entry, projects=[project.pk], items=[]),
+    )
+    assert response.status_code == 404
+    assert sorted(p.key for p in entry.projects.all()) == ["BAL", "SIB"]
+    assert list(entry.items.all()) == [secret]
+    # Who reads both projects sees the entry and every link.
+    client.force_login(superuser)
+    page = client.get(admin_url("knowledge_knowledgeentry_change", entry.pk)).content.decode()
+    assert "Confidential launch" in page
+
+
+def test_the_entry_form_offers_only_readable_links(client, project, org, staff):
+    """A reader of SIB who writes only BAL keeps SIB's link and sees its items; nothing of a third project."""
+    sibling = Project.objects.create(organization=org, key="SIB", name="Sibling")
+    third = Project.objects.create(organization=org, key="THI", name="Third")
+    insider: Any = UserFactory(username="insider")
+    for p in (project, sibling, third):
+        MembershipFactory(project=p, user=insider, role=Role.OWNER)
+    MembershipFactory(project=sibling, user=staff["member"], role=Role.VIEWER)
+    sib_item = item_create(
+        actor=Actor(user=insider), project=sibling, kind="ticket", fields={"title": "SIB work"}
+    )
+    item_create(actor=Actor(user=insider), project=third, kind="ticket", fields={"title": "Third work"})
+    entry = knowledge_create(
+        actor=Actor(user=insider), kind="note", title="Shared", projects=[project, sibling], items=[sib_item]
+    )
+    client.force_login(staff["member"])
+
+    page = client.get(admin_url("knowledge_knowledgeentry_change", entry.pk)).content.decode()
+
+    assert "SIB work" in page
+    assert "Third work" not in page
+    assert "Third" not in page

@@ -127,17 +127,59 @@ def test_detail_shows_links_and_revisions(entries, users):
     assert body["revisions"][0]["created_at"]
 
 
-def test_links_to_projects_the_caller_cannot_read_are_hidden(entries, org, users, project):
+def test_an_entry_linked_to_a_project_the_caller_cannot_read_leaves_no_trace(
+    entries, org, users, project, make_item, indexed
+):
     hidden = Project.objects.create(organization=org, key="HID", name="HID")
-    root = User.objects.create(username="insider")
-    Membership.objects.create(project=hidden, user=root, role="owner")
-    Membership.objects.create(project=project, user=root, role="owner")
-    entry = knowledge_create(actor=Actor(user=root), kind="note", title="Both", projects=[project, hidden])
+    insider = User.objects.create(username="insider")
+    Membership.objects.create(project=hidden, user=insider, role="owner")
+    Membership.objects.create(project=project, user=insider, role="owner")
+    secret_item = make_item(title="Confidential launch", target=hidden)
+    with indexed():
+        entry = knowledge_create(
+            actor=Actor(user=insider),
+            kind="note",
+            title="Merger codename Bluebird",
+            body="Only for HID.",
+            projects=[project, hidden],
+            items=[secret_item],
+        )
+    viewer, member = _client(users, "viewer"), _client(users, "member")
 
-    body = _client(users, "viewer").get(_detail(entry)).json()
+    assert viewer.get(_detail(entry)).status_code == 404
+    for query in ("", "?project=BAL", "?q=bluebird", "?kind=note"):
+        listing = viewer.get(LIST + query)
+        assert listing.status_code == 200
+        assert "Bluebird" not in listing.content.decode()
+        assert "HID" not in listing.content.decode()
+    # A round trip cannot drop the links the caller cannot see: the entry is not theirs to touch.
+    dropped = member.patch(_detail(entry), {"version": 1, "projects": ["BAL"], "items": []}, format="json")
+    assert dropped.status_code == 404
+    entry.refresh_from_db()
+    assert entry.version == 1
+    assert sorted(p.key for p in entry.projects.all()) == ["BAL", "HID"]
+    assert [i.key for i in entry.items.all()] == [secret_item.key]
+    # Who reads both projects reads the entry and all its links.
+    insider_view = APIClient()
+    insider_view.force_authenticate(insider)
+    body = insider_view.get(_detail(entry)).json()
+    assert (sorted(body["projects"]), body["items"]) == (["BAL", "HID"], [secret_item.key])
 
-    assert body["projects"] == ["BAL"]
-    assert "HID" not in str(_client(users, "viewer").get(LIST).content)
+
+def test_an_entry_without_project_links_is_read_by_every_member_of_the_organization(
+    entries, org, users, project
+):
+    sibling = Project.objects.create(organization=org, key="SIB", name="SIB")
+    reader = users["stranger"]
+    Membership.objects.create(project=sibling, user=reader, role="viewer")
+    entry = entries["decision"]
+    entry.projects.clear()
+    entry.items.clear()
+
+    client = APIClient()
+    client.force_authenticate(reader)
+    assert client.get(_detail(entry)).json()["title"] == "Use SQLite in embedded mode"
+    assert [e["title"] for e in client.get(LIST).json()["results"]] == ["Use SQLite in embedded mode"]
 
 
 @pytest.mark.parametrize(

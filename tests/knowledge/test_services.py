@@ -9,15 +9,21 @@ import pytest
 from knowledge.models import KnowledgeRevision
 from knowledge.selectors import knowledge_get, knowledge_list
 from knowledge.services import knowledge_create, knowledge_update
-from tests.factories import make_membership, make_project
+from tests.factories import make_membership, make_project, make_user
 from tracker.errors import ConflictError, NotFoundError, PermissionDeniedError, ValidationError
 from tracker.models import ActivityEvent
 from tracker.services.activity import Actor
 
 
 def create(user, project, **fields):
-    values = {"kind": "decision", "title": "Use Postgres", "body": "Because.", **fields}
-    return knowledge_create(actor=Actor(user=user), projects=[project], **values)
+    values = {
+        "kind": "decision",
+        "title": "Use Postgres",
+        "body": "Because.",
+        "projects": [project],
+        **fields,
+    }
+    return knowledge_create(actor=Actor(user=user), **values)
 
 
 def test_create_records_version_one_and_its_revision(project, member):
@@ -88,18 +94,52 @@ def test_invalid_fields(project, member):
     assert "version" in info.value.errors
 
 
-def test_visibility_is_the_organization_of_a_readable_project(project, org, other_project, member, users):
+def test_an_entry_linked_to_projects_is_readable_by_who_reads_every_one_of_them(
+    project, org, other_project, member, owner, users
+):
     sibling = make_project(organization=org, key="SIB")
-    entry = create(member, project)
-    from tests.factories import MembershipFactory
-
-    reader = users["stranger"]
-    MembershipFactory(project=sibling, user=reader, role="viewer")
-    assert knowledge_get(user=reader, entry_id=entry.pk) == entry
+    make_membership(project=sibling, user=owner, role="owner")
+    sibling_reader = users["stranger"]
+    make_membership(project=sibling, user=sibling_reader, role="viewer")
     outsider = make_membership(project=other_project, role="owner").user
-    with pytest.raises(NotFoundError):
-        knowledge_get(user=outsider, entry_id=entry.pk)
-    assert list(knowledge_list(user=outsider)) == []
+    root = make_user(username="root", is_superuser=True)
+    own = create(member, project, title="BAL only")
+    both = create(owner, project, title="BAL and SIB", projects=[project, sibling])
+    unlinked = create(member, project, title="Organization-wide")
+    unlinked.projects.clear()
+
+    def titles(user):
+        return sorted(e.title for e in knowledge_list(user=user))
+
+    assert titles(member) == ["BAL only", "Organization-wide"]
+    assert titles(sibling_reader) == ["Organization-wide"]
+    assert titles(owner) == titles(root) == ["BAL and SIB", "BAL only", "Organization-wide"]
+    assert titles(outsider) == []
+    for user, entry in [(sibling_reader, own), (member, both), (outsider, unlinked)]:
+        with pytest.raises(NotFoundError):
+            knowledge_get(user=user, entry_id=entry.pk)
+    assert knowledge_get(user=sibling_reader, entry_id=unlinked.pk) == unlinked
+
+
+def test_a_member_cannot_change_or_unlink_an_entry_linked_to_a_project_they_cannot_read(
+    project, org, member, owner
+):
+    hidden = make_project(organization=org, key="HID")
+    make_membership(project=hidden, user=owner, role="owner")
+    entry = create(owner, project, title="Shared", projects=[project, hidden])
+
+    for links in ([project], None):
+        with pytest.raises(NotFoundError):
+            knowledge_update(
+                actor=Actor(user=member), entry=entry, version=1, fields={"body": "mine"}, projects=links
+            )
+
+    entry.refresh_from_db()
+    assert (entry.version, entry.body) == (1, "Because.")
+    assert sorted(p.key for p in entry.projects.all()) == ["BAL", "HID"]
+    # Someone who reads both projects may unlink one.
+    knowledge_update(actor=Actor(user=owner), entry=entry, version=1, fields={}, projects=[project])
+    assert [p.key for p in entry.projects.all()] == ["BAL"]
 
 
 def test_list_filters(project, member, indexed):
@@ -126,6 +166,7 @@ def test_relinking_keeps_links_to_projects_the_editor_cannot_write(project, org,
     hidden = make_project(organization=org, key="HID")
     owner_of_both = users["owner"]
     make_membership(project=hidden, user=owner_of_both, role="owner")
+    make_membership(project=hidden, user=member, role="viewer")  # reads HID, writes only BAL
     entry = knowledge_create(
         actor=Actor(user=owner_of_both), kind="note", title="Shared", projects=[project, hidden]
     )
@@ -138,5 +179,6 @@ def test_relinking_keeps_links_to_projects_the_editor_cannot_write(project, org,
         items=[],
     )
     assert updated.version == 2
-    with pytest.raises(NotFoundError):
+    assert sorted(p.key for p in updated.projects.all()) == ["BAL", "HID"]
+    with pytest.raises(PermissionDeniedError):
         knowledge_create(actor=Actor(user=member), kind="note", title="x", projects=[hidden])

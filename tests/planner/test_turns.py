@@ -18,7 +18,7 @@ async def test_a_turn_answers_and_records_everything(planner, model, session, me
     messages = await sync(lambda: list(Message.objects.filter(session=session).order_by("seq")))()
     # The item was created after the session opened, so the first call carries a change note.
     assert [m.kind for m in messages] == ["human", "changes", "assistant", "tool_results", "assistant"]
-    assert "BAL-1 created by user:owner" in messages[1].content[0]["text"]
+    assert '"BAL-1" created by "user:owner"' in messages[1].content[0]["text"]
     assert messages[-1].content == [{"type": "text", "text": "You have one ticket: BAL-1."}]
     tool_call = await sync(ToolCall.objects.get)(session=session)
     assert (tool_call.name, tool_call.is_error, tool_call.actor) == (
@@ -273,7 +273,7 @@ async def test_a_changeset_decided_in_the_admin_reaches_the_session_that_propose
     text = notes[0].text
     assert text.startswith("<workspace-changes>")
     assert text.endswith("</workspace-changes>")
-    assert "changeset #1 “Add docs” rejected by user:maintainer; note: Docs later" in text
+    assert 'changeset #1 "Add docs" rejected by "user:maintainer"; note: "Docs later"' in text
     assert "proposed by" not in text  # its own action is left out
 
 
@@ -293,8 +293,8 @@ async def test_change_notes_put_the_focus_first_and_advance_last_seen(
     await drive(planner, session, member, "Anything new?")
     notes = [m for m in model.turn_requests[-1].messages if m.kind == "changes"]
     lines = notes[-1].text.splitlines()
-    assert lines[2].startswith(f"- {followed.key} updated by user:owner")
-    assert lines[3].startswith(f"- {first.key} updated by user:owner")
+    assert lines[2].startswith(f'- "{followed.key}" updated by "user:owner"')
+    assert lines[3].startswith(f'- "{first.key}" updated by "user:owner"')
     model.add(say("Nothing new."))
     await drive(planner, session, member, "And now?")
     assert model.turn_requests[-1].messages[-1].kind == "human"

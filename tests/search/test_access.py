@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge.search import knowledge_search
+from knowledge.selectors import knowledge_find
 from knowledge.services import knowledge_create
 from tests.factories import make_membership, make_project, make_user
 from tests.planner.test_tools import ok
@@ -33,7 +34,23 @@ def world(project, other_project, owner, make_item, indexed):
         knowledge_create(
             actor=Actor(user=outsider), kind="note", title="Billing webhook notes", projects=[other_project]
         )
-    return {"mine": mine, "sibling": sibling}
+        knowledge_create(
+            actor=Actor(user=owner), kind="note", title="Billing webhook secrets of SIB", projects=[sibling]
+        )
+        both = knowledge_create(
+            actor=Actor(user=owner),
+            kind="note",
+            title="Billing webhook plan of BAL and SIB",
+            projects=[project, sibling],
+        )
+        knowledge_create(
+            actor=Actor(user=owner),
+            kind="note",
+            title="Retry budget in BAL",
+            body="Also about the billing webhook, among other things.",
+            projects=[project],
+        )
+    return {"mine": mine, "sibling": sibling, "both": both}
 
 
 def test_project_search_sees_only_the_project_and_its_organization(project, world):
@@ -41,11 +58,30 @@ def test_project_search_sees_only_the_project_and_its_organization(project, worl
     assert [(h.kind, h.key) for h in hits] == [("item", world["mine"].key)]
 
 
-def test_knowledge_search_sees_only_the_organization(project, other_project, world):
-    assert knowledge_search(organization_id=project.organization_id, query="billing webhook") == []
-    assert [
-        h.title for h in knowledge_search(organization_id=other_project.organization_id, query="billing")
-    ] == ["Billing webhook notes"]
+def test_knowledge_search_sees_only_what_the_caller_reads(project, other_project, owner, member, world):
+    def titles(user, organization_id):
+        return sorted(
+            h.title for h in knowledge_find(user=user, organization_id=organization_id, query="billing")
+        )
+
+    assert titles(member, project.organization_id) == ["Retry budget in BAL"]
+    assert titles(owner, project.organization_id) == [
+        "Billing webhook plan of BAL and SIB",
+        "Billing webhook secrets of SIB",
+        "Retry budget in BAL",
+    ]
+    assert titles(member, other_project.organization_id) == []
+    assert titles(owner, other_project.organization_id) == []
+    hits = knowledge_search(organization_id=other_project.organization_id, query="billing", hidden=())
+    assert [h.title for h in hits] == ["Billing webhook notes"]
+
+
+def test_hidden_knowledge_does_not_move_the_scores_of_what_is_shown(project, member, world):
+    """What the caller cannot read leaves the rankings before fusion: no gap in a score betrays it."""
+    everything = knowledge_search(organization_id=project.organization_id, query="billing webhook", hidden=())
+    assert everything[0].title != "Retry budget in BAL"  # others outrank it for everyone
+    shown = knowledge_find(user=member, organization_id=project.organization_id, query="billing webhook")
+    assert [(h.title, h.score) for h in shown] == [("Retry budget in BAL", 1.0)]
 
 
 def test_an_organization_skill_is_shadowed_by_the_project_skill_of_its_name(project, owner, indexed):
@@ -67,7 +103,6 @@ def test_an_organization_skill_is_shadowed_by_the_project_skill_of_its_name(proj
 def test_planner_and_rest_search_hide_other_projects(project, member, viewer, users, world, client_for):
     found = ok(member, project, "search_project", {"query": "billing webhook"})["results"]
     assert [r["key"] for r in found] == [world["mine"].key]
-    assert ok(member, project, "search_knowledge", {"query": "billing webhook"})["results"] == []
     response = client_for(users["stranger"]).get("/api/v1/projects/BAL/search/", {"q": "billing"})
     assert response.status_code == 404
     response = client_for(viewer).get("/api/v1/projects/OTH/search/", {"q": "billing"})
@@ -75,4 +110,7 @@ def test_planner_and_rest_search_hide_other_projects(project, member, viewer, us
     titles = [
         e["title"] for e in client_for(viewer).get("/api/v1/knowledge/", {"q": "billing"}).json()["results"]
     ]
-    assert titles == []
+    assert titles == ["Retry budget in BAL"]
+    found = ok(member, project, "search_knowledge", {"query": "billing webhook"})["results"]
+    assert [r["title"] for r in found] == ["Retry budget in BAL"]
+    assert "SIB" not in str(found)

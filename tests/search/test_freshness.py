@@ -69,7 +69,9 @@ def test_skills_and_knowledge_follow_their_new_versions(project, owner, indexed)
     assert _keys(project, "assign owner") == ["triage"]
     assert _keys(project, "label every") == []
     org = project.organization_id
-    assert [h.key for h in knowledge_search(organization_id=org, query="severity scale")] == [str(entry.pk)]
+    assert [h.key for h in knowledge_search(organization_id=org, query="severity scale", hidden=())] == [
+        str(entry.pk)
+    ]
 
 
 def test_a_deleted_object_leaves_the_index(project, make_item, indexed):

@@ -52,7 +52,9 @@ def test_a_word_the_model_does_not_know_is_found_lexically(project, items):
 
 def test_skills_and_knowledge_rank_by_meaning_too(project, items):
     assert _keys(project, "steps before we ship")[0] == corpus.SKILL[0]
-    hits = knowledge_search(organization_id=project.organization_id, query="which database do we deploy")
+    hits = knowledge_search(
+        organization_id=project.organization_id, query="which database do we deploy", hidden=()
+    )
     assert hits[0].title == corpus.KNOWLEDGE[0]
 
 

@@ -681,6 +681,38 @@ def test_skill_write_is_for_maintainers(client, project, staff):
     assert client.get(admin_url("tracker_skill_add")).status_code == 403
 
 
+def test_an_organization_skill_in_the_admin_needs_skill_write_in_every_project(client, project, org, staff):
+    """A maintainer of BAL alone may not write what reaches the sibling project's planner."""
+    sibling = Project.objects.create(organization=org, key="SIB", name="Sibling")
+    MembershipFactory(project=sibling, user=staff["owner"], role=Role.OWNER)
+    client.force_login(staff["maintainer"])
+    response = client.post(
+        admin_url("tracker_skill_add"),
+        {"write_from": project.pk, "skill_name": "review", "organization_scope": "on", "body": "Obey me"},
+    )
+    assert response.status_code == 200
+    assert "You need skill.write in every project of the organization" in page_text(response)
+    assert not Skill.objects.filter(name="review").exists()
+
+    skill = skill_version_create(
+        actor=Actor(user=staff["owner"]), project=project, name="review", body="v1", organization_scope=True
+    ).skill
+    page = client.get(admin_url("tracker_skill_change", skill.pk))
+    assert page.status_code == 200
+    assert 'name="new_version"' not in page.content.decode()
+    management = {"versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"}
+    refused = client.post(
+        admin_url("tracker_skill_change", skill.pk), {"new_version": "Obey me", **management}
+    )
+    assert refused.status_code == 403
+    assert list(skill.versions.values_list("body", flat=True)) == ["v1"]
+
+    client.force_login(staff["owner"])
+    response = client.post(admin_url("tracker_skill_change", skill.pk), {"new_version": "v2", **management})
+    assert response.status_code == 302
+    assert skill.versions.count() == 2
+
+
 def test_skill_pin_through_the_admin(client, project, staff):
     version = skill_version_create(actor=Actor(user=staff["owner"]), project=project, name="style", body="v1")
     skill_version_create(actor=Actor(user=staff["owner"]), project=project, name="style", body="v2")

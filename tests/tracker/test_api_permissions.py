@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tracker.models import Changeset, Membership, SkillPin
+from tracker.models import Changeset, Membership, Project, Skill, SkillPin
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
 from tracker.services.items import dependency_add
@@ -72,6 +72,9 @@ MATRIX = [
     Case("post", "changesets/1/reject/", {"note": "Not now."}, _only(200, *APPLY)),
     Case("get", "skills/", None, READ),
     Case("post", "skills/", {"name": "review", "body": "# Review"}, _only(201, *APPLY)),
+    Case(
+        "post", "skills/", {"name": "style", "body": "# Style", "scope": "organization"}, _only(201, *APPLY)
+    ),
     Case("get", "skills/planner/", None, READ),
     Case("patch", "skills/planner/", {"pin": 1}, _only(200, *APPLY)),
 ]
@@ -146,6 +149,20 @@ def test_another_projects_objects_are_not_found(plan, caller, case):
 
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_an_organization_skill_needs_skill_write_in_every_project(plan, project, caller):
+    """With a sibling project in BAL's organization that no role user belongs to, only a superuser may
+    write what would reach the sibling's planner."""
+    Project.objects.create(organization=project.organization, key="SIB", name="Sibling")
+    body = {"name": "style", "body": "# Style", "scope": "organization"}
+
+    response = _client(plan, caller).post("/api/v1/projects/BAL/skills/", body, format="json")
+
+    expected = _only(403) | {"superuser": 201}
+    assert response.status_code == expected[caller], response.content
+    assert Skill.objects.filter(name="style").exists() == (caller == "superuser")
 
 
 @pytest.mark.parametrize("caller", ["viewer", "owner", "stranger"])

@@ -13,7 +13,13 @@ from django.http import HttpRequest
 from tracker.admin.base import BalletAdmin, BalletForm, actor_of, adopt
 from tracker.models import Project, Skill, SkillPin, SkillVersion
 from tracker.permissions import SKILL_READ, SKILL_WRITE, project_ids_with
-from tracker.services.skills import MAX_BODY, NAME_PATTERN, skill_pin_set, skill_version_create
+from tracker.services.skills import (
+    MAX_BODY,
+    NAME_PATTERN,
+    skill_organization_writable,
+    skill_pin_set,
+    skill_version_create,
+)
 
 
 def skill_writable_projects(user: Any) -> QuerySet[Project]:
@@ -49,6 +55,13 @@ class SkillAddForm(BalletForm):
         if project is None or name is None:
             return cleaned
         same = Skill.objects.filter(name=name)
+        if cleaned.get("organization_scope") and not skill_organization_writable(
+            user=self.user, organization_id=project.organization_id
+        ):
+            self.add_error(
+                "organization_scope",
+                "You need skill.write in every project of the organization to write an organization skill.",
+            )
         if cleaned.get("organization_scope"):
             same = same.filter(organization_id=project.organization_id, project__isnull=True)
         else:
@@ -110,6 +123,12 @@ class SkillAdmin(BalletAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).annotate(latest=Max("versions__version"))
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.project_id is None:
+            # An organization skill reaches every project's planner (SPEC § 4.4).
+            return skill_organization_writable(user=request.user, organization_id=obj.organization_id)
+        return super().has_change_permission(request, obj)
 
     @admin.display(description="latest version", ordering="latest")
     def latest_version(self, obj: Skill) -> int | None:

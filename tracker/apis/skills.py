@@ -34,7 +34,8 @@ class SkillListApi(BalletApi):
 
     @extend_schema(
         summary="Add a version of a skill (creating the skill at version 1)",
-        description="Needs skill.write. scope 'organization' writes the organization's skill.",
+        description="Needs skill.write. scope 'organization' writes the organization's skill and needs "
+        "skill.write in every project of the organization.",
         request=SkillVersionCreateSerializer,
         responses=with_errors({201: SkillVersionSerializer}, *WRITE_ERRORS),
     )

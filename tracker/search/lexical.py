@@ -14,7 +14,7 @@ from django.db import connection
 
 from tracker.search import lexical_postgres, lexical_sqlite
 from tracker.search.query import ParsedQuery
-from tracker.search.types import SKILL, SearchScope
+from tracker.search.types import KNOWLEDGE, SKILL, SearchScope
 
 
 def _in(column: str, values: frozenset[str], params: list[Any]) -> str:
@@ -39,6 +39,9 @@ def scope_sql(scope: SearchScope) -> tuple[str, list[Any]]:
         conditions.append(f"(d.kind = %s OR {_in('d.subkind', scope.subkinds, params)})")
     if scope.states:
         conditions.append(_in("d.state", scope.states, params))
+    if scope.hidden_knowledge:
+        params.append(KNOWLEDGE)
+        conditions.append(f"NOT (d.kind = %s AND {_in('d.key', scope.hidden_knowledge, params)})")
     return " AND ".join(conditions), params
 
 

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from tracker.models import SearchDocument, SearchHead
 from tracker.search.embeddings import from_bytes
-from tracker.search.types import SKILL, SearchScope
+from tracker.search.types import KNOWLEDGE, SKILL, SearchScope
 
 FIELDS = ("id", "kind", "key", "subkind", "state", "title", "body", "project_id", "deleted", "seq")
 
@@ -44,6 +44,8 @@ class CachedDocument:
         if self.project_id is not None and self.project_id != scope.project_id:
             return False
         if scope.subkinds and self.kind != SKILL and self.subkind not in scope.subkinds:
+            return False
+        if self.kind == KNOWLEDGE and self.key in scope.hidden_knowledge:
             return False
         return not scope.states or self.state in scope.states
 

@@ -35,6 +35,8 @@ class SearchScope:
     project_id: int | None = None
     subkinds: frozenset[str] = frozenset()  # item or knowledge kinds; skills have none and pass
     states: frozenset[str] = frozenset()  # only items have a state: a state filter keeps only items
+    # Keys of knowledge entries the caller may not read: their links reach a project beyond the caller's.
+    hidden_knowledge: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

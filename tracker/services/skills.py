@@ -8,9 +8,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
-from tracker.errors import ValidationError
+from tracker.errors import PermissionDeniedError, ValidationError
 from tracker.models import Project, Skill, SkillPin, SkillVersion
-from tracker.permissions import SKILL_WRITE, require
+from tracker.permissions import SKILL_WRITE, AnyUser, has_permission, require
 from tracker.search.indexing import search_index_on_commit
 from tracker.search.types import SKILL
 from tracker.services.activity import Actor, activity_record
@@ -31,6 +31,21 @@ def _check(name: Any, body: Any) -> None:
         raise ValidationError(errors)
 
 
+def skill_organization_writable(*, user: AnyUser | None, organization_id: int) -> bool:
+    """May ``user`` write the organization's skills: skill.write in every one of its projects?"""
+    projects = list(Project.objects.filter(organization_id=organization_id).values_list("pk", flat=True))
+    return bool(projects) and all(has_permission(user, pk, SKILL_WRITE) for pk in projects)
+
+
+def _require_everywhere(actor: Actor, project: Project) -> None:
+    """Refuse unless ``actor`` holds skill.write in every project of ``project``'s organization."""
+    if not skill_organization_writable(user=actor.user, organization_id=project.organization_id):
+        # Projects the actor cannot read stay unnamed: only that some project is missing is said.
+        raise PermissionDeniedError(
+            "You need skill.write in every project of the organization to write an organization skill."
+        )
+
+
 @transaction.atomic
 def skill_version_create(
     *, actor: Actor, project: Project, name: Any, body: Any, organization_scope: bool = False
@@ -38,9 +53,12 @@ def skill_version_create(
     """Add a version of skill ``name`` (creating the skill at version 1).
 
     An organization-scoped skill is written from one of the organization's
-    projects, by someone who holds ``skill.write`` there.
+    projects, by someone who holds ``skill.write`` in every project of the
+    organization: it reaches all their planners (SPEC § 4.4).
     """
     require(actor.user, project, SKILL_WRITE)
+    if organization_scope:
+        _require_everywhere(actor, project)
     _check(name, body)
     skill, created = Skill.objects.select_for_update().get_or_create(
         organization_id=project.organization_id,
