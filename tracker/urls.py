@@ -1,10 +1,8 @@
 """REST routes of the tracker under /api/v1/."""
 
 from django.urls import path
-from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.parsers import FormParser, MultiPartParser
 
-from tracker.apis.base import BalletJSONParser
+from tracker.apis.auth import TokenApi
 from tracker.apis.changesets import (
     ChangesetApplyApi,
     ChangesetDetailApi,
@@ -23,12 +21,7 @@ CHANGESET = PROJECT + "changesets/<int:number>/"
 
 urlpatterns = [
     # Scripts exchange a username and password for their API token.
-    # The API's JSON parser (no stack overflow on deep nesting, no NUL), and forms for scripts.
-    path(
-        "auth/token/",
-        ObtainAuthToken.as_view(parser_classes=[BalletJSONParser, FormParser, MultiPartParser]),
-        name="auth-token",
-    ),
+    path("auth/token/", TokenApi.as_view(), name="auth-token"),
     path("projects/", ProjectListApi.as_view(), name="project-list"),
     path(PROJECT, ProjectDetailApi.as_view(), name="project-detail"),
     path(PROJECT + "members/", MemberListApi.as_view(), name="member-list"),
