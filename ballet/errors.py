@@ -5,9 +5,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from django.views.debug import SafeExceptionReporterFilter
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's own refusals (a body past ``DATA_UPLOAD_MAX_MEMORY_SIZE``, a bad host) before any view."""
+    if not request.path.startswith("/api/"):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, RequestDataTooBig):
+        body = {"error": {"code": "request_too_large", "message": "The request body is too large."}}
+        return JsonResponse(body, status=413)
+    return JsonResponse({"error": {"code": "bad_request", "message": "Bad request."}}, status=400)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

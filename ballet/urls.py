@@ -23,5 +23,6 @@ urlpatterns = [
     path("", include("tracker.page_urls")),
 ]
 
+handler400 = "ballet.errors.bad_request"
 handler404 = "ballet.errors.not_found"
 handler500 = "ballet.errors.server_error"

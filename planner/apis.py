@@ -37,7 +37,7 @@ class SessionListApi(BalletApi):
     @extend_schema(
         summary="Your planner sessions, most recent first",
         parameters=[SessionFilterSerializer],
-        responses=with_errors({200: SessionSerializer(many=True)}, *READ_ERRORS),
+        responses=with_errors({200: SessionSerializer(many=True)}, 400, *READ_ERRORS),
     )
     def get(self, request: Request) -> Response:
         filters = parse(SessionFilterSerializer, request.query_params)

@@ -7,6 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from tracker.inputs import NulFreeJSONEncoder
 from tracker.models import Project
 
 
@@ -71,7 +72,7 @@ class Message(models.Model):
     seq = models.IntegerField()
     role = models.CharField(max_length=20)
     kind = models.CharField(max_length=20, choices=MessageKind.choices)
-    content = models.JSONField()
+    content = models.JSONField(encoder=NulFreeJSONEncoder)  # what the model wrote: no NUL reaches jsonb
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     turn = models.IntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -91,8 +92,8 @@ class ToolCall(models.Model):
     turn = models.IntegerField()
     tool_use_id = models.CharField(max_length=100)
     name = models.CharField(max_length=100)
-    input = models.JSONField()
-    output = models.JSONField()
+    input = models.JSONField(encoder=NulFreeJSONEncoder)
+    output = models.JSONField(encoder=NulFreeJSONEncoder)
     is_error = models.BooleanField(default=False)
     duration_ms = models.FloatField(default=0)
     actor = models.CharField(max_length=100)
@@ -113,7 +114,7 @@ class Event(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=50)
     turn = models.IntegerField(null=True, blank=True)
-    data = models.JSONField(default=dict, blank=True)
+    data = models.JSONField(default=dict, blank=True, encoder=NulFreeJSONEncoder)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -46,7 +46,9 @@ def session_list(*, user: AnyUser, project: Project | None = None) -> QuerySet[S
 
 def session_get(*, user: AnyUser, session_id: uuid.UUID | str) -> Session:
     try:
-        return session_list(user=user).select_related("project__organization").get(pk=session_id)
+        # Parsed here: a malformed id must not reach the database (Django's UUIDField raises its own error).
+        pk = session_id if isinstance(session_id, uuid.UUID) else uuid.UUID(str(session_id))
+        return session_list(user=user).select_related("project__organization").get(pk=pk)
     except (Session.DoesNotExist, ValueError) as exc:
         raise NotFoundError("Session not found.") from exc
 

@@ -32,7 +32,7 @@ class SessionCreateSerializer(StrictSerializer):
 
 
 class SessionFilterSerializer(serializers.Serializer[Any]):
-    project = serializers.CharField(required=False, max_length=10)
+    project = serializers.CharField(required=False, allow_blank=True, max_length=10)
 
 
 class TranscriptSerializer(SessionSerializer):

@@ -29,6 +29,7 @@ from planner.process import PROCESS_ID, owner_alive
 from planner.selectors import TurnSetup, turn_setup
 from planner.tools import ToolContext, ToolOutcome, call_tool
 from tracker.errors import ConflictError, NotFoundError, RateLimitedError, ValidationError
+from tracker.inputs import refuse_nul
 from tracker.limits import rate_hit
 from tracker.models import Organization, Project
 from tracker.permissions import PLANNER_CHAT, require
@@ -53,6 +54,7 @@ def check_text(text: Any) -> str:
         raise ValidationError({"text": ["Write a message."]})
     if len(text) > MAX_MESSAGE_CHARS:
         raise ValidationError({"text": [f"At most {MAX_MESSAGE_CHARS} characters."]})
+    refuse_nul(text=text)
     return text
 
 

@@ -9,6 +9,7 @@ from django.db.models import Exists, OuterRef, Prefetch, QuerySet
 
 from ballet.env import PLANNER_KEYS, PlannerConfig, coerce
 from tracker.errors import NotFoundError
+from tracker.inputs import ascii_number
 from tracker.models import (
     ActivityEvent,
     Changeset,
@@ -34,6 +35,8 @@ def project_planner_config(project: Project) -> PlannerConfig:
 
 
 def project_get(*, key: str) -> Project:
+    if "\x00" in key:  # PostgreSQL refuses NUL even in a lookup
+        raise NotFoundError("Project not found.")
     try:
         return Project.objects.select_related("organization").get(key=key)
     except Project.DoesNotExist as exc:
@@ -63,9 +66,8 @@ def item_list(
 def item_number(project: Project, key: str) -> int | None:
     """The number in ``key`` if it is a key of ``project`` (``BAL-12`` → 12)."""
     prefix = f"{project.key}-"
-    rest = key[len(prefix) :] if key.startswith(prefix) else ""
-    # More digits than an item number can have would overflow the database integer.
-    return int(rest) if rest.isdigit() and len(rest) <= 9 else None
+    # Only ASCII digits within the column's range: ``BAL-²`` and ``BAL-99…9`` name no item.
+    return ascii_number(key[len(prefix) :]) if key.startswith(prefix) else None
 
 
 def item_get(*, project: Project, key: str) -> Item:

@@ -212,10 +212,15 @@ class ItemDetailSerializer(ItemSerializer):
 
 
 class ItemFilterSerializer(serializers.Serializer[Any]):
-    kind = serializers.ChoiceField(choices=ItemKind.choices, required=False)
-    state = serializers.ChoiceField(choices=[(s, s) for s in ITEM_STATES], required=False)
-    epic = serializers.CharField(max_length=30, required=False, help_text="An epic's key, e.g. BAL-3.")
-    milestone = serializers.CharField(max_length=30, required=False, help_text="A milestone's key.")
+    # An empty filter (``?kind=``) filters nothing, as DRF reads it: the schema says so.
+    kind = serializers.ChoiceField(choices=ItemKind.choices, required=False, allow_blank=True)
+    state = serializers.ChoiceField(choices=[(s, s) for s in ITEM_STATES], required=False, allow_blank=True)
+    epic = serializers.CharField(
+        max_length=30, required=False, allow_blank=True, help_text="An epic's key, e.g. BAL-3."
+    )
+    milestone = serializers.CharField(
+        max_length=30, required=False, allow_blank=True, help_text="A milestone's key."
+    )
 
 
 # --- changesets -------------------------------------------------------------------------------
@@ -240,7 +245,7 @@ class ChangesetSerializer(serializers.Serializer[Any]):
 
 
 class ChangesetFilterSerializer(serializers.Serializer[Any]):
-    status = serializers.ChoiceField(choices=ChangesetStatus.choices, required=False)
+    status = serializers.ChoiceField(choices=ChangesetStatus.choices, required=False, allow_blank=True)
 
 
 class ChangesetProposeSerializer(StrictSerializer):

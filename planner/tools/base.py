@@ -2,27 +2,34 @@
 
 A call is validated against the tool's JSON Schema before anything runs, then
 authorized with the one permission check for the human the session speaks
-for, then handled. Every failure becomes ``{"error": {"code", "message"}}``.
+for, then handled in a savepoint. Every failure becomes ``{"error": {"code",
+"message"}}``; one the handler did not expect is ``internal_error`` (logged
+with its traceback, never shown to the model), and the turn goes on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.db import transaction
 from jsonschema import Draft202012Validator
 
 from planner.messages import ToolDefinition
 from tracker.errors import BalletError, ConflictError, ValidationError
+from tracker.inputs import NUL_MESSAGE, nul_paths
 from tracker.models import Project
 from tracker.permissions import has_permission
 from tracker.services.activity import Actor
 
 JsonObject = dict[str, Any]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -121,15 +128,28 @@ def run_tool(spec: ToolSpec | None, name: str, arguments: Any, context: ToolCont
     if spec is None:
         return ToolOutcome(error_output("unknown_tool", f"There is no tool named {name!r}."), True)
     problem = _input_errors(spec, arguments)
+    if refused := nul_paths(arguments):  # no NUL reaches the database (PostgreSQL stores none)
+        problem = f"{', '.join(where or 'input' for where in refused)}: {NUL_MESSAGE}"
     if problem:
         return ToolOutcome(error_output("invalid_input", problem), True)
     if not has_permission(context.user, context.project, spec.permission):
         message = f"{context.user.get_username()} lacks {spec.permission} in {context.project.key}."
         return ToolOutcome(error_output("permission_denied", message), True)
+    drafts = len(context.drafts)
     try:
-        return ToolOutcome(spec.handler(context, arguments), False)
+        # A savepoint: a handler that fails leaves nothing half-written.
+        with transaction.atomic():
+            return ToolOutcome(spec.handler(context, arguments), False)
     except BalletError as exc:
-        return ToolOutcome(_domain_error(exc), True)
+        output = _domain_error(exc)
+    except Exception:  # the model gets a plain answer and the turn goes on; the log keeps the traceback
+        logger.exception("Tool %s failed in session %s", name, context.session_id)
+        message = (
+            f"The tool {name} failed unexpectedly; the error was logged. Try another way or tell the user."
+        )
+        output = error_output("internal_error", message)
+    del context.drafts[drafts:]  # nothing it drafted was kept
+    return ToolOutcome(output, True)
 
 
 def _domain_error(exc: BalletError) -> JsonObject:

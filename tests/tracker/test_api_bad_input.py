@@ -36,7 +36,7 @@ FIELD_ERRORS = [
     ("patch", BAL, {"settings": {"max_rounds": "many"}}, "settings.max_rounds"),
     ("patch", BAL, {"settings": {"max_rounds": 0}}, "settings.max_rounds"),
     ("patch", BAL, {"settings": {"colour": "blue"}}, "settings.colour"),
-    ("patch", BAL, {"settings": {"model": "claude\u0000"}}, "settings"),
+    ("patch", BAL, {"settings": {"model": "claude\u0000"}}, "settings.model"),
     ("patch", BAL, {"credential": 12345}, "credential"),
     ("patch", BAL, {"name": None}, "name"),
     ("post", BAL + "members/", {"username": 7, "role": "viewer"}, "username"),
@@ -91,7 +91,7 @@ FIELD_ERRORS = [
         "post",
         BAL + "changesets/",
         {"title": "T", "operations": [{"op": "create", "kind": "ticket", "fields": {"title": "a\u0000b"}}]},
-        "operations",
+        "operations[0].fields.title",
     ),
     ("post", BAL + "changesets/1/reject/", {"note": 5}, "note"),
     ("post", BAL + "skills/", {"name": "Not A Slug", "body": "# x"}, "name"),
@@ -266,3 +266,148 @@ def test_form_encoded_bodies_are_refused(setup, client_for):
 
     assert response.status_code == 415
     assert Changeset.objects.get(number=1).status == "proposed"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        BAL + "items/BAL-²/",
+        BAL + "items/BAL-\u0663/",  # Arabic-Indic three: int() reads it as 3
+        BAL + "items/BAL-\uff11/",  # fullwidth one
+        BAL + "items/BAL-2147483648/",
+        BAL + "items/BAL-0/",
+        BAL + "items/BAL-1%0A/",
+    ],
+)
+def test_item_keys_take_only_ascii_digits_in_range(setup, client_for, make_item, url):
+    make_item(title="Two")
+    make_item(title="Three")
+
+    response = client_for(setup["owner"]).get(url)
+
+    assert response.status_code == 404, response.content
+    assert response.json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize("field", ["epic", "milestone"])
+def test_a_non_ascii_parent_filter_is_a_field_error(setup, client_for, field):
+    response = client_for(setup["owner"]).get(BAL + f"items/?{field}=BAL-²")
+
+    assert response.status_code == 400
+    assert field in response.json()["error"]["fields"]
+
+
+def test_a_changeset_naming_a_non_ascii_key_is_a_field_error(setup, client_for):
+    operations = [{"op": "add_dependency", "blocker": "BAL-²", "blocked": "BAL-1"}]
+
+    response = client_for(setup["owner"]).post(
+        BAL + "changesets/", {"title": "T", "operations": operations}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert "operations[0].blocker" in response.json()["error"]["fields"]
+    assert Changeset.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/projects/BAL%00/",
+        BAL + "items/BAL-1%00/",
+        BAL + "skills/plan%00ner/",
+        BAL + "members/own%00er/",
+        "/api/v1/projects/BAL%00/usage/",
+    ],
+)
+def test_a_nul_in_the_path_is_not_found(setup, client_for, url):
+    response = client_for(setup["owner"]).get(url)
+
+    assert response.status_code in (404, 405), response.content  # members/<name>/ has no GET
+    assert response.json()["error"]["code"] in ("not_found", "method_not_allowed")
+
+
+def test_a_nul_in_a_path_that_writes_is_not_found(setup, client_for):
+    response = client_for(setup["owner"]).delete(BAL + "members/own%00er/")
+
+    assert response.status_code == 404
+    assert Membership.objects.filter(user__username="owner").exists()
+
+
+@pytest.mark.parametrize(
+    ("query", "field"), [("?page=%00", "page"), ("?kind=%00", "kind"), ("?x%00=1", "x\\u0000")]
+)
+def test_a_nul_in_the_query_is_a_field_error(setup, client_for, query, field):
+    response = client_for(setup["owner"]).get(BAL + "items/" + query)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {field: ["NUL characters are not allowed."]}
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "field"),
+    [
+        ("/api/v1/knowledge/", {"kind": "note", "title": "T", "body": "a\x00", "projects": ["BAL"]}, "body"),
+        ("/api/v1/planner/sessions/", {"project": "BAL", "title": "a\x00"}, "title"),
+        (BAL, {"settings": {"max_rounds\x00": 3}}, "settings.max_rounds\\u0000"),
+        (BAL + "changesets/", {"title": "T", "operations": [{"op": "create\x00"}]}, "operations[0].op"),
+        (BAL + "changesets/", {"title": "T", "operations": [], "extra": ["\x00"]}, "extra[0]"),
+    ],
+)
+def test_a_nul_anywhere_in_a_body_names_its_field(setup, client_for, url, body, field):
+    before = _state()
+    method = "patch" if url == BAL else "post"
+
+    response = getattr(client_for(setup["owner"]), method)(url, body, format="json")
+
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["fields"] == {field: ["NUL characters are not allowed."]}
+    assert _state() == before
+
+
+@pytest.mark.parametrize(
+    "session",
+    [
+        "0" * 34,
+        "-" * 36,
+        "zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz",
+        "00000000-0000-0000-0000-00000000000",
+        "00000000-0000-0000-0000-000000000000",
+    ],
+)
+@pytest.mark.parametrize("suffix", ["", "/", "/messages/", "/stop/"])
+def test_a_malformed_session_id_is_not_found(setup, client_for, session, suffix):
+    client = client_for(setup["owner"])
+    url = f"/api/v1/planner/sessions/{session}{suffix}"
+
+    response = client.post(url, {"text": "Hi"}, format="json") if suffix.count("/") == 2 else client.get(url)
+
+    assert response.status_code == 404, response.content
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_an_oversized_body_is_413_in_the_error_shape(setup, client_for, settings):
+    raw = (
+        '{"title": "T", "rationale": "' + "r" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE + '", "operations": []}'
+    )
+
+    response = client_for(setup["owner"]).generic(
+        "POST", BAL + "changesets/", raw, content_type="application/json"
+    )
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert Changeset.objects.count() == 1
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/x-www-form-urlencoded"])
+def test_the_token_endpoint_refuses_deep_and_oversized_bodies(db, client_for, settings, content_type):
+    if content_type == "application/json":
+        raw = "[" * 100_000 + "]" * 100_000
+        expected = (400, "parse_error")
+    else:
+        raw = "username=" + "u" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE + "&password=p"
+        expected = (413, "request_too_large")
+
+    response = client_for(None).generic("POST", "/api/v1/auth/token/", raw, content_type=content_type)
+
+    assert (response.status_code, response.json()["error"]["code"]) == expected

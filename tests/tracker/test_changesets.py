@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracker.errors import InvalidStateError, NotFoundError, PermissionDeniedError, ValidationError
-from tracker.models import ActivityEvent, ChangesetStatus, Dependency, Item
+from tracker.models import ActivityEvent, Changeset, ChangesetStatus, Dependency, Item
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_apply, changeset_propose, changeset_reject
 from tracker.services.items import item_update
@@ -312,3 +312,42 @@ def test_title_and_operations_shape_errors(project, member):
     with pytest.raises(ValidationError) as info:
         changeset_propose(actor=Actor(user=member), project=project, title="x" * 201, operations=[1])
     assert set(info.value.errors) == {"title", "operations[0]"}
+
+
+@pytest.mark.parametrize(
+    ("title", "rationale", "fields", "where"),
+    [
+        ("T\x00", "", {"title": "x"}, "title"),
+        ("T", "why\x00", {"title": "x"}, "rationale"),
+        (
+            "T",
+            "",
+            {"title": "x", "acceptance_criteria": ["ok", "no\x00"]},
+            "operations[0].fields.acceptance_criteria[1]",
+        ),
+    ],
+)
+def test_a_nul_is_refused_by_the_service_itself(project, member, title, rationale, fields, where):
+    with pytest.raises(ValidationError) as refused:
+        changeset_propose(
+            actor=Actor(user=member),
+            project=project,
+            title=title,
+            rationale=rationale,
+            operations=[{"op": "create", "kind": "ticket", "fields": fields}],
+        )
+
+    assert refused.value.errors == {where: ["NUL characters are not allowed."]}
+    assert not Changeset.objects.exists()
+
+
+def test_items_refuse_a_nul_in_any_field(make_item, owner):
+    with pytest.raises(ValidationError) as refused:
+        make_item(title="Bad\x00")
+    assert refused.value.errors == {"title": ["NUL characters are not allowed."]}
+
+    item = make_item(title="Good")
+    with pytest.raises(ValidationError):
+        item_update(actor=Actor(user=owner), item=item, fields={"policy": {"k\x00": 1}})
+    item.refresh_from_db()
+    assert (item.policy, item.version) == ({}, 1)

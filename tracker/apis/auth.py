@@ -13,11 +13,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import CharField, Serializer
 
-from tracker.apis.base import with_errors
+from tracker.apis.base import BalletJSONParser, with_errors
 from tracker.errors import RateLimitedError
 from tracker.logins import lockout_message
 
@@ -27,6 +28,9 @@ class TokenSerializer(Serializer[Any]):
 
 
 class AuthTokenApi(ObtainAuthToken):
+    # The API's JSON parser (no stack overflow on deep nesting, no NUL), and forms for scripts.
+    parser_classes = [BalletJSONParser, FormParser, MultiPartParser]
+
     @extend_schema(
         summary="Exchange a username and password for the API token",
         request=AuthTokenSerializer,

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.pagination import BasePagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
@@ -22,6 +22,8 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from tracker.errors import ValidationError
+from tracker.inputs import NUL_MESSAGE, nul_paths
 from tracker.models import Project
 from tracker.permissions import require
 from tracker.selectors import project_get
@@ -54,6 +56,9 @@ class BalletJSONParser(JSONParser):
             raise ParseError("JSON parse error - the document nests too deep.") from exc
         if _nests_deeper_than(data, MAX_JSON_DEPTH):
             raise ParseError(f"JSON parse error - the document nests deeper than {MAX_JSON_DEPTH} levels.")
+        refused = nul_paths(data)  # PostgreSQL stores NUL in neither text nor jsonb: name each field
+        if refused:
+            raise ValidationError({path or "non_field_errors": [NUL_MESSAGE] for path in refused})
         return data
 
 
@@ -64,6 +69,18 @@ class BalletApi(APIView):
     parser_classes = [BalletJSONParser]
     permission_classes = [IsAuthenticated]
     pagination_class = cast("type[BasePagination]", api_settings.DEFAULT_PAGINATION_CLASS)
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """Refuse NUL in the path (nothing is named with one) and the query before any lookup sees it."""
+        super().initial(request, *args, **kwargs)
+        if nul_paths(kwargs):
+            raise NotFound()
+        query = request.query_params
+        refused = [
+            name.replace("\x00", "\\u0000") for name in query if nul_paths([name, *query.getlist(name)])
+        ]
+        if refused:
+            raise ValidationError({name: [NUL_MESSAGE] for name in refused})
 
     def paginated(
         self,

@@ -21,7 +21,7 @@ from tracker.selectors import item_number
 
 OPERATION_KINDS = ("create", "update", "add_dependency", "remove_dependency")
 ITEM_FIELDS = ("title", "description", "acceptance_criteria", "state", "epic", "milestone", "policy")
-REF_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,49}$")
+REF_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,49}")  # fullmatch: "$" would let "a\n" pass
 MAX_OPERATIONS = 200
 MAX_TITLE = 200
 MAX_DESCRIPTION = 20_000
@@ -203,7 +203,7 @@ class _Validator:
         ref = op.get("ref")
         node: str | None = None
         if ref is not None:
-            if not isinstance(ref, str) or not REF_PATTERN.match(ref):
+            if not isinstance(ref, str) or not REF_PATTERN.fullmatch(ref):
                 self.errors.add(f"{path}.ref", "A ref is 1-50 letters, digits, '-' or '_'.")
             elif f"${ref}" in self.nodes:
                 self.errors.add(f"{path}.ref", f"Ref {ref} is already used in this changeset.")

@@ -22,6 +22,7 @@ from tracker.errors import (
     PermissionDeniedError,
     ValidationError,
 )
+from tracker.inputs import refuse_nul
 from tracker.models import Changeset, ChangesetStatus, Item, Project
 from tracker.permissions import CHANGESET_APPLY, POLICY_SET, TRACKER_WRITE, has_permission, require
 from tracker.selectors import project_planner_config
@@ -77,6 +78,7 @@ def changeset_propose(
 ) -> Changeset:
     """Validate and store a proposed changeset (needs ``tracker.write``)."""
     require(actor.user, project, TRACKER_WRITE)
+    refuse_nul(title=title, rationale=rationale, operations=operations)
     errors: dict[str, list[str]] = {}
     _check_text(errors, "title", title, MAX_TITLE, required=True)
     _check_text(errors, "rationale", rationale, MAX_RATIONALE, required=False)

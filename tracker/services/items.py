@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import F
 
 from tracker.errors import ConflictError, ValidationError
+from tracker.inputs import refuse_nul
 from tracker.models import STATES_BY_KIND, Dependency, Item, Project
 from tracker.search.indexing import search_index_on_commit
 from tracker.search.types import ITEM
@@ -41,6 +42,7 @@ def item_create(*, actor: Actor, project: Project, kind: str, fields: dict[str, 
     """Create an item with validated ``fields`` (epic and milestone as Items)."""
     if kind not in STATES_BY_KIND:
         raise ValidationError({"kind": [f"Unknown kind {kind!r}."]})
+    refuse_nul(**fields)  # the admin's JSON fields let a NUL through; PostgreSQL stores none
     unknown = set(fields) - set(EDITABLE_FIELDS)
     if unknown:
         raise ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
@@ -63,6 +65,7 @@ def item_create(*, actor: Actor, project: Project, kind: str, fields: dict[str, 
 @transaction.atomic
 def item_update(*, actor: Actor, item: Item, fields: dict[str, Any], base_version: int | None = None) -> Item:
     """Change ``fields`` of ``item``; a stale ``base_version`` is a conflict."""
+    refuse_nul(**fields)
     locked = Item.objects.select_for_update().select_related("project").get(pk=item.pk)
     if base_version is not None and locked.version != base_version:
         raise ConflictError(

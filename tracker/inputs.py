@@ -1,0 +1,71 @@
+"""Untrusted text made safe to use: numbers of ASCII digits within a column's range, and no NUL.
+
+Python's ``str.isdigit`` and ``int`` accept any Unicode digit (``"²".isdigit()``
+is true and ``int("٣")`` is 3), and PostgreSQL stores no NUL in text nor
+``\\u0000`` in jsonb. Every number parsed from what a user or the model wrote,
+and every check for NUL, goes through here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tracker.errors import ValidationError
+
+MAX_INT = 2**31 - 1  # the largest value of the database's integer columns
+NUL_MESSAGE = "NUL characters are not allowed."
+
+
+def ascii_number(text: str, *, maximum: int = MAX_INT) -> int | None:
+    """The number ``text`` spells in ASCII digits if it is in 1..``maximum``, else None."""
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(maximum)):
+        return None
+    number = int(text)
+    return number if 0 < number <= maximum else None
+
+
+def nul_paths(value: Any, path: str = "") -> list[str]:
+    """The paths (``operations[0].fields.title``) of the strings in ``value`` that hold a NUL."""
+    found: list[str] = []
+    stack: list[tuple[Any, str]] = [(value, path)]  # no recursion: the value may nest deep
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                found.append(where)
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                name = str(key).replace("\x00", "\\u0000")
+                child_path = f"{where}.{name}" if where else name
+                if "\x00" in str(key):
+                    found.append(child_path)
+                stack.append((child, child_path))
+        elif isinstance(node, list | tuple):
+            stack.extend((child, f"{where}[{index}]") for index, child in enumerate(node))
+    return sorted(set(found))
+
+
+def refuse_nul(**values: Any) -> None:
+    """A ValidationError naming every field of ``values`` that holds a NUL anywhere inside."""
+    errors = {where: [NUL_MESSAGE] for name, value in values.items() for where in nul_paths(value, name)}
+    if errors:
+        raise ValidationError(errors)
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` with every NUL in its strings (keys too) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {without_nul(key): without_nul(child) for key, child in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(child) for child in value]
+    return value
+
+
+class NulFreeJSONEncoder(json.JSONEncoder):
+    """For JSON columns holding what the model wrote (nothing refused it first): NUL stored as U+FFFD."""
+
+    def encode(self, o: Any) -> str:
+        return super().encode(without_nul(o) if nul_paths(o) else o)
