@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import statistics
 import time
 
@@ -125,6 +126,8 @@ def main() -> None:
     settings.BALLET_PLANNER = settings.BALLET_PLANNER.__class__(
         **{**settings.BALLET_PLANNER.__dict__, "compact_at_tokens": 10**9}
     )
+    # Nor are the message limits (§ 12.4): one user sends every turn as fast as they end.
+    settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, messages_per_minute=10**9)
     project, user = build_project(items=args.items, knowledge=args.knowledge)
     index_knowledge(project)
     queries = queries_per_tool(project, user)

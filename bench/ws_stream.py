@@ -378,6 +378,14 @@ def main() -> None:
     try:
         fake.enqueue(TextReply(chunks=["warm "] * 20))  # the warm-up turn's answer
         deployment = Deployment.create(tmp, fake.base_url)
+        # One user streams in all the sessions: lift the per-user and per-project limits (§ 12.4),
+        # which would otherwise refuse all but a few of the turns; this measures streaming.
+        many = str(10 * (args.sessions + 1))
+        deployment.env |= {
+            "BALLET_LIMIT_MESSAGES_PER_MINUTE": many,
+            "BALLET_LIMIT_RUNNING_TURNS_PER_USER": many,
+            "BALLET_LIMIT_RUNNING_TURNS_PER_PROJECT": many,
+        }
         if args.settings:
             deployment.env["DJANGO_SETTINGS_MODULE"] = args.settings
             print(f"  (daphne runs with the settings module {args.settings})")
