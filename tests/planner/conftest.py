@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 from channels.db import database_sync_to_async
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
 
-from planner.runner import Runner
+from planner.runner import Runner, runner
 from planner.services import session_create
 from tests.fakes.scripted import ScriptedGateway
 from tracker.services.activity import Actor
@@ -20,6 +22,26 @@ def model() -> ScriptedGateway:
 @pytest.fixture
 def planner(model) -> Runner:
     return Runner(gateway=model)
+
+
+@pytest.fixture
+def scripted():
+    """The process's runner on a scripted model (for the WebSocket and REST, which use it)."""
+    model = ScriptedGateway()
+    previous = runner._gateway
+    runner.gateway = model
+    yield model
+    runner.gateway = previous
+
+
+def login_cookie(user) -> bytes:
+    """A ``Cookie`` header of a fresh login session of ``user``, as the login form makes it."""
+    store = SessionStore()
+    store[SESSION_KEY] = str(user.pk)
+    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    store.save()
+    return f"sessionid={store.session_key}".encode()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore
 
@@ -15,23 +14,14 @@ from planner.models import Message, Session
 from planner.routing import websocket_urlpatterns
 from planner.runner import runner
 from planner.tools import ToolContext, call_tool
-from tests.fakes.scripted import Hang, ScriptedGateway, say
-from tests.planner.conftest import sync
+from tests.fakes.scripted import Hang, say
+from tests.planner.conftest import login_cookie, sync
 from tracker.errors import NotFoundError
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_remove, membership_set
 
 pytestmark = pytest.mark.django_db(transaction=True)
 router = URLRouter(websocket_urlpatterns)
-
-
-@pytest.fixture
-def scripted():
-    model = ScriptedGateway()
-    previous = runner._gateway
-    runner.gateway = model
-    yield model
-    runner.gateway = previous
 
 
 @pytest.fixture(autouse=True)
@@ -91,45 +81,28 @@ async def test_a_frame_right_after_removal_starts_nothing(scripted, session, mem
     assert scripted.requests == []
 
 
-async def test_logging_out_closes_the_socket(session, member):
-    store = SessionStore()
-    store[SESSION_KEY] = str(member.pk)
-    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    store[HASH_SESSION_KEY] = member.get_session_auth_hash()
-    await sync(store.save)()
+async def open_logged_in_socket(session, user) -> tuple[WebsocketCommunicator, str]:
+    """A socket through the real middleware, logged in by cookie; and the login session's key."""
+    cookie = await sync(login_cookie)(user)
     ws = WebsocketCommunicator(
-        application,
-        path(session),
-        headers=[
-            (b"cookie", f"sessionid={store.session_key}".encode()),
-            (b"origin", b"http://127.0.0.1:8000"),
-        ],
+        application, path(session), headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
     )
     connected, _ = await ws.connect()
     assert connected
     assert (await ws.receive_json_from())["type"] == "state"
+    return ws, cookie.decode().removeprefix("sessionid=")
+
+
+async def test_logging_out_closes_the_socket(session, member):
+    ws, login_key = await open_logged_in_socket(session, member)
     await ws.send_json_to({"type": "stop"})  # a frame while logged in is acted on
     assert (await ws.receive_nothing(timeout=0.3)) is True
-    await sync(store.flush)()  # what logging out does to the login session
+    await sync(SessionStore(login_key).flush)()  # what logging out does to the login session
     assert await closed_with(ws) == 4401
 
 
 async def test_changing_the_password_elsewhere_closes_the_socket(session, member):
-    store = SessionStore()
-    store[SESSION_KEY] = str(member.pk)
-    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    store[HASH_SESSION_KEY] = member.get_session_auth_hash()
-    await sync(store.save)()
-    ws = WebsocketCommunicator(
-        application,
-        path(session),
-        headers=[
-            (b"cookie", f"sessionid={store.session_key}".encode()),
-            (b"origin", b"http://127.0.0.1:8000"),
-        ],
-    )
-    await ws.connect()
-    assert (await ws.receive_json_from())["type"] == "state"
+    ws, _ = await open_logged_in_socket(session, member)
 
     def change_password():
         user = User.objects.get(pk=member.pk)

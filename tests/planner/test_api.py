@@ -9,19 +9,10 @@ from django.test import AsyncClient
 from rest_framework.authtoken.models import Token
 
 from planner.runner import runner
-from tests.fakes.scripted import Hang, ScriptedGateway, call, say
+from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import sync
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def scripted():
-    model = ScriptedGateway()
-    previous = runner._gateway
-    runner.gateway = model
-    yield model
-    runner.gateway = previous
 
 
 class TokenClient:

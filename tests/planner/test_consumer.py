@@ -14,22 +14,13 @@ from ballet.asgi import application
 from planner import frames
 from planner.routing import websocket_urlpatterns
 from planner.runner import LiveTurn, runner
-from tests.fakes.scripted import Hang, ScriptedGateway, call, say
+from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import sync
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_set
 
 pytestmark = pytest.mark.django_db(transaction=True)
 router = URLRouter(websocket_urlpatterns)
-
-
-@pytest.fixture
-def scripted():
-    model = ScriptedGateway()
-    previous = runner._gateway
-    runner.gateway = model
-    yield model
-    runner.gateway = previous
 
 
 def path(session) -> str:

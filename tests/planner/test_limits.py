@@ -15,21 +15,12 @@ from planner.models import Message
 from planner.routing import websocket_urlpatterns
 from planner.runner import runner
 from planner.services import session_create
-from tests.fakes.scripted import Hang, ScriptedGateway, say
+from tests.fakes.scripted import Hang, say
 from tests.planner.conftest import sync
 from tracker.errors import RateLimitedError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 router = URLRouter(websocket_urlpatterns)
-
-
-@pytest.fixture
-def scripted():
-    model = ScriptedGateway()
-    previous = runner._gateway
-    runner.gateway = model
-    yield model
-    runner.gateway = previous
 
 
 @pytest.fixture
