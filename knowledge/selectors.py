@@ -41,10 +41,10 @@ def knowledge_hidden_ids(*, user: AnyUser | None, organization_id: int) -> froze
 def knowledge_find(
     *, user: AnyUser | None, organization_id: int, query: str, kind: str | None = None, limit: int = 10
 ) -> list[SearchHit]:
-    """The entries of the organization that ``user`` may read and that best answer ``query``."""
-    readable = project_ids_with(user, KNOWLEDGE_READ)
-    if not Project.objects.filter(pk__in=readable, organization_id=organization_id).exists():
-        return []
+    """The entries of the organization that ``user`` may read and that best answer ``query``.
+
+    A caller who reads no knowledge in the organization has every entry hidden: nothing is found.
+    """
     hidden = knowledge_hidden_ids(user=user, organization_id=organization_id)
     return knowledge_search(
         organization_id=organization_id, query=query, kind=kind, limit=limit, hidden=hidden

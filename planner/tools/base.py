@@ -9,6 +9,7 @@ with its traceback, never shown to the model), and the turn goes on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
@@ -77,6 +78,9 @@ class ToolSpec:
     input_schema: JsonObject
     permission: str
     handler: Handler
+    # A tool that writes runs in a transaction of its own, so a failure leaves nothing half-written;
+    # one that only reads needs none (on SQLite a transaction would take the write lock).
+    writes: bool = False
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(name=self.name, description=self.description, input_schema=self.input_schema)
@@ -137,8 +141,7 @@ def run_tool(spec: ToolSpec | None, name: str, arguments: Any, context: ToolCont
         return ToolOutcome(error_output("permission_denied", message), True)
     drafts = len(context.drafts)
     try:
-        # A savepoint: a handler that fails leaves nothing half-written.
-        with transaction.atomic():
+        with transaction.atomic() if spec.writes else contextlib.nullcontext():
             return ToolOutcome(spec.handler(context, arguments), False)
     except BalletError as exc:
         output = _domain_error(exc)

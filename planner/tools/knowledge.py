@@ -157,6 +157,7 @@ SPECS = (
         ),
         permission=KNOWLEDGE_WRITE,
         handler=create_knowledge,
+        writes=True,
     ),
     ToolSpec(
         name="update_knowledge",
@@ -175,5 +176,6 @@ SPECS = (
         ),
         permission=KNOWLEDGE_WRITE,
         handler=update_knowledge,
+        writes=True,
     ),
 )

@@ -307,5 +307,6 @@ SPECS = (
         ),
         permission=TRACKER_WRITE,
         handler=propose_changeset,
+        writes=True,
     ),
 )

@@ -44,15 +44,19 @@ async def test_a_tool_that_raises_gives_the_model_an_internal_error_and_the_turn
         item_create(actor=Actor(user=owner), project=chat_project, kind="ticket", fields={"title": "Half"})
         raise failure
 
-    monkeypatch.setitem(TOOLS, "list_items", dataclasses.replace(TOOLS["list_items"], handler=broken))
-    model.add(call("list_items"), say("The tool failed; let me try something else."))
+    tool = "create_knowledge"  # a tool that writes, so it runs in a transaction of its own
+    monkeypatch.setitem(TOOLS, tool, dataclasses.replace(TOOLS[tool], handler=broken))
+    model.add(
+        call(tool, {"kind": "note", "title": "Plan", "body": "..."}),
+        say("The tool failed; let me try something else."),
+    )
     with caplog.at_level(logging.ERROR, logger="planner.tools.base"):
         await drive(planner, session, member, "What is planned?")
 
     result = tool_results(model.turn_requests[1])[0]
     error = _error(result)
     assert error["code"] == "internal_error"
-    assert "list_items" in error["message"]
+    assert tool in error["message"]
     assert str(failure) not in result.content
     assert "Traceback" not in result.content
     assert await _ended(session) == ("turn_ended", {"reason": "completed"})

@@ -6,6 +6,8 @@ import json
 import uuid
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from knowledge.services import knowledge_create
 from planner.tools import DEFINITIONS, TOOLS, ToolContext, call_tool
@@ -326,3 +328,23 @@ def test_knowledge_errors(project, member, other_project, users, indexed):
         error(member, project, "update_knowledge", {"id": entry.pk, "version": 1})["code"] == "invalid_input"
     )
     assert Item.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "most"),
+    [
+        ("get_item", {"key": "BAL-3"}, 3),  # the human's access, the item, its dependencies
+        ("list_items", {}, 2),  # the human's access, the items
+        ("search_knowledge", {"query": "password login"}, 4),  # + what the human may not read
+    ],
+)
+def test_a_read_tool_costs_a_few_queries(project, member, plan, indexed, name, arguments, most):
+    with indexed():
+        knowledge_create(
+            actor=Actor(user=member), kind="note", title="Login passwords", body="Hashing", projects=[project]
+        )
+    ok(member, project, name, arguments)  # warm the search store and the validators
+    with CaptureQueriesContext(connection) as queries:
+        ok(member, project, name, arguments)
+    # Reads take no transaction (on SQLite a transaction takes the write lock).
+    assert len(queries) <= most, [q["sql"][:80] for q in queries]
