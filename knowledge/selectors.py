@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.db.models import Case, Exists, IntegerField, Q, QuerySet, Value, When
 
 from knowledge.models import KnowledgeEntry
 from knowledge.search import knowledge_search
@@ -32,9 +32,15 @@ def knowledge_visible(*, user: AnyUser | None) -> QuerySet[KnowledgeEntry]:
 
 
 def knowledge_hidden_ids(*, user: AnyUser | None, organization_id: int) -> frozenset[int]:
-    """Ids of the organization's entries that ``user`` may not read."""
-    visible = knowledge_visible(user=user).filter(organization_id=organization_id).values("pk")
-    hidden = KnowledgeEntry.objects.filter(organization_id=organization_id).exclude(pk__in=visible)
+    """Ids of the organization's entries that ``user`` may not read (the complement of
+    :func:`knowledge_visible` in the organization, in one cheap query): those linked to a project
+    the user cannot read, and all of them for a user who reads no knowledge in the organization."""
+    readable = project_ids_with(user, KNOWLEDGE_READ)
+    reads_here = Project.objects.filter(pk__in=readable, organization_id=organization_id)
+    beyond = KnowledgeEntry.projects.through.objects.exclude(project_id__in=readable)
+    hidden = KnowledgeEntry.objects.filter(organization_id=organization_id).filter(
+        ~Exists(reads_here) | Q(pk__in=beyond.values("knowledgeentry_id"))
+    )
     return frozenset(hidden.values_list("pk", flat=True))
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from ballet.env import LimitsConfig
@@ -177,12 +178,15 @@ def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> 
     # The project's row serializes turn starts in the project, so two cannot both take the last place.
     Project.objects.select_for_update().filter(pk=session.project_id).values_list("pk").get()
     running = Session.objects.filter(state=SessionState.RUNNING).exclude(pk=session.pk)
-    if running.filter(user=user).count() >= limits.running_turns_per_user:
+    counts = running.aggregate(
+        mine=Count("pk", filter=Q(user=user)), here=Count("pk", filter=Q(project_id=session.project_id))
+    )
+    if counts["mine"] >= limits.running_turns_per_user:
         raise RateLimitedError(
             f"You already have {limits.running_turns_per_user} planner turns running; "
             "wait for one to end, or stop one."
         )
-    if running.filter(project_id=session.project_id).count() >= limits.running_turns_per_project:
+    if counts["here"] >= limits.running_turns_per_project:
         raise RateLimitedError(
             f"{limits.running_turns_per_project} planner turns are already running in "
             f"{session.project.key}; try again when one has ended."
