@@ -4,7 +4,8 @@
 cookie (origin checked against the allowed hosts in ``ballet/asgi.py``).
 Close codes: 4401 not logged in, 4404 unknown session or no access, 4403
 lacks ``planner.chat`` — at connect, and whenever the user loses access
-later (``planner/guard.py``) — and 4429 for a connection that keeps sending
+later (``planner/guard.py``: within seconds, and at once when a frame is refused for
+it) — and 4429 for a connection that keeps sending
 too many frames. A bad frame gets an ``error`` frame; the connection stays
 open. Turns started here belong to the runner: a disconnect ends only
 the watching.
@@ -29,7 +30,7 @@ from planner import frames, guard
 from planner.runner import runner
 from planner.selectors import session_get
 from planner.services import MAX_MESSAGE_CHARS
-from tracker.errors import BalletError, NotFoundError
+from tracker.errors import BalletError, NotFoundError, PermissionDeniedError
 from tracker.permissions import PLANNER_CHAT, has_permission
 
 logger = logging.getLogger(__name__)
@@ -154,16 +155,19 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
         if problem is not None:
             await self._error(*problem)
             return
-        # Access as it is now, not as it was when the socket opened.
-        refusal = await guard.check(self.grant)
-        if refusal is not None:
-            await self._revoke(refusal)
-            return
+        # The runner reads the user's access as it is now (not as it was when the socket opened)
+        # and refuses a frame of someone who lost it; the socket then closes saying why.
         try:
             if frame["type"] == "message":
                 await runner.send(session_id=self.session_id, user=self.user, text=frame["text"])
             else:
                 await runner.stop(session_id=self.session_id, user=self.user)
+        except (NotFoundError, PermissionDeniedError) as exc:
+            refusal = await guard.check(self.grant)
+            if refusal is not None:
+                await self._revoke(refusal)
+            else:
+                await self._error(exc.code, exc.message)
         except BalletError as exc:
             await self._error(exc.code, exc.message)
 

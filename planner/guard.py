@@ -7,9 +7,9 @@ each login session still exists and still belongs to its user, whether the user
 is active, and whether they may still chat in the project. A grant that no
 longer holds is revoked: a socket is closed with the code that says why (4401
 logged out or deactivated, 4404 no longer a reader of the project, 4403 no
-longer allowed to chat), a turn is stopped. Consumers also check a grant before
-acting on each frame, so a removed member's next frame starts nothing even
-between two sweeps.
+longer allowed to chat), a turn is stopped. A frame is acted on only with the
+access its user has when it arrives (the runner reads it); a consumer whose frame
+is refused checks its grant at once and closes, even between two sweeps.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def _logins(keys: set[str]) -> dict[str, dict[str, Any]]:
 
 
 async def check(grant: Grant) -> int | None:
-    """The close code if ``grant`` no longer holds (for a frame about to be acted on)."""
+    """The close code if ``grant`` no longer holds (for a frame that was refused)."""
     refused = await database_sync_to_async(refusals)([grant])
     return refused.get(grant)
 
