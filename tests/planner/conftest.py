@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
 
+from planner.routing import websocket_urlpatterns
 from planner.runner import Runner, runner
 from planner.services import session_create
 from tests.fakes.scripted import ScriptedGateway
@@ -32,6 +35,31 @@ def scripted():
     runner.gateway = model
     yield model
     runner.gateway = previous
+
+
+def ws_path(session) -> str:
+    return f"/ws/planner/sessions/{session.pk}/"
+
+
+async def open_socket(session, user) -> WebsocketCommunicator:
+    """A planner socket of ``user`` (set in the scope, as after login), past its ``state`` frame."""
+    ws = WebsocketCommunicator(URLRouter(websocket_urlpatterns), ws_path(session))
+    ws.scope["user"] = user
+    connected, _ = await ws.connect()
+    assert connected
+    assert (await ws.receive_json_from())["type"] == "state"
+    return ws
+
+
+async def frames_until(communicator, kind: str, limit: int = 200) -> list[dict]:
+    """The frames up to and including the first of type ``kind``."""
+    seen = []
+    for _ in range(limit):
+        frame = await communicator.receive_json_from(timeout=5)
+        seen.append(frame)
+        if frame["type"] == kind:
+            return seen
+    raise AssertionError(f"no {kind} frame in {seen}")
 
 
 def login_cookie(user) -> bytes:

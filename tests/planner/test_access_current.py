@@ -15,7 +15,7 @@ from planner.routing import websocket_urlpatterns
 from planner.runner import runner
 from planner.tools import ToolContext, call_tool
 from tests.fakes.scripted import Hang, say
-from tests.planner.conftest import login_cookie, sync
+from tests.planner.conftest import frames_until, login_cookie, open_socket, sync, ws_path
 from tracker.errors import NotFoundError
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_remove, membership_set
@@ -27,19 +27,6 @@ router = URLRouter(websocket_urlpatterns)
 @pytest.fixture(autouse=True)
 def _quick_sweeps(monkeypatch):
     monkeypatch.setattr(guard, "SWEEP_SECONDS", 0.05)
-
-
-def path(session) -> str:
-    return f"/ws/planner/sessions/{session.pk}/"
-
-
-async def open_socket(session, user) -> WebsocketCommunicator:
-    ws = WebsocketCommunicator(router, path(session))
-    ws.scope["user"] = user
-    connected, _ = await ws.connect()
-    assert connected
-    assert (await ws.receive_json_from())["type"] == "state"
-    return ws
 
 
 async def closed_with(ws: WebsocketCommunicator) -> int:
@@ -85,7 +72,7 @@ async def open_logged_in_socket(session, user) -> tuple[WebsocketCommunicator, s
     """A socket through the real middleware, logged in by cookie; and the login session's key."""
     cookie = await sync(login_cookie)(user)
     ws = WebsocketCommunicator(
-        application, path(session), headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
+        application, ws_path(session), headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
     )
     connected, _ = await ws.connect()
     assert connected
@@ -169,7 +156,7 @@ def test_a_superuser_gets_404_sending_into_someone_elses_session_over_rest(clien
 
 async def test_a_readmitted_member_chats_again(scripted, session, member, owner):
     await sync(membership_remove)(actor=Actor(user=owner), project=session.project, username="member")
-    ws = WebsocketCommunicator(router, path(session))
+    ws = WebsocketCommunicator(router, ws_path(session))
     ws.scope["user"] = member
     await ws.connect()
     assert await closed_with(ws) == 4404
@@ -179,11 +166,7 @@ async def test_a_readmitted_member_chats_again(scripted, session, member, owner)
     scripted.add(say("Welcome back."))
     ws = await open_socket(session, member)  # the same user object: nothing cached on it
     await ws.send_json_to({"type": "message", "text": "Hello again"})
-    for _ in range(20):
-        frame = await ws.receive_json_from(timeout=5)
-        if frame["type"] == "turn_ended":
-            break
-    assert frame["reason"] == "completed"
+    assert (await frames_until(ws, "turn_ended"))[-1]["reason"] == "completed"
     await ws.disconnect()
 
 

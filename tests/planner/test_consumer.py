@@ -15,7 +15,7 @@ from planner import frames
 from planner.routing import websocket_urlpatterns
 from planner.runner import LiveTurn, runner
 from tests.fakes.scripted import Hang, call, say
-from tests.planner.conftest import sync
+from tests.planner.conftest import frames_until, sync, ws_path
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_set
 
@@ -23,26 +23,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 router = URLRouter(websocket_urlpatterns)
 
 
-def path(session) -> str:
-    return f"/ws/planner/sessions/{session.pk}/"
-
-
 async def connect(session, user) -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(router, path(session))
+    communicator = WebsocketCommunicator(router, ws_path(session))
     communicator.scope["user"] = user
     connected, _ = await communicator.connect()
     assert connected
     return communicator
-
-
-async def frames_until(communicator, kind: str, limit: int = 200) -> list[dict]:
-    seen = []
-    for _ in range(limit):
-        frame = await communicator.receive_json_from(timeout=5)
-        seen.append(frame)
-        if frame["type"] == kind:
-            return seen
-    raise AssertionError(f"no {kind} frame in {seen}")
 
 
 async def test_a_turn_over_the_websocket(scripted, session, member, make_item):
@@ -66,24 +52,24 @@ async def test_a_turn_over_the_websocket(scripted, session, member, make_item):
 
 
 async def test_close_codes(session, member, viewer, owner, users, chat_project):
-    anonymous = WebsocketCommunicator(router, path(session))
+    anonymous = WebsocketCommunicator(router, ws_path(session))
     from django.contrib.auth.models import AnonymousUser
 
     anonymous.scope["user"] = AnonymousUser()
     await anonymous.connect()
     assert (await anonymous.receive_output())["code"] == 4401
-    stranger = WebsocketCommunicator(router, path(session))
+    stranger = WebsocketCommunicator(router, ws_path(session))
     stranger.scope["user"] = users["stranger"]
     await stranger.connect()
     assert (await stranger.receive_output())["code"] == 4404
-    other = WebsocketCommunicator(router, path(session))
+    other = WebsocketCommunicator(router, ws_path(session))
     other.scope["user"] = owner  # someone else's session: as good as unknown
     await other.connect()
     assert (await other.receive_output())["code"] == 4404
     await sync(membership_set)(
         actor=Actor(user=owner), project=chat_project, username="member", role="viewer"
     )
-    demoted = WebsocketCommunicator(router, path(session))
+    demoted = WebsocketCommunicator(router, ws_path(session))
     demoted.scope["user"] = await sync(lambda: type(member).objects.get(pk=member.pk))()
     await demoted.connect()
     assert (await demoted.receive_output())["code"] == 4403
@@ -176,14 +162,14 @@ async def test_the_cookie_authenticates_and_the_origin_is_checked(session, membe
     await sync(store.save)()
     cookie = f"sessionid={store.session_key}".encode()
     good = WebsocketCommunicator(
-        application, path(session), headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
+        application, ws_path(session), headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
     )
     connected, _ = await good.connect()
     assert connected
     assert (await good.receive_json_from())["type"] == "state"
     await good.disconnect()
     evil = WebsocketCommunicator(
-        application, path(session), headers=[(b"cookie", cookie), (b"origin", b"http://evil.example")]
+        application, ws_path(session), headers=[(b"cookie", cookie), (b"origin", b"http://evil.example")]
     )
     connected, _ = await evil.connect()
     assert not connected
@@ -205,7 +191,7 @@ async def test_a_cookie_without_a_valid_login_is_closed_as_unauthenticated(sessi
         "garbage": b"sessionid=\xff\xfe; =;;",
     }[problem]
     ws = WebsocketCommunicator(
-        application, path(session), headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
+        application, ws_path(session), headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
     )
     connected, _ = await ws.connect()
     assert connected

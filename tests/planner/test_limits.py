@@ -7,20 +7,16 @@ import dataclasses
 import json
 
 import pytest
-from channels.routing import URLRouter
-from channels.testing import WebsocketCommunicator
 
 from planner.consumers import FrameMeter
 from planner.models import Message
-from planner.routing import websocket_urlpatterns
 from planner.runner import runner
 from planner.services import session_create
 from tests.fakes.scripted import Hang, say
-from tests.planner.conftest import sync
+from tests.planner.conftest import frames_until, open_socket, sync
 from tracker.errors import RateLimitedError
 
 pytestmark = pytest.mark.django_db(transaction=True)
-router = URLRouter(websocket_urlpatterns)
 
 
 @pytest.fixture
@@ -132,18 +128,9 @@ def test_the_frame_meter_forgives_a_flood_that_stopped():
     assert [meter.take(5.0) for _ in range(3)][-1] == "close"
 
 
-async def connect(session, user) -> WebsocketCommunicator:
-    ws = WebsocketCommunicator(router, f"/ws/planner/sessions/{session.pk}/")
-    ws.scope["user"] = user
-    connected, _ = await ws.connect()
-    assert connected
-    assert (await ws.receive_json_from())["type"] == "state"
-    return ws
-
-
 async def test_a_socket_over_its_frame_rate_gets_one_error_a_second(limits, session, member):
     limits(frames_per_second=3)
-    ws = await connect(session, member)
+    ws = await open_socket(session, member)
     for _ in range(8):
         await ws.send_json_to({"type": "stop"})
     error = await ws.receive_json_from(timeout=5)
@@ -158,7 +145,7 @@ async def test_a_socket_over_its_frame_rate_gets_one_error_a_second(limits, sess
 
 async def test_a_socket_that_keeps_flooding_is_closed_with_4429(limits, session, member):
     limits(frames_per_second=2, frames_excess_seconds=1)
-    ws = await connect(session, member)
+    ws = await open_socket(session, member)
     closed = None
     for _ in range(40):
         for _ in range(4):
@@ -174,7 +161,7 @@ async def test_a_socket_that_keeps_flooding_is_closed_with_4429(limits, session,
 
 
 async def test_a_deeply_nested_frame_gets_an_error_and_the_socket_stays(scripted, session, member):
-    ws = await connect(session, member)
+    ws = await open_socket(session, member)
     await ws.send_to(text_data="[" * 50_000 + "]" * 50_000)
     error = await ws.receive_json_from(timeout=5)
     assert (error["type"], error["code"]) == ("error", "invalid_json")
@@ -185,9 +172,5 @@ async def test_a_deeply_nested_frame_gets_an_error_and_the_socket_stays(scripted
     assert (await ws.receive_json_from(timeout=5))["code"] == "invalid_json"
     scripted.add(say("Still here."))
     await ws.send_json_to({"type": "message", "text": "Hello?"})
-    for _ in range(20):
-        frame = await ws.receive_json_from(timeout=5)
-        if frame["type"] == "turn_ended":
-            break
-    assert frame["reason"] == "completed"
+    assert (await frames_until(ws, "turn_ended"))[-1]["reason"] == "completed"
     await ws.disconnect()
