@@ -15,6 +15,7 @@ from django.db.models import Model
 from knowledge.models import KnowledgeEntry, KnowledgeKind, KnowledgeRevision
 from knowledge.selectors import knowledge_snapshot, knowledge_visible
 from tracker.errors import ConflictError, NotFoundError, PermissionDeniedError, ValidationError
+from tracker.inputs import NUL_MESSAGE, nul_paths
 from tracker.models import Item, Project
 from tracker.permissions import (
     KNOWLEDGE_READ,
@@ -33,7 +34,8 @@ MAX_BODY = 200_000
 
 
 def _check_fields(fields: dict[str, Any], *, creating: bool) -> dict[str, list[str]]:
-    errors: dict[str, list[str]] = {}
+    # The admin's forms let a NUL through too; PostgreSQL stores none.
+    errors: dict[str, list[str]] = {where: [NUL_MESSAGE] for where in nul_paths(fields)}
     if "kind" in fields and fields["kind"] not in KnowledgeKind.values:
         errors["kind"] = [f"Expected one of: {', '.join(KnowledgeKind.values)}."]
     if creating and "kind" not in fields:

@@ -65,6 +65,7 @@ def session_create(
 ) -> Session:
     """Open a chat session in ``project`` for ``user`` (needs ``planner.chat``)."""
     require(user, project, PLANNER_CHAT)
+    refuse_nul(title=title)
     if not isinstance(title, str) or len(title) > MAX_TITLE:
         raise ValidationError({"title": [f"Expected a string of at most {MAX_TITLE} characters."]})
     if parent is not None and parent.project_id != project.pk:

@@ -182,3 +182,16 @@ def test_relinking_keeps_links_to_projects_the_editor_cannot_write(project, org,
     assert sorted(p.key for p in updated.projects.all()) == ["BAL", "HID"]
     with pytest.raises(PermissionDeniedError):
         knowledge_create(actor=Actor(user=member), kind="note", title="x", projects=[hidden])
+
+
+def test_a_nul_is_refused_by_the_knowledge_services(project, member):
+    actor = Actor(user=member)
+    with pytest.raises(ValidationError) as refused:
+        knowledge_create(actor=actor, kind="note", title="Fine", body="a\x00b", projects=[project])
+    assert refused.value.errors == {"body": ["NUL characters are not allowed."]}
+    entry = knowledge_create(actor=actor, kind="note", title="Fine", body="ok", projects=[project])
+    with pytest.raises(ValidationError) as refused:
+        knowledge_update(actor=actor, entry=entry, version=1, fields={"title": "x\x00"})
+    assert refused.value.errors == {"title": ["NUL characters are not allowed."]}
+    entry.refresh_from_db()
+    assert (entry.title, entry.version) == ("Fine", 1)

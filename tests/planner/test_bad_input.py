@@ -10,6 +10,7 @@ import pytest
 from django.db import DatabaseError
 
 from planner.models import Event, Message, Session, ToolCall
+from planner.services import session_create
 from planner.tools import TOOLS
 from tests.fakes.scripted import call, say, tool_results
 from tests.planner.conftest import drive, sync
@@ -145,3 +146,10 @@ async def test_a_nul_the_model_writes_is_stored_and_the_turn_completes(planner, 
     )()
     assert texts[-1] == [{"type": "text", "text": "Done\ufffd."}]
     assert texts[0][0] == {"type": "text", "text": "Let me\ufffd look"}
+
+
+def test_a_session_title_with_a_nul_is_refused_by_the_service(chat_project, member):
+    with pytest.raises(ValidationError) as refused:
+        session_create(user=member, project=chat_project, title="Plan\x00")
+    assert refused.value.errors == {"title": ["NUL characters are not allowed."]}
+    assert not Session.objects.exists()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tracker.crypto import decrypt
+from tracker.errors import ValidationError
 from tracker.models import ActivityEvent, Membership, Project
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
+from tracker.services.projects import project_update
 from tracker.services.skills import skill_version_create
 
 BAL = "/api/v1/projects/BAL/"
@@ -164,3 +166,11 @@ def test_removing_a_non_member_changes_nothing(project, users, client_for, usern
 
     assert response.status_code == status
     assert Membership.objects.filter(project=project).count() == 4
+
+
+def test_project_settings_with_a_nul_are_refused_by_the_service(project, owner):
+    with pytest.raises(ValidationError) as refused:
+        project_update(actor=Actor(user=owner), project=project, settings={"model": "claude\x00"})
+    assert refused.value.errors == {"settings.model": ["NUL characters are not allowed."]}
+    project.refresh_from_db()
+    assert project.settings == {}

@@ -10,6 +10,7 @@ from django.db import transaction
 from ballet.env import PLANNER_KEYS, ConfigError, coerce
 from tracker.crypto import encrypt
 from tracker.errors import NotFoundError, ValidationError
+from tracker.inputs import refuse_nul
 from tracker.models import Membership, Project, Role
 from tracker.permissions import PROJECT_ADMIN, require
 from tracker.services.activity import Actor, activity_record
@@ -53,6 +54,7 @@ def project_update(
     written to the activity log, only the fact that it changed.
     """
     require(actor.user, project, PROJECT_ADMIN)
+    refuse_nul(name=name, description=description, settings=settings, credential=credential)
     changed: list[str] = []
     columns: list[str] = []  # the model fields written: never the counters another writer moves
     if name is not None:
