@@ -128,11 +128,15 @@ async def sweep() -> None:
         return
     refused = await database_sync_to_async(refusals)(list(_grants))
     for grant, code in refused.items():
-        if grant in _grants:
-            release(grant)
+        if grant not in _grants:
+            continue  # released meanwhile
+        release(grant)
+        try:
             outcome = grant.revoke(code)
             if outcome is not None:
                 await outcome
+        except Exception:  # one socket that fails to close must not keep the others open
+            logger.exception("could not revoke the access of user %s", grant.user_id)
 
 
 async def _sweep_forever() -> None:
