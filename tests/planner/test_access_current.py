@@ -180,3 +180,20 @@ def test_one_access_read_per_scope(member, project, django_assert_num_queries):
     with django_assert_num_queries(2):  # outside a scope nothing is kept
         has_permission(member, project, TRACKER_READ)
         has_permission(member, project, TRACKER_READ)
+
+
+async def test_a_revocation_that_fails_does_not_keep_others_open(session, member, owner):
+    revoked = []
+
+    def broken(code):
+        raise RuntimeError("the socket is gone")
+
+    first = guard.Grant(member.pk, session.project_id, None, broken)
+    second = guard.Grant(member.pk, session.project_id, None, revoked.append)
+    guard.hold(first)
+    guard.hold(second)
+    await sync(membership_remove)(actor=Actor(user=owner), project=session.project, username="member")
+    await guard.sweep()
+    assert revoked == [4404]
+    assert first not in guard._grants
+    assert second not in guard._grants
