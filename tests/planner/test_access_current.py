@@ -183,7 +183,7 @@ def test_one_access_read_per_scope(member, project, django_assert_num_queries):
 
 
 async def test_a_revocation_that_fails_does_not_keep_others_open(session, member, owner):
-    revoked = []
+    revoked: list[int] = []
 
     def broken(code):
         raise RuntimeError("the socket is gone")
