@@ -28,7 +28,10 @@ async def _channel_layer_roundtrip() -> bool:
     layer = get_channel_layer()
     if layer is None:
         return False
-    channel = await layer.new_channel("healthz.")
+    # The default prefix: channels-redis reads all of a process's channels of one prefix with a
+    # single receive loop (the planner's relay, once it runs); a channel of another prefix
+    # would wait for that loop's lock and never be read.
+    channel = await layer.new_channel()
     await layer.send(channel, {"type": "healthz.ping"})
     message = await asyncio.wait_for(layer.receive(channel), timeout=2)
     return message.get("type") == "healthz.ping"

@@ -4,7 +4,10 @@ process killed with SIGKILL mid-turn, then started again."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -121,3 +124,33 @@ async def _watch_and_stop(fake: FakeMessagesAPI, first: Server, second: Server) 
     body = await asyncio.to_thread(client.transcript, session)
     assert body["state"] == "idle"
     assert body["messages"][-1]["content"] == [{"type": "text", "text": "Never "}]
+
+
+def _healthz(server: Server) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"{server.url}/healthz", timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+@pytest.mark.skipif(not production_mode(), reason="the relay runs only with Redis")
+def test_healthz_stays_healthy_while_the_relay_receives(tmp_path, fake, deployment):
+    server = start(deployment, tmp_path, "health")
+    try:
+        asyncio.run(_healthz_while_watching(fake, server))
+    finally:
+        server.stop()
+
+
+async def _healthz_while_watching(fake: FakeMessagesAPI, server: Server) -> None:
+    client = await asyncio.to_thread(Client, server.url, "demo", PASSWORD)
+    session = (await asyncio.to_thread(client.post, "/api/v1/planner/sessions/", {"project": "DEMO"}))["id"]
+    fake.enqueue(TextReply("All good.", chunks=3))
+    await asyncio.to_thread(client.post, f"/api/v1/planner/sessions/{session}/messages/", {"text": "Hi"})
+    async with client.websocket(session) as ws:  # a watch: the process's relay now receives
+        await frames_until(ws, "state")
+        status, body = await asyncio.to_thread(_healthz, server)
+    assert (status, body["checks"]) == (200, {"database": True, "channel_layer": True})
+    status, _ = await asyncio.to_thread(_healthz, server)  # and after the watcher left
+    assert status == 200
