@@ -31,7 +31,6 @@ from planner.runner import runner
 from planner.selectors import session_get
 from planner.services import MAX_MESSAGE_CHARS
 from tracker.errors import BalletError, NotFoundError, PermissionDeniedError
-from tracker.permissions import PLANNER_CHAT, has_permission
 
 logger = logging.getLogger(__name__)
 
@@ -80,14 +79,12 @@ class FrameMeter:
 
 @database_sync_to_async
 def _may_chat(user: User, session_id: str) -> tuple[int | None, int]:
-    """(None, project id) when ``user`` may chat in the session, else (the close code, 0)."""
+    """(None or the close code saying why ``user`` may not chat in the session, its project id)."""
     try:
         session = session_get(user=user, session_id=session_id)
     except NotFoundError:
         return CLOSE_NOT_FOUND, 0
-    if not has_permission(user, session.project_id, PLANNER_CHAT):
-        return CLOSE_FORBIDDEN, 0
-    return None, session.project_id
+    return guard.chat_refusal(user, session.project_id), session.project_id
 
 
 class PlannerSessionConsumer(AsyncWebsocketConsumer):

@@ -92,10 +92,14 @@ def _refusal(
         return NOT_LOGGED_IN
     if grant.login_key is not None and not _logged_in(logins.get(grant.login_key), grant.user_id, hashes):
         return NOT_LOGGED_IN
-    user = User(pk=grant.user_id)  # the access check reads the database, not this object
-    if has_permission(user, grant.project_id, PLANNER_CHAT):
+    return chat_refusal(User(pk=grant.user_id), grant.project_id)  # access is read from the database
+
+
+def chat_refusal(user: User, project_id: int) -> int | None:
+    """None if ``user`` may chat in the project, else the close code that says why not."""
+    if has_permission(user, project_id, PLANNER_CHAT):
         return None
-    return FORBIDDEN if has_permission(user, grant.project_id, TRACKER_READ) else NOT_FOUND
+    return FORBIDDEN if has_permission(user, project_id, TRACKER_READ) else NOT_FOUND
 
 
 def _logged_in(data: dict[str, Any] | None, user_id: int, hashes: dict[int, str]) -> bool:

@@ -24,6 +24,7 @@ from tracker.permissions import (
     AnyUser,
     has_organization_permission,
     has_permission,
+    is_superuser,
     project_ids_with,
 )
 from tracker.services.activity import Actor
@@ -31,10 +32,6 @@ from tracker.services.activity import Actor
 Action = Literal["view", "add", "change", "delete"]
 # A rule that only superusers pass: rows no role may create or remove (organizations, say).
 SUPERUSER: Final = "superuser"
-
-
-def is_superuser(user: AnyUser) -> bool:
-    return bool(user.is_active and getattr(user, "is_superuser", False))
 
 
 def acting_user(request: HttpRequest) -> User:
