@@ -15,6 +15,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from planner.models import SessionState
 from planner.runner import runner
 from planner.selectors import session_get, session_list, tokens_today, transcript, usage_by_day
 from planner.serializers import (
@@ -28,7 +29,7 @@ from planner.serializers import (
     UsageFilterSerializer,
     UsageSerializer,
 )
-from planner.services import session_create, session_recover_if_dead
+from planner.services import session_create
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ
 
@@ -67,7 +68,7 @@ class SessionDetailApi(BalletApi):
     )
     def get(self, request: Request, session: str) -> Response:
         found = session_get(user=caller(request), session_id=session)
-        if session_recover_if_dead(session_id=found.pk):
+        if found.state == SessionState.RUNNING and async_to_sync(runner.recover)(found.pk):
             found = session_get(user=caller(request), session_id=session)
         body = {**SessionSerializer(found).data, **transcript(session=found)}
         body.update(
@@ -86,7 +87,7 @@ class SessionMessageApi(BalletApi):
         "at the model's next call); to a paused one it continues the turn. Answers 202 at once; follow "
         "the turn on the WebSocket or by reading the transcript.",
         request=MessageSendSerializer,
-        responses=with_errors({202: MessageSentSerializer}, *WRITE_ERRORS),
+        responses=with_errors({202: MessageSentSerializer}, *WRITE_ERRORS, 429, 503),
     )
     def post(self, request: Request, session: str) -> Response:
         found = session_get(user=caller(request), session_id=session)
@@ -104,7 +105,7 @@ class SessionStopApi(BalletApi):
     @extend_schema(
         summary="Stop the session's running turn",
         request=None,
-        responses=with_errors({200: StopSerializer}, *READ_ERRORS),
+        responses=with_errors({200: StopSerializer}, *READ_ERRORS, 503),
     )
     def post(self, request: Request, session: str) -> Response:
         found = session_get(user=caller(request), session_id=session)

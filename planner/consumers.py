@@ -6,8 +6,10 @@ Close codes: 4401 not logged in, 4404 unknown session or no access, 4403
 lacks ``planner.chat`` — at connect, and whenever the user loses access
 later (``planner/guard.py``: within seconds, and at once when a frame is refused for
 it) — and 4429 for a connection that keeps sending
-too many frames. A bad frame gets an ``error`` frame; the connection stays
-open. Turns started here belong to the runner: a disconnect ends only
+too many frames. 4503 says the live channel (Redis) is unavailable, or
+this server lost it for a moment, and 4500 that watching failed otherwise:
+the page reloads the transcript and reconnects. A bad frame gets an ``error``
+frame; the connection stays open. Turns started here belong to the runner: a disconnect ends only
 the watching.
 """
 
@@ -30,7 +32,7 @@ from planner import frames, guard
 from planner.runner import runner
 from planner.selectors import session_get
 from planner.services import MAX_MESSAGE_CHARS
-from tracker.errors import BalletError, NotFoundError, PermissionDeniedError
+from tracker.errors import BalletError, NotFoundError, PermissionDeniedError, UnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +40,8 @@ CLOSE_UNAUTHENTICATED = guard.NOT_LOGGED_IN
 CLOSE_FORBIDDEN = guard.FORBIDDEN
 CLOSE_NOT_FOUND = guard.NOT_FOUND
 CLOSE_TOO_MANY_FRAMES = 4429
+CLOSE_UNAVAILABLE = 4503
+CLOSE_FAILED = 4500  # (daphne sends only 1000 and 3000-4999: 1011 would never reach the page)
 MAX_FRAME_BYTES = 4 * MAX_MESSAGE_CHARS + 1024
 
 Verdict = Literal["accept", "refuse", "drop", "close"]
@@ -127,9 +131,18 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
                 await self.send(text_data=json.dumps({k: v for k, v in frame.items() if k != "origin"}))
         except asyncio.CancelledError:
             raise
+        except UnavailableError:
+            await self._watch_ended(CLOSE_UNAVAILABLE)
         except Exception:
             logger.exception("watching session %s failed", self.session_id)
-            await self.close(code=1011)
+            await self._watch_ended(CLOSE_FAILED)
+
+    async def _watch_ended(self, code: int) -> None:
+        """The watch ended by itself: close, so that the page reconnects and reloads."""
+        self.watcher = None  # this very task: nothing to cancel
+        if self.grant is not None:
+            guard.release(self.grant)
+        await self.close(code=code)
 
     def _end_watch(self) -> None:
         if self.grant is not None:

@@ -30,7 +30,7 @@ from django.contrib.sessions.models import Session as LoginSession
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from planner.process import running_here
+from planner.background import running_here
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_load, access_scope, has_permission
 
 logger = logging.getLogger(__name__)

@@ -1,299 +1,65 @@
-"""The runner: send / stop / watch, the only place where the ORM, the loop and live frames meet.
+"""The runner: send, stop and watch — where the ORM, the loop and live frames meet.
 
 A message gets one meaning on every surface (REST, WebSocket): to an idle
 session it starts a turn, to a running one it steers the turn (delivered at
 the model's next call, from any process), to a paused one it continues the
-turn. Turns are asyncio tasks in the process that started them; ``stop``
-and ``watch`` reach them through the channel layer.
+turn. Turns are asyncio tasks of the process that started them.
+
+The path of one message, module by module: ``consumers.py`` (or ``apis.py``)
+calls :meth:`Runner.send`; ``services.session_begin`` gives the message its
+meaning in one transaction on the database threads (``executor.py``); a new
+turn is registered in ``live.py`` and driven by ``loop.py``, which calls the
+model through ``gateway.py`` and reads and writes the session through
+``session_io.py``. Every frame the turn emits goes to this process's watchers'
+inboxes (``watching.py``) and, while another process watches, through the
+turn's outbox (``outbox.py``) to the channel layer (``events.py``), where each
+watching process's relay (``relay.py``) hands it to its own watchers. The
+heartbeat (``heartbeat.py``) keeps the turn alive in the eyes of
+``liveness.py``; a turn whose process dies is recovered by whoever notices
+first, and its watchers everywhere are told.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
-import itertools
 import logging
-import threading
-import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import AsyncGenerator, Awaitable
+from typing import Any
 
-from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import DatabaseError, close_old_connections, connections
-from django.utils import timezone
 
-from planner import events, frames, guard, presence, services
+from planner import frames, guard, heartbeat, services
+from planner.executor import db
 from planner.frames import Frame
-from planner.gateway import AnthropicGateway, CallRecord, Gateway, GatewayError, Meter, StreamSink
-from planner.loop import ToolRun, TurnIO, TurnLoop, TurnOutcome
-from planner.messages import ChatMessage, ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, Usage
+from planner.gateway import AnthropicGateway, Gateway
+from planner.identity import stamped
+from planner.live import LiveTurn, turns
+from planner.loop import TurnLoop, TurnOutcome
 from planner.metrics import TURNS
-from planner.process import HEARTBEAT_SECONDS, LOCAL_TURNS, PROCESS_ID, running_here
-from planner.relay import Inbox, Relay
-from planner.selectors import TurnSetup, session_get, tokens_used_since, utc_day_start
-from planner.services import Begin
-from planner.tools import ToolContext
-from tracker.errors import NotFoundError
-from tracker.selectors import project_planner_config
+from planner.models import SessionState
+from planner.relay import link
+from planner.selectors import session_get
+from planner.services import Begin, TurnSupersededError
+from planner.session_io import SessionIO, budgeted
+from planner.watching import Inbox, Seen
+from tracker.errors import NotFoundError, UnavailableError
 
 logger = logging.getLogger(__name__)
-P = ParamSpec("P")
-R = TypeVar("R")
-
-# Turns outlive the request or connection that started them, so their database work runs
-# on the runner's own threads, never on a request's thread-sensitive executor. SQLite
-# takes one writer at a time; PostgreSQL gets a few connections.
-_DB_THREADS = ThreadPoolExecutor(
-    max_workers=8 if settings.PRODUCTION_MODE else 1,
-    thread_name_prefix="planner-db",
-)
-
-
-_checked = threading.local()
-CONNECTION_CHECK_SECONDS = 10.0
-
-
-class _RunnerSyncToAsync(SyncToAsync):
-    """Like channels' ``DatabaseSyncToAsync``, but checks the thread's connections every few
-    seconds instead of around every call (a health check is a round trip per step)."""
-
-    def thread_handler(self, loop: Any, *args: Any, **kwargs: Any) -> Any:
-        now = time.monotonic()
-        if now - getattr(_checked, "at", 0.0) > CONNECTION_CHECK_SECONDS:
-            close_old_connections()
-            _checked.at = now
-        try:
-            return super().thread_handler(loop, *args, **kwargs)
-        except DatabaseError:
-            close_old_connections()  # a broken connection is replaced at the next call
-            _checked.at = 0.0
-            raise
-
-
-def db(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
-    """``func`` run on the runner's database threads."""
-    wrapped: Callable[P, Awaitable[R]] = _RunnerSyncToAsync(
-        func, thread_sensitive=False, executor=_DB_THREADS
-    )
-    return wrapped
-
-
-def close_db_connections() -> None:
-    """Close the connections of every runner thread (tests tearing down their database)."""
-    workers = _DB_THREADS._max_workers
-    barrier = threading.Barrier(workers, timeout=5)
-
-    def close() -> None:
-        connections.close_all()
-        _checked.at = 0.0
-        barrier.wait()
-
-    for future in [_DB_THREADS.submit(close) for _ in range(workers)]:
-        future.result()
-
 
 MAX_RESTARTS = 5
-_frame_numbers = itertools.count(1)
-
-
-MAX_BATCH = 256
-PUBLISH_ATTEMPTS = 5
-PUBLISH_RETRY_SECONDS = 0.05
-
-
-@dataclass
-class LiveTurn:
-    """A turn running in this process, and the frames it sent so far (for late watchers).
-
-    While another process watches the session, frames also leave through ``outbox``,
-    in order, drained by one sender task: the turn never waits on the channel layer,
-    and a backlog goes out as one message.
-    """
-
-    session_id: uuid.UUID
-    turn: int
-    loop: TurnLoop | None = None
-    task: asyncio.Task[None] | None = None
-    frames: list[Frame] = field(default_factory=list)
-    outbox: asyncio.Queue[Frame | None] = field(default_factory=asyncio.Queue)
-    sender: asyncio.Task[None] | None = None
-    io: _SessionIO | None = None
-    stop_requested: bool = False
-    watched_elsewhere: bool = False
-
-    def stop(self) -> None:
-        """Stop the turn, also if its loop is still being set up."""
-        self.stop_requested = True
-        if self.loop is not None:
-            self.loop.stop()
-
-    def remember(self, frame: Frame) -> None:
-        self.frames[-1:] = frames.coalesced([*self.frames[-1:], frame])
-
-
-REMOTE_CHECK_SECONDS = 2.0
-
-
-class _Seen:
-    """Which frames a watcher already has: the highest number per sending process."""
-
-    def __init__(self) -> None:
-        self.highest: dict[str, int] = {}
-
-    def fresh(self, batch: list[Frame]) -> list[Frame]:
-        out = []
-        for frame in batch:
-            origin, number = frame.get("origin", ""), frame.get("n", 0)
-            if number and number <= self.highest.get(origin, 0):
-                continue
-            if number:
-                self.highest[origin] = number
-            out.append(frame)
-        return out
-
-
-class _SessionIO(TurnIO):
-    """The loop's durable side, for one live turn."""
-
-    def __init__(self, runner: Runner, live: LiveTurn, setup: TurnSetup) -> None:
-        self.runner = runner
-        self.live = live
-        self.setup = setup
-        self.context = ToolContext(
-            user=setup.user, project=setup.project, session_id=live.session_id, focus=set(setup.focus)
-        )
-        # Usage and tool-call records wait for the next step's transaction.
-        self.records = services.StepRecords(project_id=setup.project.pk)
-        self.last_seq = setup.history.messages[-1].seq if setup.history.messages else 0
-        # Whether steering or change notes may wait: each save says; a local steer sets it.
-        self.inputs_waiting = True
-
-    async def inputs(self) -> list[ChatMessage]:
-        if not self.inputs_waiting:
-            return []
-        self.inputs_waiting = False
-        delivered = await db(services.session_inputs)(
-            session_id=self.live.session_id, turn=self.live.turn, focus=sorted(self.context.focus)
-        )
-        for message, author in delivered:
-            self.last_seq = message.seq
-            if message.kind == "steer":
-                await self.emit(
-                    frames.user_message(seq=message.seq, text=message.text, author=author, kind="steer")
-                )
-        return [message for message, _ in delivered]
-
-    async def has_inputs(self) -> bool:
-        result: bool = await db(services.session_has_steering)(session_id=self.live.session_id)
-        return result
-
-    async def save_assistant(self, message: ChatMessage, usage: Usage) -> ChatMessage:
-        return await self._save(message, usage=usage)
-
-    async def run_tool(self, call: ToolUseBlock) -> ToolRun:
-        record = await db(services.tool_run)(context=self.context, call=call)
-        self.records.tools.append(record)
-        outcome = record.outcome
-        drafts = tuple(
-            frames.draft(kind=d.kind, snapshot=d.snapshot, artifact_id=d.artifact_id)
-            for d in self.context.drafts
-        )
-        self.context.drafts.clear()
-        return ToolRun(
-            result=ToolResultBlock(call.id, outcome.content, is_error=outcome.is_error),
-            output=outcome.output,
-            drafts=drafts,
-        )
-
-    async def save_results(self, message: ChatMessage) -> ChatMessage:
-        return await self._save(message, focus=sorted(self.context.focus))
-
-    async def _save(
-        self, message: ChatMessage, *, usage: Usage | None = None, focus: list[str] | None = None
-    ) -> ChatMessage:
-        saved = await db(services.message_save)(
-            session_id=self.live.session_id,
-            turn=self.live.turn,
-            after_seq=self.last_seq,
-            message=message,
-            usage=usage,
-            focus=focus,
-            records=self.records,
-        )
-        self.last_seq = saved.message.seq
-        self.inputs_waiting = self.inputs_waiting or saved.inputs_waiting
-        return saved.message
-
-    async def save_summary(self, summary: str, up_to: int, estimated_tokens: int) -> None:
-        await db(services.summary_save)(
-            session_id=self.live.session_id,
-            turn=self.live.turn,
-            summary=summary,
-            up_to=up_to,
-            estimated_tokens=estimated_tokens,
-        )
-
-    async def emit(self, frame: Frame) -> None:
-        await self.runner.emit(self.live, frame)
-
-    async def meter(self, record: CallRecord) -> None:
-        if record.outcome == "ok":
-            self.records.usage.append(record)  # stored with the answer it produced
-            return
-        await db(services.usage_save)(
-            project_id=self.setup.project.pk, session_id=self.live.session_id, record=record
-        )
-
-
-class _BudgetedGateway:
-    """The gateway of one turn, closed once the project's daily token budget is used up (SPEC § 12.4).
-
-    Before every model call of the turn (its rounds and compaction) it counts the project's
-    input + output tokens of the UTC day: the stored usage records, and this turn's calls
-    whose records still wait for the next step's transaction. A refused call is never made;
-    the loop ends the turn ``failed`` with the message, leaving a valid history.
-    """
-
-    def __init__(self, inner: Gateway, io: _SessionIO, budget: int) -> None:
-        self.inner = inner
-        self.io = io
-        self.budget = budget
-
-    async def complete(
-        self, request: ModelRequest, *, api_key: str | None, sink: StreamSink | None, meter: Meter
-    ) -> ModelResponse:
-        since = utc_day_start(timezone.now())
-        stored = await db(tokens_used_since)(project_id=self.io.setup.project.pk, since=since)
-        pending = sum(r.usage.input_tokens + r.usage.output_tokens for r in self.io.records.usage)
-        if stored + pending >= self.budget:
-            raise GatewayError(
-                "token_budget",
-                f"The project's daily token budget of {self.budget:,} tokens is used up; "
-                "it resets at 00:00 UTC.",
-            )
-        return await self.inner.complete(request, api_key=api_key, sink=sink, meter=meter)
-
-
-def _budgeted(gateway: Gateway, io: _SessionIO) -> Gateway:
-    budget = project_planner_config(io.setup.project).daily_token_budget
-    return gateway if budget is None else _BudgetedGateway(gateway, io, budget)
+CRASHED = "Ballet hit an internal error running this turn; it was logged."
+LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."
 
 
 class Runner:
     def __init__(self, gateway: Gateway | None = None) -> None:
         self._gateway = gateway
-        self.live: dict[uuid.UUID, LiveTurn] = {}
         # Inboxes of this process's watchers, by session: local turns deliver to them directly.
         self.watchers: dict[uuid.UUID, set[Inbox]] = {}
-        # Production mode: turns and watchers in other processes, over the channel layer.
-        self.relay = Relay(deliver=self._deliver, control=self._control)
-        self._heartbeat_task: asyncio.Task[None] | None = None
+        self.relay = link(deliver=self._deliver, control=self._control, lost=self._lost)
 
     @property
     def gateway(self) -> Gateway:
@@ -305,35 +71,38 @@ class Runner:
     def gateway(self, value: Gateway | None) -> None:
         self._gateway = value
 
+    # ------------------------------------------------------------------ send, stop, watch
+
     async def send(self, *, session_id: uuid.UUID, user: User, text: str) -> Begin:
-        """Give ``text`` its meaning in the session (start, steer or continue)."""
+        """Give ``text`` its meaning in the session (start, steer or continue).
+
+        A turn must be stoppable from every process, so its control messages are
+        served before the message is accepted: with the channel layer down, the
+        message is refused (503) and nothing is written.
+        """
         text = services.check_text(text)
-        await presence.announce()  # before this process may own a turn
-        here_already = session_id in LOCAL_TURNS
-        LOCAL_TURNS.add(session_id)  # before the commit, so nobody takes the new turn for dead
+        await self.relay.serve(session_id)
+        live = None
+        turns.claim(session_id)  # before the commit, so nobody takes the new turn for dead
         try:
             begin: Begin = await db(services.session_begin)(session_id=session_id, user=user, text=text)
-        except BaseException:
-            if not here_already:
-                LOCAL_TURNS.discard(session_id)
-            raise
-        if begin.meaning == "steered":
-            if not here_already:
-                LOCAL_TURNS.discard(session_id)
-            live = self.live.get(session_id)
-            if live is not None and live.io is not None:
-                live.io.inputs_waiting = True  # deliver at the very next model call
+            if begin.recovered:
+                await self._announce_recovered(session_id)
+            if begin.meaning != "steered":
+                live = LiveTurn(
+                    session_id=session_id, turn=begin.turn, outbox=await self.relay.outbox(session_id)
+                )
+                turns.start(live)
+        finally:
+            turns.release(session_id)
+            if live is None:
+                await self.relay.unserve(session_id)
+        if live is None:
+            steered = turns.get(session_id)
+            if steered is not None:
+                steered.inputs_waiting = True  # deliver at the very next model call
             return begin
         assert begin.message is not None
-        live = LiveTurn(session_id=session_id, turn=begin.turn)
-        if settings.PRODUCTION_MODE:  # only other processes need the channel layer
-            live.sender = asyncio.get_running_loop().create_task(
-                self._send_frames(live), context=contextvars.Context()
-            )
-        self.live[session_id] = live
-        if settings.PRODUCTION_MODE:  # a replay asked for meanwhile may have said so already
-            elsewhere = await presence.watched_elsewhere(session_id)
-            live.watched_elsewhere = live.watched_elsewhere or elsewhere
         kind = "continue" if begin.meaning == "continued" else "human"
         await self.emit(
             live, frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind)
@@ -349,43 +118,56 @@ class Runner:
         session = await db(session_get)(user=user, session_id=session_id)
         if session.user_id != user.pk:
             raise NotFoundError("Session not found.")
-        live = self.live.get(session_id)
+        live = turns.get(session_id)
         if live is not None:
             live.stop()
             return True
-        if session.state == "running":
-            await events.send_control(session_id, "stop")
-            return True
-        return False
+        if session.state != SessionState.RUNNING or await self.recover(session_id):
+            return False
+        await self.relay.stop(session_id)
+        return True
+
+    async def recover(self, session_id: uuid.UUID) -> bool:
+        """Recover the session if its turn's process died, and tell its watchers; True if it did."""
+        recovered: bool = await db(services.session_recover_if_dead)(session_id=session_id)
+        if recovered:
+            await self._announce_recovered(session_id)
+        return recovered
 
     async def wait(self, session_id: uuid.UUID) -> None:
         """Wait for the session's local turn to end (tests, shutdown)."""
-        live = self.live.get(session_id)
+        live = turns.get(session_id)
         if live is not None and live.task is not None:
             await asyncio.shield(live.task)
 
     async def watch(self, *, session_id: uuid.UUID, user: User) -> AsyncGenerator[Frame, None]:
         """The session's frames: ``state``, the current turn's frames so far, then live ones.
 
-        Frames of a turn in this process reach the watcher directly. In
-        production mode the process's relay also brings the frames of turns in
-        other processes, and asks such a turn for its frames so far.
+        Frames of a turn in this process reach the watcher directly; the relay
+        brings those of turns in other processes, and asks such a turn for its
+        frames so far. Raises ``UnavailableError`` when the channel layer is down
+        (at once, or later when this process loses it: the watcher reconnects
+        and reloads what it missed).
         """
         session = await db(session_get)(user=user, session_id=session_id)
+        if (
+            session.state == SessionState.RUNNING
+            and not turns.runs(session_id)
+            and await self.recover(session_id)
+        ):
+            session = await db(session_get)(user=user, session_id=session_id)
+        await self.relay.watch(session_id)
         # Joining and taking a local turn's frames so far happen at once, so they come first.
-        live = self.live.get(session_id)
+        live = turns.get(session_id)
         inbox = Inbox(live.frames if live is not None else None)
         self.watchers.setdefault(session_id, set()).add(inbox)
-        relay = self.relay if settings.PRODUCTION_MODE else None
         try:
-            if relay is not None:
-                await relay.watch(session_id)
             yield frames.state(
                 session_state=session.state, last_seq=session.last_message_seq, turn=session.turn_count
             )
-            if live is None and relay is not None and session.state == "running":
-                inbox.put_first(await relay.replay(session_id))
-            seen = _Seen()
+            if live is None and session.state == SessionState.RUNNING:
+                inbox.put_first(await self.relay.replay(session_id))
+            seen = Seen()
             while True:
                 # Everything waiting, with runs of text deltas joined: a watcher behind a busy
                 # server catches up in a few frames instead of one per delta.
@@ -396,109 +178,88 @@ class Runner:
             watchers.discard(inbox)
             if not watchers:
                 del self.watchers[session_id]
-            if relay is not None:
-                await relay.unwatch(session_id)
+            await self.relay.unwatch(session_id)
+
+    # ------------------------------------------------------------------ what the relay brings
 
     def _deliver(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
-        """Frames of a turn in another process, to this process's watchers of the session."""
+        """Frames from the channel layer, to this process's watchers of the session."""
         for inbox in self.watchers.get(session_id, ()):
             inbox.put(batch)
 
     def _control(self, session_id: uuid.UUID, message: dict[str, Any]) -> Awaitable[None] | None:
         """A control message for a turn here: stop it, or replay its frames to another process."""
-        live = self.live.get(session_id)
+        live = turns.get(session_id)
         if live is None:
             return None
         command = message.get("command")
         if command == "stop":
             live.stop()
         elif command == "replay" and message.get("reply_to"):
-            live.watched_elsewhere = True  # publish from now on, without waiting for a check
+            live.outbox.watched()  # publish from now on, without waiting for a check
             return self.relay.answer_replay(message, list(live.frames))
         return None
 
+    def _lost(self) -> None:
+        """The relay lost the channel layer: end every watch that relied on it (each page
+        reconnects and reloads what it missed). Watchers of turns running here miss nothing."""
+        for session_id, inboxes in self.watchers.items():
+            if turns.get(session_id) is None:
+                for inbox in inboxes:
+                    inbox.end(UnavailableError(LOST))
+
+    async def _announce_recovered(self, session_id: uuid.UUID) -> None:
+        """Tell the session's watchers everywhere that its dead turn ended."""
+        notice = stamped(frames.turn_ended(reason="failed", error=services.RECOVERED))
+        self._deliver(session_id, [notice])  # before any frame of a new turn, here
+        try:
+            await self.relay.publish(session_id, [notice])  # a watcher here drops the copy
+        except Exception:
+            logger.warning("could not tell other processes that session %s was recovered", session_id)
+
+    # ------------------------------------------------------------------ a turn
+
     async def emit(self, live: LiveTurn, frame: Frame) -> None:
-        numbered = {**frame, "n": next(_frame_numbers), "origin": PROCESS_ID}
+        numbered = stamped(frame)
         live.remember(numbered)
         for inbox in self.watchers.get(live.session_id, ()):
             inbox.put([numbered])
-        if live.watched_elsewhere:
-            live.outbox.put_nowait(numbered)  # for watchers in other processes
-
-    async def _send_frames(self, live: LiveTurn) -> None:
-        """Publish the outbox in order until its closing ``None``.
-
-        Frames enter the outbox only while another process watches the session
-        (``emit`` checks); until then this task looks for such a watcher every
-        ``REMOTE_CHECK_SECONDS``. A watcher elsewhere that arrives mid-turn asks
-        for a replay, which turns publishing on at once.
-        """
-        while True:
-            if live.watched_elsewhere:
-                first = await live.outbox.get()
-            else:
-                try:
-                    first = await asyncio.wait_for(live.outbox.get(), REMOTE_CHECK_SECONDS)
-                except TimeoutError:
-                    live.watched_elsewhere = await presence.watched_elsewhere(live.session_id)
-                    continue
-            batch = [first]
-            while len(batch) < MAX_BATCH and not live.outbox.empty():
-                batch.append(live.outbox.get_nowait())
-            frames_out = [f for f in batch if f is not None]
-            if frames_out:
-                await self._publish(live, frames_out)
-            if batch[-1] is None:
-                return
-
-    async def _publish(self, live: LiveTurn, batch: list[Frame]) -> None:
-        """Publish ``batch``, retrying a failing channel layer (a busy Redis pool) before giving up."""
-        for attempt in range(PUBLISH_ATTEMPTS):
-            try:
-                await events.publish(live.session_id, batch)
-                return
-            except Exception:
-                if attempt == PUBLISH_ATTEMPTS - 1:
-                    logger.exception("could not publish frames of session %s", live.session_id)
-                    return
-                await asyncio.sleep(PUBLISH_RETRY_SECONDS * 2**attempt)
+        live.outbox.put(numbered)
 
     async def _drive(self, live: LiveTurn, *, continued: bool) -> None:
-        outcome = TurnOutcome("failed", "The turn could not start.")
-        if settings.PRODUCTION_MODE:
-            await self._serve(live.session_id, True)
-        if not running_here(self._heartbeat_task):
-            self._heartbeat_task = asyncio.get_running_loop().create_task(
-                self._heartbeat(), context=contextvars.Context()
-            )
+        outcome: TurnOutcome | None = TurnOutcome("failed", "The turn could not start.")
+        heartbeat.keep_beating()
         try:
             outcome = await self._run(live, continued=continued)
+        except TurnSupersededError:
+            logger.warning(
+                "turn %d of session %s was recovered while it ran; it stops", live.turn, live.session_id
+            )
+            outcome = None
         except Exception:
             logger.exception("planner turn of session %s crashed", live.session_id)
-            outcome = TurnOutcome("failed", "Ballet hit an internal error running this turn; it was logged.")
-            await db(services.turn_end)(
-                session_id=live.session_id, turn=live.turn, reason="failed", error=outcome.error
-            )
+            outcome = TurnOutcome("failed", CRASHED)
+            if (
+                await db(services.turn_end)(
+                    session_id=live.session_id, turn=live.turn, reason="failed", error=CRASHED
+                )
+                == "superseded"
+            ):
+                outcome = None
         finally:
-            if settings.PRODUCTION_MODE:
-                await self._serve(live.session_id, False)
-            TURNS.labels(outcome.reason).inc()
-            with contextlib.suppress(Exception):
+            await self.relay.unserve(live.session_id)
+            if outcome is not None:  # a superseded turn's watchers were told by its recovery
+                TURNS.labels(outcome.reason).inc()
                 await self.emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
-            live.outbox.put_nowait(None)
-            if live.sender is not None:
-                await asyncio.shield(live.sender)
-            self.live.pop(live.session_id, None)
-            LOCAL_TURNS.discard(live.session_id)
+            await live.outbox.close()
+            turns.end(live)
 
-    async def _run(self, live: LiveTurn, *, continued: bool) -> TurnOutcome:
-        setup: TurnSetup = await db(services.turn_open)(
-            session_id=live.session_id, turn=live.turn, continued=continued
-        )
+    async def _run(self, live: LiveTurn, *, continued: bool) -> TurnOutcome | None:
+        setup = await db(services.turn_open)(session_id=live.session_id, turn=live.turn, continued=continued)
         await self.emit(live, frames.turn_started(turn=live.turn, continued=continued))
-        io = live.io = _SessionIO(self, live, setup)
+        io = SessionIO(live, setup, lambda frame: self.emit(live, frame))
         live.loop = TurnLoop(
-            io=io, gateway=_budgeted(self.gateway, io), settings=setup.settings, history=setup.history
+            io=io, gateway=budgeted(self.gateway, io), settings=setup.settings, history=setup.history
         )
         if live.stop_requested:
             live.loop.stop()
@@ -510,7 +271,8 @@ class Runner:
         finally:
             guard.release(grant)
 
-    async def _rounds(self, live: LiveTurn, io: _SessionIO) -> TurnOutcome:
+    async def _rounds(self, live: LiveTurn, io: SessionIO) -> TurnOutcome | None:
+        """Run the loop until the turn ends; steering that arrived as it completed runs it on."""
         assert live.loop is not None
         outcome = TurnOutcome("completed")
         for _ in range(MAX_RESTARTS):
@@ -522,38 +284,14 @@ class Runner:
                 error=outcome.error,
                 records=io.records,
             )
-            if ended:
+            if ended == "superseded":
+                return None
+            if ended == "ended":
                 return outcome
-        await db(services.turn_end)(
+        ended = await db(services.turn_end)(
             session_id=live.session_id, turn=live.turn, reason="completed", error=None, records=io.records
         )
-        return outcome
-
-    async def _serve(self, session_id: uuid.UUID, serving: bool) -> None:
-        """Take (or stop taking) the control messages of a local turn: ``stop`` and ``replay``
-        from other processes. A failing channel layer leaves the turn stoppable only here."""
-        try:
-            if serving:
-                await self.relay.serve(session_id)
-            else:
-                await self.relay.unserve(session_id)
-        except Exception:
-            logger.exception(
-                "could not %s the control group of session %s", "join" if serving else "leave", session_id
-            )
-
-    async def _heartbeat(self) -> None:
-        """Beat for all of this process's turns at once while any runs (one statement, not one
-        per turn: hundreds of turns that started together would otherwise beat together)."""
-        while True:
-            await asyncio.sleep(HEARTBEAT_SECONDS)
-            sessions = list(self.live)
-            if not sessions:
-                return
-            try:
-                await db(services.heartbeat)(session_ids=sessions, owner=PROCESS_ID)
-            except Exception:
-                logger.exception("the heartbeat of %d turns failed", len(sessions))
+        return None if ended == "superseded" else outcome
 
 
 runner = Runner()

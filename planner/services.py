@@ -22,11 +22,12 @@ from django.utils import timezone
 
 from ballet.env import LimitsConfig
 from planner.gateway import CallRecord
+from planner.identity import PROCESS_ID
+from planner.liveness import owner_alive
 from planner.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from planner.metrics import TOOL_CALLS
 from planner.models import Event, Message, MessageKind, Session, SessionState, ToolCall, UsageRecord
 from planner.notes import change_notes
-from planner.process import PROCESS_ID, owner_alive
 from planner.selectors import TurnSetup, turn_setup
 from planner.tools import ToolContext, ToolOutcome, call_tool
 from tracker.errors import ConflictError, NotFoundError, RateLimitedError, ValidationError
@@ -47,7 +48,15 @@ INTERRUPTED_RESULT = json.dumps(
     }
 )
 
+RECOVERED = "The process running this turn stopped; the turn was recovered."
+
 Meaning = Literal["started", "steered", "continued"]
+Ended = Literal["ended", "steered", "superseded"]
+
+
+class TurnSupersededError(ConflictError):
+    """The session no longer runs this turn: it was recovered (its process was taken for dead)
+    and maybe a new turn started. The turn goes quiet without writing anything more."""
 
 
 def check_text(text: Any) -> str:
@@ -102,6 +111,7 @@ class Begin:
     meaning: Meaning
     turn: int
     message: ChatMessage | None  # None when steering: delivered at the next model call
+    recovered: bool = False  # a dead turn of the session was recovered first
 
 
 @transaction.atomic
@@ -113,14 +123,14 @@ def session_begin(*, session_id: uuid.UUID, user: User, text: str) -> Begin:
     turns, queued steering) refuse a message before anything is written.
     """
     session = _lock(session_id, user)
-    _recover_if_dead(session)
+    recovered = _recover_if_dead(session)
     limits: LimitsConfig = settings.BALLET_LIMITS
     if session.state == SessionState.RUNNING:
         _check_steering(session, text, limits)
         _count_message(user, limits)
         session.steering = [*session.steering, {"text": text, "author": user.get_username()}]
         session.save(update_fields=["steering", "updated_at"])
-        return Begin("steered", session.turn_count, None)
+        return Begin("steered", session.turn_count, None, recovered)
     _check_running_turns(session, user, limits)
     _count_message(user, limits)
     continuing = session.state == SessionState.PAUSED
@@ -148,7 +158,7 @@ def session_begin(*, session_id: uuid.UUID, user: User, text: str) -> Begin:
             "updated_at",
         ]
     )
-    return Begin("continued" if continuing else "started", session.turn_count, message)
+    return Begin("continued" if continuing else "started", session.turn_count, message, recovered)
 
 
 def _count_message(user: User, limits: LimitsConfig) -> None:
@@ -253,6 +263,7 @@ def _deliver_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> li
     Returns each new message with its author's name ("" for change notes).
     """
     session = Session.objects.select_for_update().select_related("project").get(pk=session_id)
+    _check_current(session, turn)
     delivered: list[tuple[ChatMessage, str]] = []
     for item in session.steering:
         author = User.objects.filter(username=item["author"]).first()
@@ -358,7 +369,12 @@ def message_save(
     if focus is not None:
         changes["focus"] = focus
     # The turn's process is the session's only writer; the seq check proves it.
-    if not Session.objects.filter(pk=session_id, last_message_seq=after_seq).update(**changes):
+    current = Session.objects.filter(
+        pk=session_id, state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=turn
+    )
+    if not current.filter(last_message_seq=after_seq).update(**changes):
+        if not current.exists():
+            raise TurnSupersededError(f"Session {session_id} no longer runs turn {turn} here.")
         raise ConflictError(f"Session {session_id} changed under its running turn.")
     Message.objects.create(
         session_id=session_id,
@@ -407,16 +423,35 @@ def summary_save(
     )
 
 
+def _check_current(session: Session, turn: int) -> None:
+    """Refuse the writes of a turn that is no longer the session's running turn in this process."""
+    if not (
+        session.state == SessionState.RUNNING
+        and session.turn_owner == PROCESS_ID
+        and session.turn_count == turn
+    ):
+        raise TurnSupersededError(f"Session {session.pk} no longer runs turn {turn} here.")
+
+
 @transaction.atomic
 def turn_end(
     *, session_id: uuid.UUID, turn: int, reason: str, error: str | None, records: StepRecords | None = None
-) -> bool:
-    """Record the end of a turn; False (and nothing but ``records`` written) if steering is waiting."""
+) -> Ended:
+    """Record the end of a turn, if it is still the session's running turn in this process.
+
+    ``records`` (usage already paid for, tool calls that ran) are written in any case.
+    "steered": a completed turn has steering waiting, and goes on. "superseded": the
+    session was recovered meanwhile; nothing about it changes.
+    """
     session = Session.objects.select_for_update().get(pk=session_id)
     if records is not None:
         records.write(session_id, turn)
+    try:
+        _check_current(session, turn)
+    except TurnSupersededError:
+        return "superseded"
     if reason == "completed" and session.steering:
-        return False
+        return "steered"
     session.state = SessionState.PAUSED if reason == "max_rounds" else SessionState.IDLE
     session.turn_owner = ""
     session.heartbeat_at = None
@@ -425,7 +460,7 @@ def turn_end(
     if error:
         data["error"] = error
     Event.objects.create(session_id=session_id, kind="turn_ended", turn=turn, data=data)
-    return True
+    return "ended"
 
 
 def usage_save(*, project_id: int, session_id: uuid.UUID | None, record: CallRecord) -> None:
@@ -450,7 +485,9 @@ def _usage_row(project_id: int, session_id: uuid.UUID | None, record: CallRecord
 
 def heartbeat(*, session_ids: list[uuid.UUID], owner: str) -> None:
     """One beat for every turn ``owner`` runs: a single statement however many there are."""
-    Session.objects.filter(pk__in=session_ids, turn_owner=owner).update(heartbeat_at=timezone.now())
+    Session.objects.filter(pk__in=session_ids, turn_owner=owner, state=SessionState.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
 
 
 def _recovered_results(session: Session, pending: list[str]) -> ChatMessage:
@@ -468,17 +505,25 @@ def _recovered_results(session: Session, pending: list[str]) -> ChatMessage:
 
 
 def _recover(session: Session) -> None:
-    """Close a turn whose process died: answer pending calls, log the failure, go idle."""
+    """Close a turn whose process died: answer pending calls, keep the steering it never read,
+    log the failure, go idle.
+
+    Steering accepted for the dead turn is stored as the humans' messages, so the
+    next turn reads them: a message the server accepted is never lost.
+    """
     last = Message.objects.filter(session=session).order_by("-seq").first()
     if last is not None and last.role == "assistant":
         pending = [b["id"] for b in last.content if b.get("type") == "tool_use"]
         if pending:
             _append(session, _recovered_results(session, pending), last.turn)
+    for item in session.steering:
+        author = User.objects.filter(username=item["author"]).first()
+        _append(session, _human(item["text"], MessageKind.STEER), session.turn_count, author)
     Event.objects.create(
         session=session,
         kind="turn_ended",
         turn=session.turn_count,
-        data={"reason": "failed", "error": "The process running this turn stopped; the turn was recovered."},
+        data={"reason": "failed", "error": RECOVERED},
     )
     session.state = SessionState.IDLE
     session.turn_owner = ""
@@ -505,7 +550,7 @@ def session_recover_if_dead(*, session_id: uuid.UUID) -> bool:
     return session is not None and _recover_if_dead(session)
 
 
-def sessions_recover_dead() -> int:
+def sessions_recover_dead() -> list[uuid.UUID]:
     """Recover every running session whose process died; the periodic sweep calls this."""
     running = Session.objects.filter(state=SessionState.RUNNING).values_list("pk", flat=True)
-    return sum(session_recover_if_dead(session_id=pk) for pk in list(running))
+    return [pk for pk in list(running) if session_recover_if_dead(session_id=pk)]

@@ -124,7 +124,7 @@ def _close_thread_connections(django_db_setup):
     from asgiref.sync import sync_to_async
     from django.db import connections
 
-    from planner.runner import close_db_connections
+    from planner.executor import close_db_connections
 
     close_db_connections()
     asyncio.run(sync_to_async(connections.close_all)())

@@ -68,3 +68,10 @@ class RateLimitedError(BalletError):
 
     code = "rate_limited"
     status = 429
+
+
+class UnavailableError(BalletError):
+    """A service Ballet needs (the channel layer) cannot be reached right now; try again shortly."""
+
+    code = "unavailable"
+    status = 503

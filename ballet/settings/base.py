@@ -117,6 +117,9 @@ if PRODUCTION_MODE:
                 # Watchers that fall behind a fast stream must not lose frames: room for bursts.
                 "capacity": 5000,
                 "expiry": 60,
+                # Memberships of a process that died must not outlive it by a day (the default):
+                # every live process renews its own every 20 s (planner/relay.py).
+                "group_expiry": 120,
             },
         }
     }
@@ -191,7 +194,7 @@ CELERY_TASK_ALWAYS_EAGER = not PRODUCTION_MODE
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
-    "recover-dead-planner-turns": {"task": "planner.recover_dead_turns", "schedule": 30.0},
+    "recover-dead-planner-turns": {"task": "planner.recover_dead_turns", "schedule": 5.0},
 }
 
 # Search (SPEC § 7): the sentence-embedding backend (tracker.search.embeddings); the local model by default.

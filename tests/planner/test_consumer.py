@@ -12,8 +12,10 @@ from django.contrib.sessions.backends.db import SessionStore
 
 from ballet.asgi import application
 from planner import frames
+from planner.live import LiveTurn
+from planner.outbox import NoOutbox
 from planner.routing import websocket_urlpatterns
-from planner.runner import LiveTurn, runner
+from planner.runner import runner
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import frames_until, sync, ws_path
 from tracker.services.activity import Actor
@@ -202,7 +204,7 @@ async def test_a_cookie_without_a_valid_login_is_closed_as_unauthenticated(sessi
 async def test_a_watcher_that_falls_behind_gets_a_run_of_deltas_as_one_frame(session, member):
     watch = runner.watch(session_id=session.pk, user=member)
     assert (await anext(watch))["type"] == "state"
-    live = LiveTurn(session_id=session.pk, turn=1)
+    live = LiveTurn(session_id=session.pk, turn=1, outbox=NoOutbox())
     for i in range(10):  # the watcher reads none of them meanwhile
         await runner.emit(live, frames.text_delta(f"w{i} "))
     await runner.emit(live, frames.turn_ended(reason="completed"))

@@ -6,7 +6,7 @@ import asyncio
 import copy
 
 from planner import frames
-from planner.relay import Inbox
+from planner.watching import Inbox
 
 
 def delta(text: str, n: int) -> dict:

@@ -83,14 +83,14 @@ def test_the_periodic_sweep_recovers_sessions_nobody_opens(chat_project, member,
 
 
 def test_a_live_turn_of_this_process_is_not_recovered(chat_project, member, session):
-    from planner.process import LOCAL_TURNS
+    from planner.live import turns
 
     session_begin(session_id=session.pk, user=member, text="Hello")
-    LOCAL_TURNS.add(session.pk)
+    turns.claim(session.pk)
     try:
         assert recover_dead_turns() == 0
     finally:
-        LOCAL_TURNS.discard(session.pk)
+        turns.release(session.pk)
     assert recover_dead_turns() == 1
 
 
@@ -103,9 +103,9 @@ async def test_one_heartbeat_statement_beats_every_turn_of_its_process(chat_proj
     other = await sync(session_create)(user=member, project=chat_project)
     elsewhere = await sync(session_create)(user=member, project=chat_project)
     old = timezone.now() - timedelta(minutes=5)
-    await sync(Session.objects.filter(pk=session.pk).update)(turn_owner="here", heartbeat_at=old)
-    await sync(Session.objects.filter(pk=other.pk).update)(turn_owner="here", heartbeat_at=old)
-    await sync(Session.objects.filter(pk=elsewhere.pk).update)(turn_owner="there", heartbeat_at=old)
+    await sync(Session.objects.filter(pk=session.pk).update)(state="running", turn_owner="here", heartbeat_at=old)
+    await sync(Session.objects.filter(pk=other.pk).update)(state="running", turn_owner="here", heartbeat_at=old)
+    await sync(Session.objects.filter(pk=elsewhere.pk).update)(state="running", turn_owner="there", heartbeat_at=old)
 
     def beat() -> int:
         with CaptureQueriesContext(connection) as queries:

@@ -10,6 +10,7 @@ from django.conf import settings
 
 from planner import events, frames, presence
 from planner.relay import Relay
+from tracker.errors import UnavailableError
 
 pytestmark = pytest.mark.skipif(
     not settings.PRODUCTION_MODE, reason="the relay links processes over Redis (production mode)"
@@ -25,7 +26,11 @@ async def eventually(check, seconds: float = 3.0) -> None:
 
 async def test_watchers_of_a_session_share_one_membership_until_the_last_leaves():
     delivered: list[tuple[uuid.UUID, list]] = []
-    relay = Relay(deliver=lambda session, batch: delivered.append((session, batch)), control=lambda *_: None)
+    relay = Relay(
+        deliver=lambda session, batch: delivered.append((session, batch)),
+        control=lambda *_: None,
+        lost=lambda: None,
+    )
     session = uuid.uuid4()
     await relay.watch(session)
     await relay.watch(session)  # a second watcher here: no second membership
@@ -58,8 +63,10 @@ async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_
             return owner.answer_replay(message, [frames.text_delta("so far")])
         return None
 
-    owner = Relay(deliver=lambda *_: None, control=control)
-    watcher = Relay(deliver=lambda *_: None, control=lambda *_: None)  # as if in another process
+    owner = Relay(deliver=lambda *_: None, control=control, lost=lambda: None)
+    watcher = Relay(
+        deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None
+    )  # as if in another process
     await owner.serve(session)
     await events.send_control(session, "stop")
     await eventually(lambda: [m["command"] for _, m in controls] == ["stop"])
@@ -80,16 +87,17 @@ async def test_a_relay_whose_channel_could_not_be_opened_tries_again(monkeypatch
             raise ConnectionError("Redis is restarting")
         return await opened()
 
-    relay = Relay(deliver=lambda *_: None, control=lambda *_: None)
+    relay = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None)
     session = uuid.uuid4()
     await relay.watch(session)  # opens the channel: a watcher of the session is here
     monkeypatch.setattr(events, "new_channel", flaky)
     monkeypatch.setattr(relay, "_channel", "")  # as if this process had not opened one yet
     monkeypatch.setattr(relay, "_starting", None)
-    with pytest.raises(ConnectionError):
-        await relay.watch(session)  # a second watcher fails ...
-    await relay.unwatch(session)  # ... and goes away, as the runner's watch does
-    assert len(calls) == 2  # the next call opened a channel after all
-    assert await presence._client().zcard(presence._watchers_key(session)) == 1  # the first stays
+    with pytest.raises(UnavailableError):
+        await relay.watch(session)  # a second watcher is refused (503), leaving nothing to undo ...
+    await relay.watch(session)  # ... and the next one opens a channel after all
+    assert len(calls) == 2
+    assert await presence._client().zcard(presence._watchers_key(session)) == 1
+    await relay.unwatch(session)
     await relay.unwatch(session)
     assert await presence._client().zcard(presence._watchers_key(session)) == 0

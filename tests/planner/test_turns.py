@@ -109,9 +109,9 @@ async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, 
     gate = asyncio.Event()
     model.add(call("list_items", {}, ("list_runnable", {}), ("list_skills", {})))
 
-    from planner import runner as runner_module
+    from planner.session_io import SessionIO
 
-    real_run_tool = runner_module._SessionIO.run_tool
+    real_run_tool = SessionIO.run_tool
 
     async def slow_run_tool(self, tool_call):
         result = await real_run_tool(self, tool_call)
@@ -120,14 +120,14 @@ async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, 
             await asyncio.sleep(0.2)
         return result
 
-    runner_module._SessionIO.run_tool = slow_run_tool  # type: ignore[method-assign]
+    SessionIO.run_tool = slow_run_tool  # type: ignore[method-assign]
     try:
         await planner.send(session_id=session.pk, user=member, text="Survey")
         await gate.wait()
         await planner.stop(session_id=session.pk, user=member)
         await planner.wait(session.pk)
     finally:
-        runner_module._SessionIO.run_tool = real_run_tool  # type: ignore[method-assign]
+        SessionIO.run_tool = real_run_tool  # type: ignore[method-assign]
     results = await sync(lambda: Message.objects.filter(session=session, kind="tool_results").get().content)()
     assert [r.get("is_error", False) for r in results] == [False, True, True]
     assert "stopped" in results[1]["content"]

@@ -1,0 +1,151 @@
+"""The durable side of one live turn: what the loop reads and writes, through the database threads.
+
+The loop (``planner/loop.py``) knows nothing of Django; :class:`SessionIO`
+gives it the session's inputs (steering, change notes), saves each step in
+one transaction, runs tools, and emits frames through the runner. Usage and
+tool-call records wait for the next step's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from django.utils import timezone
+
+from planner import frames, services
+from planner.executor import db
+from planner.frames import Frame
+from planner.gateway import CallRecord, Gateway, GatewayError, Meter, StreamSink
+from planner.live import LiveTurn
+from planner.loop import ToolRun, TurnIO
+from planner.messages import ChatMessage, ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, Usage
+from planner.selectors import TurnSetup, tokens_used_since, utc_day_start
+from planner.tools import ToolContext
+from tracker.selectors import project_planner_config
+
+Emit = Callable[[Frame], Awaitable[None]]
+
+
+class SessionIO(TurnIO):
+    """The loop's durable side, for one live turn."""
+
+    def __init__(self, live: LiveTurn, setup: TurnSetup, emit: Emit) -> None:
+        self.live = live
+        self.setup = setup
+        self._emit = emit
+        self.context = ToolContext(
+            user=setup.user, project=setup.project, session_id=live.session_id, focus=set(setup.focus)
+        )
+        self.records = services.StepRecords(project_id=setup.project.pk)
+        self.last_seq = setup.history.messages[-1].seq if setup.history.messages else 0
+
+    async def inputs(self) -> list[ChatMessage]:
+        if not self.live.inputs_waiting:
+            return []
+        self.live.inputs_waiting = False
+        delivered = await db(services.session_inputs)(
+            session_id=self.live.session_id, turn=self.live.turn, focus=sorted(self.context.focus)
+        )
+        for message, author in delivered:
+            self.last_seq = message.seq
+            if message.kind == "steer":
+                await self.emit(
+                    frames.user_message(seq=message.seq, text=message.text, author=author, kind="steer")
+                )
+        return [message for message, _ in delivered]
+
+    async def has_inputs(self) -> bool:
+        result: bool = await db(services.session_has_steering)(session_id=self.live.session_id)
+        return result
+
+    async def save_assistant(self, message: ChatMessage, usage: Usage) -> ChatMessage:
+        return await self._save(message, usage=usage)
+
+    async def run_tool(self, call: ToolUseBlock) -> ToolRun:
+        record = await db(services.tool_run)(context=self.context, call=call)
+        self.records.tools.append(record)
+        outcome = record.outcome
+        drafts = tuple(
+            frames.draft(kind=d.kind, snapshot=d.snapshot, artifact_id=d.artifact_id)
+            for d in self.context.drafts
+        )
+        self.context.drafts.clear()
+        return ToolRun(
+            result=ToolResultBlock(call.id, outcome.content, is_error=outcome.is_error),
+            output=outcome.output,
+            drafts=drafts,
+        )
+
+    async def save_results(self, message: ChatMessage) -> ChatMessage:
+        return await self._save(message, focus=sorted(self.context.focus))
+
+    async def _save(
+        self, message: ChatMessage, *, usage: Usage | None = None, focus: list[str] | None = None
+    ) -> ChatMessage:
+        saved = await db(services.message_save)(
+            session_id=self.live.session_id,
+            turn=self.live.turn,
+            after_seq=self.last_seq,
+            message=message,
+            usage=usage,
+            focus=focus,
+            records=self.records,
+        )
+        self.last_seq = saved.message.seq
+        self.live.inputs_waiting = self.live.inputs_waiting or saved.inputs_waiting
+        return saved.message
+
+    async def save_summary(self, summary: str, up_to: int, estimated_tokens: int) -> None:
+        await db(services.summary_save)(
+            session_id=self.live.session_id,
+            turn=self.live.turn,
+            summary=summary,
+            up_to=up_to,
+            estimated_tokens=estimated_tokens,
+        )
+
+    async def emit(self, frame: Frame) -> None:
+        await self._emit(frame)
+
+    async def meter(self, record: CallRecord) -> None:
+        if record.outcome == "ok":
+            self.records.usage.append(record)  # stored with the answer it produced
+            return
+        await db(services.usage_save)(
+            project_id=self.setup.project.pk, session_id=self.live.session_id, record=record
+        )
+
+
+class BudgetedGateway:
+    """The gateway of one turn, closed once the project's daily token budget is used up (SPEC § 12.4).
+
+    Before every model call of the turn (its rounds and compaction) it counts the project's
+    input + output tokens of the UTC day: the stored usage records, and this turn's calls
+    whose records still wait for the next step's transaction. A refused call is never made;
+    the loop ends the turn ``failed`` with the message, leaving a valid history.
+    """
+
+    def __init__(self, inner: Gateway, io: SessionIO, budget: int) -> None:
+        self.inner = inner
+        self.io = io
+        self.budget = budget
+
+    async def complete(
+        self, request: ModelRequest, *, api_key: str | None, sink: StreamSink | None, meter: Meter
+    ) -> ModelResponse:
+        since = utc_day_start(timezone.now())
+        stored = await db(tokens_used_since)(project_id=self.io.setup.project.pk, since=since)
+        pending = sum(r.usage.input_tokens + r.usage.output_tokens for r in self.io.records.usage)
+        if stored + pending >= self.budget:
+            raise GatewayError(
+                "token_budget",
+                f"The project's daily token budget of {self.budget:,} tokens is used up; "
+                "it resets at 00:00 UTC.",
+            )
+        return await self.inner.complete(request, api_key=api_key, sink=sink, meter=meter)
+
+
+def budgeted(gateway: Gateway, io: SessionIO) -> Gateway:
+    """``gateway`` within the project's daily token budget, if it has one."""
+    budget = project_planner_config(io.setup.project).daily_token_budget
+    return gateway if budget is None else BudgetedGateway(gateway, io, budget)
