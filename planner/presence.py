@@ -20,6 +20,8 @@ import time
 import redis
 import redis.asyncio as aioredis
 from django.conf import settings
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from planner.identity import PROCESS_ID
 
@@ -42,6 +44,7 @@ def _client() -> aioredis.Redis:
             timeout=10,
             socket_timeout=5,
             socket_connect_timeout=2,
+            retry=Retry(ExponentialBackoff(cap=1.0, base=0.1), 3),  # stale connections after a restart
         )
         client = _clients[loop] = aioredis.Redis(connection_pool=pool)
     return client

@@ -11,6 +11,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from ballet.env import (
     embedded_database_path,
@@ -112,6 +114,10 @@ if PRODUCTION_MODE:
                         "socket_timeout": 30,
                         "socket_connect_timeout": 5,
                         "max_connections": 1000,
+                        # After a Redis restart every pooled connection is dead: a command meeting
+                        # one reconnects and runs again instead of failing (planner/relay.py notices
+                        # the restart by itself and joins its groups again).
+                        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.1), 3),
                     }
                 ],
                 # Watchers that fall behind a fast stream must not lose frames: room for bursts.

@@ -103,9 +103,11 @@ async def test_one_heartbeat_statement_beats_every_turn_of_its_process(chat_proj
     other = await sync(session_create)(user=member, project=chat_project)
     elsewhere = await sync(session_create)(user=member, project=chat_project)
     old = timezone.now() - timedelta(minutes=5)
-    await sync(Session.objects.filter(pk=session.pk).update)(state="running", turn_owner="here", heartbeat_at=old)
-    await sync(Session.objects.filter(pk=other.pk).update)(state="running", turn_owner="here", heartbeat_at=old)
-    await sync(Session.objects.filter(pk=elsewhere.pk).update)(state="running", turn_owner="there", heartbeat_at=old)
+    running = Session.objects.filter(state="running")
+    await sync(Session.objects.filter(pk__in=[session.pk, other.pk, elsewhere.pk]).update)(state="running")
+    await sync(running.filter(pk=session.pk).update)(turn_owner="here", heartbeat_at=old)
+    await sync(running.filter(pk=other.pk).update)(turn_owner="here", heartbeat_at=old)
+    await sync(running.filter(pk=elsewhere.pk).update)(turn_owner="there", heartbeat_at=old)
 
     def beat() -> int:
         with CaptureQueriesContext(connection) as queries:
