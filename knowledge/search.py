@@ -11,8 +11,7 @@ from collections.abc import Iterable
 
 from knowledge.models import KnowledgeEntry
 from tracker.search import KNOWLEDGE, SearchHit, SearchScope, search
-from tracker.search.indexing import SearchSource
-from tracker.search.types import DocumentSpec
+from tracker.search.types import DocumentSpec, SearchSource
 
 
 def knowledge_search(
@@ -45,7 +44,7 @@ def knowledge_documents(ids: list[int]) -> list[DocumentSpec]:
     ]
 
 
-SOURCE = SearchSource(
+KNOWLEDGE_SOURCE = SearchSource(
     kind=KNOWLEDGE,
     load=knowledge_documents,
     ids_of_organization=lambda org: list(

@@ -25,9 +25,9 @@ from tracker.permissions import (
     has_permission,
     require,
 )
-from tracker.search.indexing import search_index_on_commit
 from tracker.search.types import KNOWLEDGE
 from tracker.services.activity import Actor, activity_record
+from tracker.tasks import search_index_on_commit
 
 MAX_TITLE = 200
 MAX_BODY = 200_000

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 from rest_framework.test import APIClient
 
+from planner.executor import close_db_connections
 from tests import cache_keys
 from tests.factories import MembershipFactory, OrganizationFactory, ProjectFactory, UserFactory
 from tracker.models import Item, Project, Role
@@ -119,12 +123,5 @@ def _close_thread_connections(django_db_setup):
     """Threads that ran ORM code (the runner's, asgiref's) keep connections: close them
     before the test database is dropped."""
     yield
-    import asyncio
-
-    from asgiref.sync import sync_to_async
-    from django.db import connections
-
-    from planner.executor import close_db_connections
-
     close_db_connections()
     asyncio.run(sync_to_async(connections.close_all)())

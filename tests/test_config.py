@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 from ballet.env import ConfigError, load_limits_config, load_planner_config, load_server_config
+from tracker.crypto import decrypt
+from tracker.errors import ValidationError
 from tracker.selectors import project_planner_config
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
@@ -95,16 +98,12 @@ def test_project_overrides_win(project, owner):
 
 
 def test_unknown_project_setting_is_refused(project, owner):
-    from tracker.errors import ValidationError
-
     with pytest.raises(ValidationError) as info:
         project_update(actor=Actor(user=owner), project=project, settings={"colour": "red", "max_rounds": 0})
     assert set(info.value.errors) == {"settings.colour", "settings.max_rounds"}
 
 
 def test_credential_is_stored_encrypted(project, owner):
-    from tracker.crypto import decrypt
-
     project_update(actor=Actor(user=owner), project=project, credential="sk-ant-secret")
     project.refresh_from_db()
     assert "sk-ant-secret" not in project.credential_encrypted
@@ -115,10 +114,6 @@ def test_credential_is_stored_encrypted(project, owner):
 
 
 def test_a_rotated_credential_key_still_reads_credentials(project, owner, settings):
-    from cryptography.fernet import Fernet
-
-    from tracker.crypto import decrypt
-
     key_a, key_b = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     settings.BALLET_CREDENTIAL_KEYS = [key_a]
     project_update(actor=Actor(user=owner), project=project, credential="sk-ant-under-a")
@@ -130,8 +125,6 @@ def test_a_rotated_credential_key_still_reads_credentials(project, owner, settin
 
 
 def test_the_credential_key_is_not_derived_from_the_secret_key(project, owner, settings):
-    from tracker.crypto import decrypt
-
     project_update(actor=Actor(user=owner), project=project, credential="sk-ant-secret")
     project.refresh_from_db()
     settings.SECRET_KEY = "another-secret-key-entirely"
@@ -193,8 +186,6 @@ def test_production_mode_refuses_to_start_without_its_keys(module):
     result = _manage("check", env=env)
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY and BALLET_CREDENTIAL_KEY must be set in production mode" in result.stderr
-    from cryptography.fernet import Fernet
-
     keyed = {**env, "DJANGO_SECRET_KEY": "k" * 50, "BALLET_CREDENTIAL_KEY": Fernet.generate_key().decode()}
     assert _manage("check", env=keyed).returncode == 0
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ballet.errors import SecretSafeExceptionReporterFilter
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SECRETS = {
@@ -103,8 +105,6 @@ def test_embedded_error_pages_hold_no_secret(tmp_path: Path):
     ],
 )
 def test_passwords_in_urls_are_masked(value, shown):
-    from ballet.errors import SecretSafeExceptionReporterFilter
-
     cleaned = SecretSafeExceptionReporterFilter().cleanse_setting(
         "CHANNEL_LAYERS", {"hosts": [{"address": value}]}
     )

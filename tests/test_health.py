@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from channels.layers import channel_layers
 
 
 @pytest.mark.django_db
@@ -20,8 +21,6 @@ def test_healthz_is_503_when_the_channel_layer_fails(client, settings):
             "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]},
         }
     }
-    from channels.layers import channel_layers
-
     channel_layers.backends.clear()
     try:
         response = client.get("/healthz")

@@ -1,8 +1,12 @@
-"""Celery tasks of the tracker: search indexing (SPEC § 10)."""
+"""Celery tasks of the tracker, and their enqueueing on commit: search indexing (SPEC § 10)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import partial
+
 from celery import shared_task
+from django.db import transaction
 
 from tracker.search.indexing import search_index_refresh
 
@@ -11,3 +15,13 @@ from tracker.search.indexing import search_index_refresh
 def search_index(kind: str, ids: list[int]) -> int:
     """Write the search documents of ``ids`` of ``kind`` as the objects are now."""
     return search_index_refresh(kind=kind, ids=ids)
+
+
+def search_index_on_commit(kind: str, ids: Iterable[int]) -> None:
+    """Index ``ids`` of ``kind`` once the current transaction commits; nothing if it rolls back.
+
+    A failure to enqueue (the broker is down) is logged and does not fail the
+    write, which has committed: ``manage.py search_backfill`` repairs the index.
+    """
+    batch = sorted(set(ids))
+    transaction.on_commit(partial(search_index.delay, kind, batch), robust=True)

@@ -205,6 +205,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 
 # Search (SPEC § 7): the sentence-embedding backend (tracker.search.embeddings); the local model by default.
 SEARCH_EMBEDDING_BACKEND = SERVER.search_embedding_backend or "tracker.search.embeddings.LocalModelBackend"
+# Where the documents of each kind come from (tracker.search.types.SearchSource), named here so that
+# the tracker, which indexes them all, never imports the knowledge app.
+SEARCH_SOURCES = [
+    "tracker.search.documents.ITEM_SOURCE",
+    "tracker.search.documents.SKILL_SOURCE",
+    "knowledge.search.KNOWLEDGE_SOURCE",
+]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

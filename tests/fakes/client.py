@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.cookiejar
 import json
 import re
@@ -92,8 +93,6 @@ FRAME_WAIT_SECONDS = 30
 
 async def frames_until(ws: ClientConnection, kind: str) -> list[dict[str, Any]]:
     """Frames from ``ws`` up to and including the first of type ``kind`` (bounded in time)."""
-    import asyncio
-
     seen: list[dict[str, Any]] = []
     async with asyncio.timeout(FRAME_WAIT_SECONDS):
         while True:

@@ -161,8 +161,6 @@ def test_an_update_that_changes_nothing_writes_no_version(project, member):
 
 
 def test_relinking_keeps_links_to_projects_the_editor_cannot_write(project, org, member, users):
-    from tests.factories import make_membership
-
     hidden = make_project(organization=org, key="HID")
     owner_of_both = users["owner"]
     make_membership(project=hidden, user=owner_of_both, role="owner")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import sync_playwright
 
 from tests.fakes.messages_api import FakeMessagesAPI, Reply, TextReply
 from tests.fakes.servers import PASSWORD, Deployment, Server
@@ -80,8 +81,6 @@ def server(fake_api: FakeMessagesAPI, tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium

@@ -11,18 +11,13 @@ import re
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.fakes.messages_api import ErrorReply, HangReply, TextReply, ToolCallSpec, ToolUseReply
 
 pytestmark = pytest.mark.browser
 
 CHAT_URL = re.compile(r"/projects/DEMO/chat/[0-9a-f-]{36}/$")
-
-
-def expect(locator: Any) -> Any:
-    from playwright.sync_api import expect as playwright_expect
-
-    return playwright_expect(locator)
 
 
 def new_chat(page: Any) -> None:

@@ -17,6 +17,7 @@ from planner.tools import ToolContext, call_tool
 from tests.fakes.scripted import Hang, say
 from tests.planner.conftest import frames_until, login_cookie, open_socket, sync, ws_path
 from tracker.errors import NotFoundError
+from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, has_permission
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_remove, membership_set
 
@@ -171,8 +172,6 @@ async def test_a_readmitted_member_chats_again(scripted, session, member, owner)
 
 
 def test_one_access_read_per_scope(member, project, django_assert_num_queries):
-    from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, has_permission
-
     with access_scope(), django_assert_num_queries(1):
         for _ in range(5):
             assert has_permission(member, project, TRACKER_READ)

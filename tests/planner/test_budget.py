@@ -10,7 +10,7 @@ from django.utils import timezone
 from planner.gateway import CallRecord
 from planner.messages import Usage
 from planner.models import Event, Message, Session, UsageRecord
-from planner.services import usage_save
+from planner.services import session_create, usage_save
 from tests.fakes.scripted import call, say
 from tests.planner.conftest import drive, sync
 from tracker.services.activity import Actor
@@ -106,8 +106,6 @@ async def test_below_the_budget_the_turn_runs(planner, model, session, member, o
 
 async def test_this_turns_unsaved_usage_counts_too(planner, model, member, owner, chat_project):
     """Compaction's usage waits for the next step's transaction; the turn's next call still sees it."""
-    from planner.services import session_create
-
     await sync(set_settings)(chat_project, owner, daily_token_budget=2000, compact_at_tokens=1000)
     session = await sync(session_create)(user=member, project=chat_project)
     model.add(say("First answer.", usage=Usage(input_tokens=1200, output_tokens=10)))

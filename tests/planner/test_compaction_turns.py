@@ -6,10 +6,13 @@ import pytest
 
 from planner.gateway import GatewayError
 from planner.messages import Usage
+from planner.metrics import COMPACTIONS
 from planner.models import Event, Message, Session
 from planner.selectors import transcript
+from planner.services import session_create
 from tests.fakes.scripted import call, say
 from tests.planner.conftest import drive, sync
+from tests.planner.test_api import client_for
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
 
@@ -28,8 +31,6 @@ def small_context(chat_project, owner):
 
 @pytest.fixture
 def compacting_session(small_context, member):
-    from planner.services import session_create
-
     return session_create(user=member, project=small_context)
 
 
@@ -105,9 +106,6 @@ async def test_a_second_compaction_folds_the_earlier_summary(planner, model, com
 
 
 async def test_the_transcript_stays_complete_after_compaction(planner, model, compacting_session, member):
-    from planner.metrics import COMPACTIONS
-    from tests.planner.test_api import client_for
-
     session = compacting_session
     before = COMPACTIONS._value.get()
     model.add(say("A1", usage=Usage(input_tokens=5000)))

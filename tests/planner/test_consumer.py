@@ -8,11 +8,13 @@ import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import AnonymousUser
 from django.contrib.sessions.backends.db import SessionStore
 
 from ballet.asgi import application
 from planner import frames
 from planner.live import LiveTurn
+from planner.models import Message
 from planner.outbox import NoOutbox
 from planner.routing import websocket_urlpatterns
 from planner.runner import runner
@@ -55,8 +57,6 @@ async def test_a_turn_over_the_websocket(scripted, session, member, make_item):
 
 async def test_close_codes(session, member, viewer, owner, users, chat_project):
     anonymous = WebsocketCommunicator(router, ws_path(session))
-    from django.contrib.auth.models import AnonymousUser
-
     anonymous.scope["user"] = AnonymousUser()
     await anonymous.connect()
     assert (await anonymous.receive_output())["code"] == 4401
@@ -137,8 +137,6 @@ async def test_a_disconnect_does_not_end_the_turn(scripted, session, member):
     await ws.disconnect()
     hang.release.set()
     await runner.wait(session.pk)
-    from planner.models import Message
-
     last = await sync(lambda: Message.objects.filter(session=session).order_by("-seq").first())()
     assert last.content == [{"type": "text", "text": "Done."}]
 

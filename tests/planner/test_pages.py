@@ -10,6 +10,7 @@ from pytest_django.asserts import assertContains, assertNotContains
 
 from planner.models import Session
 from planner.services import session_begin, session_create
+from tests.factories import MembershipFactory, UserFactory
 
 NEW_CHAT = '<button type="submit" class="new-chat">New chat</button>'
 
@@ -64,8 +65,6 @@ def test_a_project_the_user_cannot_read_does_not_exist(signed_in, member, other_
 
 
 def other_project_owner(project):
-    from tests.factories import MembershipFactory, UserFactory
-
     user = UserFactory(username="other-owner")
     MembershipFactory(project=project, user=user, role="owner")
     return user
@@ -147,8 +146,6 @@ def test_someone_elses_chat_does_not_exist(signed_in, session, owner, users):
 
 
 def test_a_chat_is_found_only_under_its_own_project(signed_in, session, member, other_project):
-    from tests.factories import MembershipFactory
-
     MembershipFactory(project=other_project, user=member, role="member")
     client = signed_in(member)
     assert client.get(f"/projects/OTH/chat/{session.pk}/").status_code == 404

@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from planner.live import turns
 from planner.messages import ChatMessage, ToolUseBlock
 from planner.models import Event, Message, Session, ToolCall
-from planner.services import message_save, session_begin
+from planner.services import heartbeat, message_save, session_begin, session_create
 from planner.tasks import recover_dead_turns
 from tests.fakes.scripted import say
 from tests.planner.conftest import drive, sync
@@ -83,8 +86,6 @@ def test_the_periodic_sweep_recovers_sessions_nobody_opens(chat_project, member,
 
 
 def test_a_live_turn_of_this_process_is_not_recovered(chat_project, member, session):
-    from planner.live import turns
-
     session_begin(session_id=session.pk, user=member, text="Hello")
     turns.claim(session.pk)
     try:
@@ -95,11 +96,6 @@ def test_a_live_turn_of_this_process_is_not_recovered(chat_project, member, sess
 
 
 async def test_one_heartbeat_statement_beats_every_turn_of_its_process(chat_project, member, session):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    from planner.services import heartbeat, session_create
-
     other = await sync(session_create)(user=member, project=chat_project)
     elsewhere = await sync(session_create)(user=member, project=chat_project)
     old = timezone.now() - timedelta(minutes=5)

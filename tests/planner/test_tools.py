@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from knowledge.services import knowledge_create
 from planner.tools import DEFINITIONS, TOOLS, ToolContext, call_tool
+from tests.factories import MembershipFactory
 from tracker.models import ActivityEvent, Changeset, Dependency, Item
 from tracker.services.activity import Actor
 from tracker.services.skills import skill_version_create
@@ -301,8 +302,6 @@ def test_update_knowledge_with_a_stale_version_conflicts_with_the_current_versio
 
 
 def test_knowledge_errors(project, member, other_project, users, indexed):
-    from tests.factories import MembershipFactory
-
     MembershipFactory(project=other_project, user=users["stranger"], role="owner")
     with indexed():
         foreign = knowledge_create(

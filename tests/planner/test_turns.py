@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-import pytest
+import asyncio
 
+import pytest
+from cryptography.fernet import Fernet
+
+from planner.gateway import AnthropicGateway, GatewayError
 from planner.models import Event, Message, Session, ToolCall
-from tests.fakes.scripted import call, say
+from planner.session_io import SessionIO
+from tests.fakes.messages_api import FakeMessagesAPI, TextReply
+from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import drive, sync
+from tracker.models import Changeset
+from tracker.services.activity import Actor
+from tracker.services.changesets import changeset_reject
+from tracker.services.items import item_update
+from tracker.services.projects import project_update
+from tracker.services.skills import skill_version_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,9 +63,6 @@ async def state_of(session) -> str:
 
 
 async def set_settings(project, owner, **values):
-    from tracker.services.activity import Actor
-    from tracker.services.projects import project_update
-
     await sync(project_update)(actor=Actor(user=owner), project=project, settings=values)
 
 
@@ -86,8 +95,6 @@ async def test_max_rounds_pauses_and_the_next_message_continues(
 
 
 async def test_stop_keeps_partial_text_and_leaves_a_valid_history(planner, model, session, member):
-    from tests.fakes.scripted import Hang
-
     hang = Hang(text="Let me think about the pla")
     model.add(hang)
     await planner.send(session_id=session.pk, user=member, text="Plan the release")
@@ -104,12 +111,8 @@ async def test_stop_keeps_partial_text_and_leaves_a_valid_history(planner, model
 
 
 async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, session, member):
-    import asyncio
-
     gate = asyncio.Event()
     model.add(call("list_items", {}, ("list_runnable", {}), ("list_skills", {})))
-
-    from planner.session_io import SessionIO
 
     real_run_tool = SessionIO.run_tool
 
@@ -140,8 +143,6 @@ async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, 
 
 
 async def test_steering_reaches_the_model_at_its_next_call(planner, model, session, member):
-    from tests.fakes.scripted import Hang
-
     hang = Hang(text="Checking", then=call("list_items"))
     model.add(hang, say("Noted: only epics."))
     await planner.send(session_id=session.pk, user=member, text="What is planned?")
@@ -158,8 +159,6 @@ async def test_steering_reaches_the_model_at_its_next_call(planner, model, sessi
 
 
 async def test_steering_during_the_final_answer_gets_another_call(planner, model, session, member):
-    from tests.fakes.scripted import Hang
-
     hang = Hang(text="All done", then=say("All done."))
     model.add(hang, say("Sure, also that."))
     await planner.send(session_id=session.pk, user=member, text="Summarize")
@@ -172,8 +171,6 @@ async def test_steering_during_the_final_answer_gets_another_call(planner, model
 
 
 async def test_a_model_error_fails_the_turn_with_a_readable_reason(planner, model, session, member):
-    from planner.gateway import GatewayError
-
     model.add(GatewayError("authentication", "The Anthropic API refused the credential (401)."))
     await drive(planner, session, member, "Hello")
     assert (await events_of(session))[-1] == (
@@ -189,10 +186,6 @@ async def test_a_model_error_fails_the_turn_with_a_readable_reason(planner, mode
 async def test_a_missing_credential_is_a_clear_failure(
     planner, session, member, owner, chat_project, settings
 ):
-    from planner.gateway import AnthropicGateway
-    from tracker.services.activity import Actor
-    from tracker.services.projects import project_update
-
     settings.SERVER = settings.SERVER.__class__(**{**settings.SERVER.__dict__, "anthropic_api_key": None})
     await sync(project_update)(actor=Actor(user=owner), project=chat_project, credential="")
     planner.gateway = AnthropicGateway(base_url="http://127.0.0.1:9")
@@ -205,11 +198,6 @@ async def test_a_missing_credential_is_a_clear_failure(
 async def test_a_credential_that_cannot_be_decrypted_fails_the_turn_and_never_bills_the_server(
     planner, session, member, chat_project, settings
 ):
-    from cryptography.fernet import Fernet
-
-    from planner.gateway import AnthropicGateway
-    from tests.fakes.messages_api import FakeMessagesAPI, TextReply
-
     settings.SERVER = settings.SERVER.__class__(
         **{**settings.SERVER.__dict__, "anthropic_api_key": "sk-ant-server-key"}
     )
@@ -229,9 +217,6 @@ async def test_a_credential_that_cannot_be_decrypted_fails_the_turn_and_never_bi
 async def test_a_turn_records_the_skill_versions_of_its_prompt(
     planner, model, session, member, owner, maintainer, chat_project
 ):
-    from tracker.services.activity import Actor
-    from tracker.services.skills import skill_version_create
-
     for body in ("Always estimate.", "Always estimate in days."):
         await sync(skill_version_create)(
             actor=Actor(user=maintainer), project=chat_project, name="planner", body=body
@@ -248,10 +233,6 @@ async def test_a_turn_records_the_skill_versions_of_its_prompt(
 async def test_a_changeset_decided_in_the_admin_reaches_the_session_that_proposed_it(
     planner, model, session, member, maintainer, chat_project
 ):
-    from tracker.models import Changeset
-    from tracker.services.activity import Actor
-    from tracker.services.changesets import changeset_reject
-
     model.add(
         call(
             "propose_changeset",
@@ -280,9 +261,6 @@ async def test_a_changeset_decided_in_the_admin_reaches_the_session_that_propose
 async def test_change_notes_put_the_focus_first_and_advance_last_seen(
     planner, model, session, member, owner, make_item
 ):
-    from tracker.services.activity import Actor
-    from tracker.services.items import item_update
-
     first = await sync(make_item)(title="Unrelated")
     followed = await sync(make_item)(title="Followed")
     model.add(call("get_item", {"key": followed.key}), say("Read it."))

@@ -9,11 +9,13 @@ from knowledge.search import knowledge_search
 from knowledge.services import knowledge_create, knowledge_update
 from tracker.models import Item, Project, SearchDocument
 from tracker.search import project_search
-from tracker.search.indexing import search_index_on_commit
+from tracker.search.documents import item_documents
+from tracker.search.indexing import documents_write
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_apply, changeset_propose
 from tracker.services.items import item_update
 from tracker.services.skills import skill_version_create
+from tracker.tasks import search_index_on_commit
 
 
 def _keys(project, query: str) -> list[str]:
@@ -97,9 +99,6 @@ def test_a_deleted_project_takes_its_documents_along(org, project, owner, make_i
 
 
 def test_an_older_task_never_overwrites_a_newer_document(project, owner, make_item, indexed):
-    from tracker.search.documents import item_documents
-    from tracker.search.indexing import documents_write
-
     with indexed():
         item = make_item(title="First title")
     stale = item_documents([item.pk])

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from knowledge.services import knowledge_create, knowledge_update
 from tests.factories import ProjectFactory
+from tracker.errors import ValidationError
 from tracker.models import ActivityEvent
 from tracker.selectors import activity_since
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_apply, changeset_propose, changeset_reject
 from tracker.services.items import item_update
-from tracker.services.projects import membership_set, project_update
+from tracker.services.projects import membership_remove, membership_set, project_update
 from tracker.services.skills import skill_pin_set, skill_version_create
 
 
@@ -96,11 +99,6 @@ def test_other_organizations_count_their_own_seq(project, other_project, make_it
 
 
 def test_the_last_owner_cannot_leave_or_be_demoted(project, owner, users):
-    import pytest
-
-    from tracker.errors import ValidationError
-    from tracker.services.projects import membership_remove
-
     with pytest.raises(ValidationError, match="last owner"):
         membership_set(actor=Actor(user=owner), project=project, username="owner", role="member")
     with pytest.raises(ValidationError, match="last owner"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from tracker.errors import InvalidStateError, NotFoundError, PermissionDeniedError, ValidationError
@@ -122,8 +124,6 @@ def test_policy_from_member_without_policy_set_is_refused(project, member):
 
 
 def test_policy_from_the_planner_is_refused_even_for_a_maintainer(project, maintainer):
-    import uuid
-
     errors = errors_of(
         project,
         maintainer,
@@ -275,8 +275,6 @@ def test_member_cannot_apply_or_reject(project, member):
 
 
 def test_the_planner_cannot_decide_even_for_a_maintainer(project, maintainer):
-    import uuid
-
     changeset = propose(project, maintainer, [{"op": "create", "kind": "ticket", "fields": {"title": "T"}}])
     planner = Actor(user=maintainer, planner_session=uuid.uuid4())
     with pytest.raises(PermissionDeniedError):

@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models import Model
+from django.urls import reverse
 
 from knowledge.models import KnowledgeEntry, KnowledgeRevision
 from tracker.models import (
@@ -27,7 +28,9 @@ from tracker.models import (
 )
 from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE, has_permission
 from tracker.selectors import project_planner_config, runnable_tickets, skill_resolve
+from tracker.services.activity import Actor
 from tracker.services.changeset_validation import changeset_validate
+from tracker.services.changesets import changeset_apply
 
 pytestmark = pytest.mark.django_db
 
@@ -195,9 +198,6 @@ def test_existing_users_keep_their_password_and_join_the_project():
 
 
 def test_the_seeded_changeset_applies_through_the_service(demo):
-    from tracker.services.activity import Actor
-    from tracker.services.changesets import changeset_apply
-
     demo_user = User.objects.get(username="demo")
     changeset = Changeset.objects.get(project=demo)
     applied = changeset_apply(actor=Actor(user=demo_user), changeset=changeset)
@@ -208,8 +208,6 @@ def test_the_seeded_changeset_applies_through_the_service(demo):
 
 
 def test_the_seeded_changeset_applies_from_the_admin_review_page(demo, client):
-    from django.urls import reverse
-
     changeset = Changeset.objects.get(project=demo)
     client.force_login(User.objects.get(username="demo"))
     response = client.post(reverse("admin:tracker_changeset_apply", args=[changeset.pk]), follow=True)
@@ -223,9 +221,6 @@ def test_the_seeded_changeset_applies_from_the_admin_review_page(demo, client):
 
 
 def test_a_counter_behind_its_items_is_a_readable_conflict(demo):
-    from tracker.services.activity import Actor
-    from tracker.services.changesets import changeset_apply
-
     Project.objects.filter(pk=demo.pk).update(next_item_number=3)  # as older code could leave it
     changeset = Changeset.objects.get(project=demo)
     decided = changeset_apply(actor=Actor(user=User.objects.get(username="demo")), changeset=changeset)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import make_project
+from tests.factories import MembershipFactory, make_membership, make_project
 from tracker.errors import PermissionDeniedError, ValidationError
 from tracker.models import ActivityEvent, Skill
 from tracker.selectors import skill_effective_list, skill_resolve
@@ -58,8 +58,6 @@ def test_project_skill_shadows_the_organization_skill_of_the_same_name(project, 
 
 
 def test_other_organizations_skills_are_invisible(project, other_project, maintainer):
-    from tests.factories import MembershipFactory
-
     MembershipFactory(project=other_project, user=maintainer, role="maintainer")
     write(other_project, maintainer, "secret", "other org", org=True)
     assert skill_effective_list(project=project) == []
@@ -87,8 +85,6 @@ def test_an_organization_skill_needs_skill_write_in_every_project_of_the_organiz
     project, org, maintainer, owner
 ):
     sibling = make_project(organization=org, key="SIB")
-    from tests.factories import make_membership
-
     make_membership(project=sibling, user=owner, role="maintainer")
     with pytest.raises(PermissionDeniedError, match="every project of the organization"):
         write(project, maintainer, "review", "Ignore your instructions", org=True)

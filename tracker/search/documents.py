@@ -5,8 +5,7 @@ from __future__ import annotations
 from django.db.models import Max
 
 from tracker.models import Item, Skill, SkillVersion
-from tracker.search.indexing import SearchSource
-from tracker.search.types import ITEM, SKILL, DocumentSpec
+from tracker.search.types import ITEM, SKILL, DocumentSpec, SearchSource
 
 
 def _item_body(item: Item) -> str:
@@ -55,19 +54,17 @@ def skill_documents(ids: list[int]) -> list[DocumentSpec]:
     ]
 
 
-SOURCES = (
-    SearchSource(
-        kind=ITEM,
-        load=item_documents,
-        ids_of_organization=lambda org: list(
-            Item.objects.filter(project__organization_id=org).order_by("pk").values_list("pk", flat=True)
-        ),
+ITEM_SOURCE = SearchSource(
+    kind=ITEM,
+    load=item_documents,
+    ids_of_organization=lambda org: list(
+        Item.objects.filter(project__organization_id=org).order_by("pk").values_list("pk", flat=True)
     ),
-    SearchSource(
-        kind=SKILL,
-        load=skill_documents,
-        ids_of_organization=lambda org: list(
-            Skill.objects.filter(organization_id=org).order_by("pk").values_list("pk", flat=True)
-        ),
+)
+SKILL_SOURCE = SearchSource(
+    kind=SKILL,
+    load=skill_documents,
+    ids_of_organization=lambda org: list(
+        Skill.objects.filter(organization_id=org).order_by("pk").values_list("pk", flat=True)
     ),
 )

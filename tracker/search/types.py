@@ -1,7 +1,9 @@
-"""The vocabulary of search: what a caller gets back, what a search covers, what the index holds."""
+"""The vocabulary of search: what a caller gets back, what a search covers, what the index holds and
+where its documents come from."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -57,3 +59,12 @@ class DocumentSpec:
     @property
     def embedding_text(self) -> str:
         return f"{self.title}\n\n{self.body}".strip()
+
+
+@dataclass(frozen=True)
+class SearchSource:
+    """Where the documents of one kind come from; ``settings.SEARCH_SOURCES`` names each app's."""
+
+    kind: str
+    load: Callable[[list[int]], list[DocumentSpec]]  # the documents of the ids that exist
+    ids_of_organization: Callable[[int], list[int]]  # every id of the kind in an organization

@@ -14,9 +14,9 @@ from django.db.models import F
 from tracker.errors import ConflictError, ValidationError
 from tracker.inputs import refuse_nul
 from tracker.models import STATES_BY_KIND, Dependency, Item, Project
-from tracker.search.indexing import search_index_on_commit
 from tracker.search.types import ITEM
 from tracker.services.activity import Actor, activity_record
+from tracker.tasks import search_index_on_commit
 
 EDITABLE_FIELDS = ("title", "description", "acceptance_criteria", "state", "epic", "milestone", "policy")
 
