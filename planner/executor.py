@@ -51,7 +51,7 @@ class _RunnerSyncToAsync(SyncToAsync):
         except (OperationalError, InterfaceError):
             if not _replace_lost_connections():
                 raise
-            logger.warning("a database connection was lost; making the call again on a new one")
+            logger.warning("a database call failed; making it again on a new connection", exc_info=True)
             return super().thread_handler(loop, *args, **kwargs)
         except DatabaseError:
             close_old_connections()
@@ -60,18 +60,17 @@ class _RunnerSyncToAsync(SyncToAsync):
 
 
 def _replace_lost_connections() -> bool:
-    """Close this thread's connections that no longer work; True if there was one."""
-    lost = False
-    for connection in connections.all(initialized_only=True):
-        if (
-            connection.connection is not None
-            and not connection.in_atomic_block
-            and not connection.is_usable()
-        ):
-            connection.close()
-            lost = True
+    """Close this thread's connections so that the next call opens new ones; False when the
+    failed call ran inside a caller's transaction (making it again is not this module's to do).
+
+    Whether the connection was lost cannot be told from the connection afterwards (the
+    failed rollback already replaced it), so every operational error counts: a lock that
+    timed out or a serialization failure is worth one more try as well."""
+    if any(connection.in_atomic_block for connection in connections.all(initialized_only=True)):
+        return False
+    connections.close_all()
     _checked.at = time.monotonic()
-    return lost
+    return True
 
 
 def db(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
