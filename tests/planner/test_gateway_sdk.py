@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from django.test import AsyncClient
 
+from planner.frames import Frame
 from planner.gateway import AnthropicGateway
 from planner.models import UsageRecord
 from planner.runner import runner
@@ -44,7 +45,7 @@ class Chat:
     def __init__(self, client, session_id: str) -> None:
         self.client = client
         self.id = session_id
-        self.frames: list[dict] = []
+        self.frames: list[Frame] = []
 
     @classmethod
     async def open(cls, user) -> Chat:
