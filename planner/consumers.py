@@ -128,7 +128,7 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
     async def _forward(self) -> None:
         try:
             async for frame in runner.watch(session_id=self.session_id, user=self.user):
-                await self.send(text_data=json.dumps({k: v for k, v in frame.items() if k != "origin"}))
+                await self.send(text_data=frames.wire(frame))
         except asyncio.CancelledError:
             raise
         except UnavailableError:
@@ -190,7 +190,7 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
             await self._error("rate_limited", f"At most {limit} frames a second; this one was ignored.")
 
     async def _error(self, code: str, message: str) -> None:
-        await self.send(text_data=json.dumps(frames.error(code=code, message=message)))
+        await self.send(text_data=frames.wire(frames.error(code=code, message=message)))
 
 
 def _parse(text_data: str | None) -> tuple[dict[str, Any], tuple[str, str] | None]:

@@ -1,30 +1,200 @@
-"""The frames of SPEC § 8 that a session's watchers receive, as typed builders.
+"""The frames of SPEC § 8 that a session's watchers receive: one ``TypedDict`` each, and their builders.
 
-Every builder returns a plain JSON-ready dict with a ``type``; ``events.py``
-sends them, the consumer forwards them, the chat page renders them.
+Every builder returns a JSON-ready dict with a ``type``; ``events.py`` sends
+them between processes, the consumer puts them on the socket with
+:func:`wire`, the chat page renders them. A turn's frames also carry an
+envelope the runner adds (:func:`numbered`): ``n``, increasing per sending
+process, by which watchers drop a frame they already have, and ``origin``,
+that process. ``Frame`` is the closed set: a frame type added to it must be
+handled by :func:`wire`, or mypy fails.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, assert_never
 
-Frame = dict[str, Any]
+TurnEndReason = Literal["completed", "max_rounds", "stopped", "failed"]
 
 
-def state(*, session_state: str, last_seq: int, turn: int) -> Frame:
+class _Envelope(TypedDict):
+    n: NotRequired[int]
+    origin: NotRequired[str]
+
+
+class StateFrame(_Envelope):
+    type: Literal["state"]
+    state: str
+    last_seq: int
+    turn: int
+
+
+class UserMessageFrame(_Envelope):
+    type: Literal["user_message"]
+    seq: int
+    text: str
+    author: str
+    kind: str  # human, steer or continue
+
+
+class TurnStartedFrame(_Envelope):
+    type: Literal["turn_started"]
+    turn: int
+    continued: bool
+
+
+class TextDeltaFrame(_Envelope):
+    type: Literal["text_delta"]
+    text: str
+
+
+class TextResetFrame(_Envelope):
+    type: Literal["text_reset"]
+
+
+class ToolCallFrame(_Envelope):
+    type: Literal["tool_call"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultFrame(_Envelope):
+    type: Literal["tool_result"]
+    id: str
+    name: str
+    is_error: bool
+    output: Any
+
+
+class DraftFrame(_Envelope):
+    type: Literal["draft"]
+    kind: str
+    snapshot: dict[str, Any]
+    artifact_id: str
+
+
+class CompactedFrame(_Envelope):
+    type: Literal["compacted"]
+    up_to: int
+    estimated_tokens: int
+
+
+class TurnEndedFrame(_Envelope):
+    type: Literal["turn_ended"]
+    reason: TurnEndReason
+    error: NotRequired[str]
+
+
+class RequestFrame(_Envelope):
+    """A question or an approval the turn waits for (§ 13): ``question`` and ``options`` for a
+    question, ``tool`` and ``input`` for an approval."""
+
+    type: Literal["request"]
+    id: str
+    kind: Literal["question", "approval"]
+    question: NotRequired[str]
+    options: NotRequired[list[str]]
+    tool: NotRequired[str]
+    input: NotRequired[dict[str, Any]]
+
+
+class RequestResolvedFrame(_Envelope):
+    type: Literal["request_resolved"]
+    id: str
+    outcome: str
+    by: str
+
+
+class ChangesetFrame(_Envelope):
+    """A changeset the session proposed was applied, rejected or conflicts, wherever that happened."""
+
+    type: Literal["changeset"]
+    number: int
+    status: str
+    decided_by: str
+
+
+class ErrorFrame(_Envelope):
+    """A bad frame or a refused action; the connection stays open."""
+
+    type: Literal["error"]
+    code: str
+    message: str
+
+
+Frame: TypeAlias = (
+    StateFrame
+    | UserMessageFrame
+    | TurnStartedFrame
+    | TextDeltaFrame
+    | TextResetFrame
+    | ToolCallFrame
+    | ToolResultFrame
+    | DraftFrame
+    | CompactedFrame
+    | TurnEndedFrame
+    | RequestFrame
+    | RequestResolvedFrame
+    | ChangesetFrame
+    | ErrorFrame
+)
+
+
+def state(*, session_state: str, last_seq: int, turn: int) -> StateFrame:
     return {"type": "state", "state": session_state, "last_seq": last_seq, "turn": turn}
 
 
-def user_message(*, seq: int, text: str, author: str, kind: str) -> Frame:
+def user_message(*, seq: int, text: str, author: str, kind: str) -> UserMessageFrame:
     return {"type": "user_message", "seq": seq, "text": text, "author": author, "kind": kind}
 
 
-def turn_started(*, turn: int, continued: bool) -> Frame:
+def turn_started(*, turn: int, continued: bool) -> TurnStartedFrame:
     return {"type": "turn_started", "turn": turn, "continued": continued}
 
 
-def text_delta(text: str) -> Frame:
+def text_delta(text: str) -> TextDeltaFrame:
     return {"type": "text_delta", "text": text}
+
+
+def text_reset() -> TextResetFrame:
+    """The model call streaming text broke off and is retried: drop the partial text."""
+    return {"type": "text_reset"}
+
+
+def tool_call(*, id: str, name: str, input: dict[str, Any]) -> ToolCallFrame:
+    return {"type": "tool_call", "id": id, "name": name, "input": input}
+
+
+def tool_result(*, id: str, name: str, is_error: bool, output: Any) -> ToolResultFrame:
+    return {"type": "tool_result", "id": id, "name": name, "is_error": is_error, "output": output}
+
+
+def draft(*, kind: str, snapshot: dict[str, Any], artifact_id: str) -> DraftFrame:
+    return {"type": "draft", "kind": kind, "snapshot": snapshot, "artifact_id": artifact_id}
+
+
+def compacted(*, up_to: int, estimated_tokens: int) -> CompactedFrame:
+    return {"type": "compacted", "up_to": up_to, "estimated_tokens": estimated_tokens}
+
+
+def turn_ended(*, reason: TurnEndReason, error: str | None = None) -> TurnEndedFrame:
+    frame: TurnEndedFrame = {"type": "turn_ended", "reason": reason}
+    if error:
+        frame["error"] = error
+    return frame
+
+
+def error(*, code: str, message: str) -> ErrorFrame:
+    return {"type": "error", "code": code, "message": message}
+
+
+def numbered(frame: Frame, *, n: int, origin: str) -> Frame:
+    """A copy of ``frame`` in its envelope: number ``n`` from the process ``origin``."""
+    out = frame.copy()
+    out["n"] = n
+    out["origin"] = origin
+    return out
 
 
 def coalesced(batch: list[Frame]) -> list[Frame]:
@@ -35,39 +205,40 @@ def coalesced(batch: list[Frame]) -> list[Frame]:
     for frame in batch:
         last = out[-1] if out else None
         if frame["type"] == "text_delta" and last is not None and last["type"] == "text_delta":
-            out[-1] = {**frame, "text": last["text"] + frame["text"]}
+            joined = frame.copy()
+            joined["text"] = last["text"] + frame["text"]
+            out[-1] = joined
         else:
             out.append(frame)
     return out
 
 
-def text_reset() -> Frame:
-    """The model call streaming text broke off and is retried: drop the partial text."""
-    return {"type": "text_reset"}
+def wire(frame: Frame) -> str:
+    """``frame`` as the JSON text a watcher's socket sends.
 
-
-def tool_call(*, id: str, name: str, input: dict[str, Any]) -> Frame:
-    return {"type": "tool_call", "id": id, "name": name, "input": input}
-
-
-def tool_result(*, id: str, name: str, is_error: bool, output: Any) -> Frame:
-    return {"type": "tool_result", "id": id, "name": name, "is_error": is_error, "output": output}
-
-
-def draft(*, kind: str, snapshot: dict[str, Any], artifact_id: str) -> Frame:
-    return {"type": "draft", "kind": kind, "snapshot": snapshot, "artifact_id": artifact_id}
-
-
-def compacted(*, up_to: int, estimated_tokens: int) -> Frame:
-    return {"type": "compacted", "up_to": up_to, "estimated_tokens": estimated_tokens}
-
-
-def turn_ended(*, reason: str, error: str | None = None) -> Frame:
-    frame: Frame = {"type": "turn_ended", "reason": reason}
-    if error:
-        frame["error"] = error
-    return frame
-
-
-def error(*, code: str, message: str) -> Frame:
-    return {"type": "error", "code": code, "message": message}
+    A turn's frames keep their number (the page drops one it already has, after a
+    reconnect or a replay) but not their ``origin``, which is no business of the
+    browser's; a socket's own frames (``state`` on connect, ``error``) never carry an
+    envelope. A new frame type must say which it is here.
+    """
+    match frame["type"]:
+        case "state" | "error":
+            body: dict[str, Any] = {k: v for k, v in frame.items() if k not in ("n", "origin")}
+        case (
+            "user_message"
+            | "turn_started"
+            | "text_delta"
+            | "text_reset"
+            | "tool_call"
+            | "tool_result"
+            | "draft"
+            | "compacted"
+            | "turn_ended"
+            | "request"
+            | "request_resolved"
+            | "changeset"
+        ):
+            body = {k: v for k, v in frame.items() if k != "origin"}
+        case unknown:
+            assert_never(unknown)
+    return json.dumps(body)

@@ -11,6 +11,11 @@ Streaming is the hot path of a busy server (one event per few tokens, for
 every running turn), so the SDK sends through its aiohttp transport and the
 gateway reads the stream's raw server-sent events and decodes each one's JSON
 itself, skipping the SDK's typed event models: a third of the CPU per delta.
+What it reads must agree with the SDK's own accumulator
+(``tests/planner/test_gateway_parity.py``), and a content block or delta it
+does not handle (extended thinking, server tools) fails the call with a
+readable error instead of vanishing from the answer; so does a stop reason it
+does not know, or a stream that ends without one.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 import anthropic
 from prometheus_client import Counter, Histogram
@@ -31,6 +36,7 @@ from planner.messages import (
     Block,
     ModelRequest,
     ModelResponse,
+    StopReason,
     TextBlock,
     ToolUseBlock,
     Usage,
@@ -50,6 +56,7 @@ LLM_SECONDS = Histogram(
 LLM_CALLS = Counter("ballet_llm_requests_total", "Model calls through the gateway.", ["purpose", "outcome"])
 
 STREAM_RETRIES = 2
+STOP_REASONS: dict[str, StopReason] = {reason: reason for reason in get_args(StopReason)}
 RETRYABLE_STREAM_ERRORS = ("overloaded_error", "api_error")
 CACHE = {"type": "ephemeral"}
 
@@ -96,7 +103,7 @@ class _Answer:
     text: list[str] = field(default_factory=list)
     tool: dict[str, Any] | None = None
     json_parts: list[str] = field(default_factory=list)
-    stop_reason: str = "end_turn"
+    stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation: int = 0
@@ -258,12 +265,16 @@ class AnthropicGateway:
                         raise _stream_error(sse.data, response.http_response)
                     elif kind is not None and kind != "ping":
                         _consume(answer, kind, json.loads(sse.data))
+            stop_reason = _stop_reason(answer)
             outcome = "ok"
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise
         except anthropic.AnthropicError as exc:
             error = str(exc)[:500]
+            raise
+        except GatewayError as exc:
+            error = exc.message[:500]
             raise
         finally:
             record = CallRecord(
@@ -278,7 +289,7 @@ class AnthropicGateway:
             await asyncio.shield(meter(record))
         return ModelResponse(
             content=tuple(answer.blocks),
-            stop_reason=answer.stop_reason,
+            stop_reason=stop_reason,
             usage=answer.usage,
             model=request.model,
         )
@@ -295,8 +306,33 @@ def _stream_error(data: str, response: Any) -> anthropic.APIStatusError:
     return anthropic.APIStatusError(message, response=response, body=body)
 
 
+def _unsupported(what: str) -> GatewayError:
+    return GatewayError(
+        "unsupported_content",
+        f"The model answered with content Ballet cannot handle yet ({what}); the answer was not used.",
+    )
+
+
+def _stop_reason(answer: _Answer) -> StopReason:
+    """Why the model stopped, one of the reasons the loop knows; anything else fails the call
+    rather than pass for a finished answer."""
+    if answer.stop_reason is None:
+        raise GatewayError("incomplete", "The model's answer ended before it said why it stopped.")
+    reason = STOP_REASONS.get(answer.stop_reason)
+    if reason is None:
+        raise GatewayError(
+            "unknown_stop_reason",
+            f"The model stopped for a reason Ballet does not know: {answer.stop_reason}.",
+        )
+    return reason
+
+
 def _consume(answer: _Answer, kind: str, event: dict[str, Any]) -> None:
-    """An event other than a delta (those are :func:`_delta`'s), as the API's JSON."""
+    """An event other than a delta (those are :func:`_delta`'s), as the API's JSON.
+
+    Unknown event types are skipped, as the API asks of clients; an unknown content block
+    (``thinking``, ``server_tool_use``, ...) is not: dropping it would change the answer.
+    """
     if kind == "content_block_start":
         block = event["content_block"]
         if block["type"] == "tool_use":
@@ -304,6 +340,8 @@ def _consume(answer: _Answer, kind: str, event: dict[str, Any]) -> None:
             answer.json_parts = []
         elif block["type"] == "text":
             answer.text = [block["text"]] if block.get("text") else []
+        else:
+            raise _unsupported(f"a {block['type']} block")
     elif kind == "content_block_stop":
         _close_block(answer)
     elif kind == "message_start":
@@ -325,6 +363,8 @@ async def _delta(answer: _Answer, delta: dict[str, Any], sink: StreamSink | None
             await sink.on_text(delta["text"])
     elif kind == "input_json_delta":
         answer.json_parts.append(delta["partial_json"])
+    else:
+        raise _unsupported(f"a {kind}")
 
 
 def _delta_usage(answer: _Answer, usage: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ import secrets
 import socket
 import uuid
 
-from planner.frames import Frame
+from planner.frames import Frame, numbered
 
 PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -21,4 +21,4 @@ _frame_numbers = itertools.count(secrets.randbelow(2**40) * 1024 + 1)
 
 def stamped(frame: Frame) -> Frame:
     """``frame`` with this process's next frame number and its origin."""
-    return {**frame, "n": next(_frame_numbers), "origin": PROCESS_ID}
+    return numbered(frame, n=next(_frame_numbers), origin=PROCESS_ID)

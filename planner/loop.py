@@ -6,8 +6,10 @@ and go on. It ends ``completed`` when the model stops calling tools,
 ``max_rounds`` after that many rounds of tool calls, ``stopped`` when
 :meth:`TurnLoop.stop` is called (the in-flight model call is cancelled, its
 partial text kept, pending calls answered with errors) or ``failed`` on an
-error retries could not mend. Stopping is cooperative: only the model call is
-ever cancelled, never a write, so the history stays valid. Everything durable goes
+error retries could not mend, or on an answer the model did not finish (cut
+off at its output limit, a refusal: its text is kept, its tool calls are
+dropped, never run). Stopping is cooperative: only the model call is ever
+cancelled, never a write, so the history stays valid. Everything durable goes
 through :class:`TurnIO`, which the runner implements.
 """
 
@@ -15,17 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Protocol, assert_never
 
 from planner import compaction, frames
-from planner.frames import Frame
+from planner.frames import Frame, TurnEndReason
 from planner.gateway import CallRecord, Gateway, GatewayError
 from planner.messages import (
     ChatMessage,
     ModelRequest,
     ModelResponse,
     PartialAnswer,
+    StopReason,
     TextBlock,
     ToolDefinition,
     ToolResultBlock,
@@ -36,7 +39,7 @@ from planner.metrics import COMPACTIONS
 
 logger = logging.getLogger(__name__)
 
-Reason = Literal["completed", "max_rounds", "stopped", "failed"]
+Reason = TurnEndReason
 STOPPED_RESULT = (
     '{"error": {"code": "stopped", "message": "The human stopped the turn before this call ran."}}'
 )
@@ -121,6 +124,28 @@ class _Sink:
         await self.io.emit(frames.text_reset())
 
 
+def why_unfinished(stop_reason: StopReason, *, max_tokens: int) -> str | None:
+    """Why an answer that stopped for ``stop_reason`` is not one to go on from (fit to show
+    the human), or None for an answer the model finished."""
+    match stop_reason:
+        case "end_turn" | "tool_use" | "stop_sequence":
+            return None
+        case "max_tokens":
+            return (
+                f"The answer hit the model's output limit of {max_tokens:,} tokens (max_tokens) and "
+                "was cut off. Ask for a shorter answer; the server's [planner] max_output_tokens "
+                "sets the limit."
+            )
+        case "model_context_window_exceeded":
+            return "The answer filled the model's context window and was cut off."
+        case "refusal":
+            return "The model declined to answer (refusal); rephrase the request or start a new chat."
+        case "pause_turn":
+            return "The model paused its turn (pause_turn), which Ballet does not support."
+        case unknown:
+            assert_never(unknown)
+
+
 class _StoppedError(Exception):
     """The human stopped the turn."""
 
@@ -168,6 +193,10 @@ class TurnLoop:
             await self._maybe_compact()
             self._check_stop()
             response = await self._call_model()
+            unfinished = why_unfinished(response.stop_reason, max_tokens=self.settings.max_tokens)
+            if unfinished is not None:
+                await self._keep_text(response)
+                return TurnOutcome("failed", unfinished)
             if response.content:
                 await self._save_assistant(response)
             if not response.tool_uses:
@@ -223,6 +252,13 @@ class TurnLoop:
         self.history.messages.append(saved)
         self.history.reported_tokens = response.usage.context_tokens
         self.history.reported_seq = saved.seq
+
+    async def _keep_text(self, response: ModelResponse) -> None:
+        """Of an unfinished answer, keep what the human saw stream: its text. Its tool calls
+        are dropped, never run nor left unanswered (the last one may be half-written)."""
+        text = tuple(block for block in response.content if isinstance(block, TextBlock))
+        if text:
+            await self._save_assistant(replace(response, content=text))
 
     async def _run_tools(self, calls: list[ToolUseBlock]) -> None:
         self.round.pending = list(calls)

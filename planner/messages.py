@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 Role = Literal["user", "assistant"]
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"]
+StopReason = Literal[
+    "end_turn",
+    "tool_use",
+    "max_tokens",
+    "stop_sequence",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+]
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,7 @@ class ModelRequest:
 @dataclass(frozen=True)
 class ModelResponse:
     content: tuple[Block, ...]
-    stop_reason: str
+    stop_reason: StopReason
     usage: Usage
     model: str
 

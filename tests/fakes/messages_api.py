@@ -34,7 +34,9 @@ non-streaming ones, as one Message JSON):
 * ``TextReply(text, chunks=N | [deltas], usage=Usage(...), stop_reason="end_turn",
   delay_between_deltas=0.0, stamp_marker=None)``
 * ``ToolUseReply(tool_calls=[ToolCallSpec(name, input, id=None, json_chunks=N)], text_before=None)``
-* ``StreamReply([TextBlockSpec(...) | ToolCallSpec(...) | "text", ...], stop_reason=...)``
+* ``StreamReply([TextBlockSpec(...) | ToolCallSpec(...) | ThinkingBlockSpec(...) |
+  RedactedThinkingBlockSpec(...) | "text", ...], stop_reason=...)``: any stop reason the API sends
+  (``end_turn``, ``tool_use``, ``max_tokens``, ``refusal``, ...) and extended-thinking blocks
 * ``ErrorReply(status, error_type=None, message=None, retry_after_ms=1)``: an HTTP error before any
   stream. ``retry-after-ms: 1`` is sent by default: the SDK ignores a retry-after of 0 and falls back
   to its 0.5 s+ exponential backoff, while a positive value is honoured as is.
@@ -52,7 +54,8 @@ delay_between_deltas=0.003, stamp_marker="@TS@")``. The marker must be plain ASC
 escape. Without it (the default) deltas are sent exactly as scripted.
 
 The SSE wire format follows the API: ``message_start`` (usage with input and cache tokens),
-``content_block_start``, one ``ping``, ``content_block_delta`` (``text_delta`` / ``input_json_delta``),
+``content_block_start``, one ``ping``, ``content_block_delta`` (``text_delta`` / ``input_json_delta`` /
+``thinking_delta`` and ``signature_delta``),
 ``content_block_stop``, ``message_delta`` (stop reason and ``output_tokens``) and ``message_stop``.
 Streams are sent with chunked transfer encoding over keep-alive connections (or, with
 ``sse_framing="close"``, delimited by closing the connection). Without delays a whole stream goes out
@@ -83,11 +86,13 @@ __all__ = [
     "MessageReply",
     "Outcome",
     "RecordedRequest",
+    "RedactedThinkingBlockSpec",
     "Reply",
     "Responder",
     "StreamReply",
     "TextBlockSpec",
     "TextReply",
+    "ThinkingBlockSpec",
     "ToolCallSpec",
     "ToolUseReply",
     "Usage",
@@ -233,7 +238,48 @@ class ToolCallSpec:
         return _cached_frames(self, index, "input_json_delta", "partial_json")
 
 
-BlockSpec: TypeAlias = TextBlockSpec | ToolCallSpec
+@dataclass(frozen=True)
+class ThinkingBlockSpec:
+    """A ``thinking`` block (extended thinking): ``thinking_delta`` events over ``chunks``, then one
+    ``signature_delta``, as the API streams it."""
+
+    thinking: str = ""
+    _: KW_ONLY
+    chunks: int | Sequence[str] = 1
+    signature: str = "sig_fake"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.chunks, int) and not isinstance(self.chunks, str):
+            object.__setattr__(self, "chunks", tuple(self.chunks))
+        self.deltas()
+
+    def deltas(self) -> tuple[str, ...]:
+        return _split(self.thinking, self.chunks, "ThinkingBlockSpec")
+
+    def delta_frames(self, index: int) -> tuple[bytes, ...]:
+        """The ``thinking_delta`` events and the closing ``signature_delta`` at block ``index``."""
+        signature = {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "signature_delta", "signature": self.signature},
+        }
+        return (*_cached_frames(self, index, "thinking_delta", "thinking"), _sse_json(signature))
+
+
+@dataclass(frozen=True)
+class RedactedThinkingBlockSpec:
+    """A ``redacted_thinking`` block: its encrypted ``data`` in the block start, no deltas."""
+
+    data: str = "redacted_fake"
+
+    def deltas(self) -> tuple[str, ...]:
+        return ()
+
+    def delta_frames(self, index: int) -> tuple[bytes, ...]:
+        return ()
+
+
+BlockSpec: TypeAlias = TextBlockSpec | ToolCallSpec | ThinkingBlockSpec | RedactedThinkingBlockSpec
 
 
 def _cached_frames(spec: BlockSpec, index: int, delta_type: str, key: str) -> tuple[bytes, ...]:
@@ -355,7 +401,8 @@ MessageReply: TypeAlias = TextReply | ToolUseReply | StreamReply
 
 
 def _delta_count(reply: MessageReply) -> int:
-    return sum(len(block.deltas()) for block in reply.as_stream_reply().block_specs())
+    blocks = reply.as_stream_reply().block_specs()
+    return sum(len(block.delta_frames(index)) for index, block in enumerate(blocks))
 
 
 @dataclass(frozen=True)
@@ -585,6 +632,10 @@ def _sse(event: str, data: str) -> bytes:
     return f"event: {event}\ndata: {data}\n\n".encode()
 
 
+def _sse_json(data: Mapping[str, Any]) -> bytes:
+    return _sse(str(data["type"]), json.dumps(data))
+
+
 def _stamped(frame: bytes, stamp: bytes | None) -> bytes:
     """``frame`` with each ``stamp`` marker replaced by the wall-clock time now, in nanoseconds."""
     return frame if stamp is None else frame.replace(stamp, b"%d" % time.time_ns())
@@ -643,6 +694,24 @@ class _Plan:
         if after_deltas == 0:
             return self.delta_positions[0] if self.delta_positions else len(self.frames) - 2
         return self.delta_positions[after_deltas - 1] + 1
+
+
+def _whole_block(block: TextBlockSpec | ThinkingBlockSpec | RedactedThinkingBlockSpec) -> dict[str, Any]:
+    """A block as a non-streaming reply's ``content`` holds it."""
+    if isinstance(block, TextBlockSpec):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ThinkingBlockSpec):
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    return {"type": "redacted_thinking", "data": block.data}
+
+
+def _block_start(block: TextBlockSpec | ThinkingBlockSpec | RedactedThinkingBlockSpec) -> dict[str, Any]:
+    """A block as its ``content_block_start`` opens it (empty; its deltas fill it)."""
+    if isinstance(block, TextBlockSpec):
+        return {"type": "text", "text": ""}
+    if isinstance(block, ThinkingBlockSpec):
+        return {"type": "thinking", "thinking": "", "signature": ""}
+    return {"type": "redacted_thinking", "data": block.data}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1036,13 +1105,13 @@ class FakeMessagesAPI:
         assigned: dict[int, str] = {}
         content: list[dict[str, Any]] = []
         for position, block in enumerate(reply.block_specs()):
-            if isinstance(block, TextBlockSpec):
-                content.append({"type": "text", "text": block.text})
-            else:
+            if isinstance(block, ToolCallSpec):
                 tool_id = self._tool_id(block, assigned, position)
                 content.append(
                     {"type": "tool_use", "id": tool_id, "name": block.name, "input": dict(block.input)}
                 )
+            else:
+                content.append(_whole_block(block))
         return {
             "id": self._new_message_id(reply),
             "type": "message",
@@ -1069,11 +1138,11 @@ class FakeMessagesAPI:
         frames = [_sse("message_start", json.dumps({"type": "message_start", "message": message}))]
         deltas: list[int] = []
         for index, block in enumerate(reply.block_specs()):
-            if isinstance(block, TextBlockSpec):
-                start: dict[str, Any] = {"type": "text", "text": ""}
-            else:
+            if isinstance(block, ToolCallSpec):
                 tool_id = self._tool_id(block, assigned, index)
-                start = {"type": "tool_use", "id": tool_id, "name": block.name, "input": {}}
+                start: dict[str, Any] = {"type": "tool_use", "id": tool_id, "name": block.name, "input": {}}
+            else:
+                start = _block_start(block)
             block_start = {"type": "content_block_start", "index": index, "content_block": start}
             frames.append(_sse("content_block_start", json.dumps(block_start)))
             if index == 0 and self.ping:

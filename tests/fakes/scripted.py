@@ -19,6 +19,7 @@ from planner.messages import (
     Block,
     ModelRequest,
     ModelResponse,
+    StopReason,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -36,6 +37,7 @@ class Answer:
     usage: Usage = field(default_factory=lambda: Usage(input_tokens=100, output_tokens=20))
     deltas: int = 3
     ids: tuple[str, ...] = ()
+    stop_reason: StopReason | None = None  # by default tool_use with calls, else end_turn
 
 
 def say(text: str, **kwargs: Any) -> Answer:
@@ -123,7 +125,7 @@ class ScriptedGateway:
         for index, (name, arguments) in enumerate(step.calls):
             tool_id = step.ids[index] if index < len(step.ids) else f"toolu_{next(_ids)}"
             blocks.append(ToolUseBlock(id=tool_id, name=name, input=arguments))
-        stop = "tool_use" if step.calls else "end_turn"
+        stop: StopReason = step.stop_reason or ("tool_use" if step.calls else "end_turn")
         return ModelResponse(content=tuple(blocks), stop_reason=stop, usage=step.usage, model=model)
 
 

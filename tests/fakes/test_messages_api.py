@@ -26,10 +26,12 @@ from tests.fakes.messages_api import (
     ErrorReply,
     FakeMessagesAPI,
     HangReply,
+    RedactedThinkingBlockSpec,
     Reply,
     StreamReply,
     TextBlockSpec,
     TextReply,
+    ThinkingBlockSpec,
     ToolCallSpec,
     ToolUseReply,
     Usage,
@@ -162,6 +164,30 @@ async def test_stream_reply_mixes_text_and_tool_blocks(fake):
     assert message.content[3].input == {}
 
 
+async def test_thinking_blocks_stream_as_the_api_streams_them(fake):
+    reply = StreamReply(
+        [
+            ThinkingBlockSpec("Weigh the options first.", chunks=3, signature="sig_1"),
+            RedactedThinkingBlockSpec("opaque"),
+            "Option B.",
+        ]
+    )
+    fake.enqueue(reply, reply)
+    async with sdk(fake) as client:
+        events = await raw_events(client)
+        async with client.messages.stream(model=MODEL, max_tokens=64, messages=HELLO) as stream:
+            message = await stream.get_final_message()
+
+    deltas = [e.delta.type for e in events if e.type == "content_block_delta"]
+    assert deltas == ["thinking_delta"] * 3 + ["signature_delta", "text_delta"]
+    assert [block.type for block in message.content] == ["thinking", "redacted_thinking", "text"]
+    thinking, redacted = message.content[0], message.content[1]
+    assert thinking.type == "thinking"
+    assert (thinking.thinking, thinking.signature) == ("Weigh the options first.", "sig_1")
+    assert redacted.type == "redacted_thinking"
+    assert redacted.data == "opaque"
+
+
 async def test_usage_is_reported_in_message_start_and_message_delta(fake):
     usage = Usage(
         input_tokens=1200, output_tokens=37, cache_creation_input_tokens=800, cache_read_input_tokens=400
@@ -229,10 +255,12 @@ async def test_non_streaming_create_returns_the_message(fake):
     fake.enqueue(
         TextReply("Bonjour", usage=Usage(input_tokens=5, output_tokens=2)),
         ToolUseReply([ToolCallSpec("lookup", {"q": "x"})], text_before="Looking up."),
+        StreamReply([ThinkingBlockSpec("Hm.", signature="sig_2"), "Yes."], stop_reason="refusal"),
     )
     async with sdk(fake) as client:
         text = await client.messages.create(model=MODEL, max_tokens=64, messages=HELLO)
         tool = await client.messages.create(model=MODEL, max_tokens=64, messages=HELLO)
+        thought = await client.messages.create(model=MODEL, max_tokens=64, messages=HELLO)
 
     assert text.id == "msg_fake_1"
     assert text.model == MODEL
@@ -244,7 +272,10 @@ async def test_non_streaming_create_returns_the_message(fake):
     assert tool.content[1].type == "tool_use"
     assert (tool.content[1].id, tool.content[1].input) == ("toolu_fake_1", {"q": "x"})
     assert tool.stop_reason == "tool_use"
-    assert [r.stream for r in fake.requests] == [False, False]
+    assert thought.content[0].type == "thinking"
+    assert (thought.content[0].thinking, thought.content[0].signature) == ("Hm.", "sig_2")
+    assert thought.stop_reason == "refusal"
+    assert [r.stream for r in fake.requests] == [False, False, False]
 
 
 # -- recording and scripting --------------------------------------------------------------------------

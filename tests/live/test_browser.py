@@ -198,6 +198,19 @@ def test_a_failed_turn_says_why(page, script):
     expect(state(page)).to_have_text("Failed")
 
 
+def test_an_answer_cut_off_at_the_output_limit_keeps_its_text_and_says_why(page, script):
+    script.on("cut-off", TextReply("The plan has three parts. First, the", stop_reason="max_tokens"))
+    new_chat(page)
+    send(page, "cut-off: the whole plan")
+    expect(assistant(page)).to_have_text("The plan has three parts. First, the")
+    failure = page.locator("#chat-log .notice-line.failed")
+    expect(failure).to_contain_text("The answer hit the model's output limit")
+    expect(state(page)).to_have_text("Failed")
+    page.reload()
+    expect(assistant(page)).to_have_text("The plan has three parts. First, the")
+    expect(failure).to_contain_text("was cut off")
+
+
 def slow_reply(words: int = 16, delay: float = 0.2) -> tuple[TextReply, str]:
     chunks = [f"word{i} " for i in range(words)]
     return TextReply(chunks=chunks, delay_between_deltas=delay), "".join(chunks).strip()

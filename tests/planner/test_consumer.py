@@ -212,4 +212,6 @@ async def test_a_watcher_that_falls_behind_gets_a_run_of_deltas_as_one_frame(ses
     assert joined["text"] == "".join(f"w{i} " for i in range(10))
     assert ended["type"] == "turn_ended"
     assert joined["n"] == ended["n"] - 1  # the run's last number: a reconnect dedupes by it
-    assert live.frames[0]["text"] == joined["text"]  # a late watcher's catch-up joins them too
+    caught_up = live.frames[0]
+    assert caught_up["type"] == "text_delta"
+    assert caught_up["text"] == joined["text"]  # a late watcher's catch-up joins them too

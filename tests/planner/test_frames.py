@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 
 from planner import frames
+from planner.frames import Frame
 from planner.watching import Inbox
 
 
-def delta(text: str, n: int) -> dict:
-    return {**frames.text_delta(text), "n": n, "origin": "p"}
+def delta(text: str, n: int) -> Frame:
+    return frames.numbered(frames.text_delta(text), n=n, origin="p")
 
 
 def test_runs_of_text_deltas_are_joined_and_everything_else_kept_in_order():
-    tool = {**frames.tool_call(id="t1", name="get_item", input={"key": "BAL-1"}), "n": 3, "origin": "p"}
+    call = frames.tool_call(id="t1", name="get_item", input={"key": "BAL-1"})
+    tool = frames.numbered(call, n=3, origin="p")
     batch = [delta("a", 1), delta("b", 2), tool, delta("c", 4), delta("d", 5), delta("e", 6)]
     before = copy.deepcopy(batch)
     out = frames.coalesced(batch)
@@ -27,7 +30,8 @@ def test_runs_of_text_deltas_are_joined_and_everything_else_kept_in_order():
 
 
 def test_a_text_reset_splits_runs():
-    out = frames.coalesced([delta("partial", 1), {**frames.text_reset(), "n": 2}, delta("again", 3)])
+    reset = frames.numbered(frames.text_reset(), n=2, origin="p")
+    out = frames.coalesced([delta("partial", 1), reset, delta("again", 3)])
     assert [f["type"] for f in out] == ["text_delta", "text_reset", "text_delta"]
     assert [f.get("text") for f in out] == ["partial", None, "again"]
 
@@ -36,6 +40,29 @@ def test_nothing_to_join():
     assert frames.coalesced([]) == []
     single = [delta("x", 1)]
     assert frames.coalesced(single) == single
+
+
+def test_numbered_copies_the_frame_into_its_envelope():
+    ended = frames.turn_ended(reason="failed", error="The model declined to answer (refusal).")
+    out = frames.numbered(ended, n=7, origin="proc-a")
+    assert out == {**ended, "n": 7, "origin": "proc-a"}
+    assert "n" not in ended  # shared with the turn's catch-up: never changed
+
+
+def test_on_the_wire_turn_frames_keep_their_number_but_not_their_origin():
+    delta = frames.numbered(frames.text_delta("Hi"), n=3, origin="proc-a")
+    assert json.loads(frames.wire(delta)) == {"type": "text_delta", "text": "Hi", "n": 3}
+    ended = frames.numbered(frames.turn_ended(reason="completed"), n=4, origin="proc-a")
+    assert json.loads(frames.wire(ended)) == {"type": "turn_ended", "reason": "completed", "n": 4}
+
+
+def test_on_the_wire_a_sockets_own_frames_carry_no_envelope():
+    # A number on ``state`` would make the page drop a later frame of the same number.
+    state = frames.numbered(frames.state(session_state="idle", last_seq=2, turn=1), n=9, origin="p")
+    assert json.loads(frames.wire(state)) == {"type": "state", "state": "idle", "last_seq": 2, "turn": 1}
+    error = frames.error(code="rate_limited", message="Slow down.")
+    numbered_error = frames.numbered(error, n=10, origin="p")
+    assert json.loads(frames.wire(numbered_error)) == {**error}
 
 
 async def test_the_inbox_hands_over_everything_waiting_and_a_replay_goes_first():

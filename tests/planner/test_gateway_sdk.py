@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 from django.test import AsyncClient
 
+from planner.frames import Frame
 from planner.gateway import AnthropicGateway
 from planner.models import UsageRecord
 from planner.runner import runner
@@ -17,7 +19,9 @@ from tests.fakes.messages_api import (
     ErrorReply,
     FakeMessagesAPI,
     HangReply,
+    StreamReply,
     TextReply,
+    ThinkingBlockSpec,
     ToolCallSpec,
     ToolUseReply,
     Usage,
@@ -44,7 +48,7 @@ class Chat:
     def __init__(self, client, session_id: str) -> None:
         self.client = client
         self.id = session_id
-        self.frames: list[dict] = []
+        self.frames: list[Frame] = []
 
     @classmethod
     async def open(cls, user) -> Chat:
@@ -202,3 +206,77 @@ async def test_usage_endpoint_sums_what_the_fake_reported(fake_api, chat_project
     assert row["cache_creation_input_tokens"] == 800
     assert row["cache_read_input_tokens"] == 1600
     assert row["model"] == "claude-sonnet-5-5"
+
+
+def roles_alternate_without_tool_use(messages: list[dict]) -> bool:
+    roles = [m["role"] for m in messages]
+    uses = [b for m in messages for b in m["content"] if b["type"] == "tool_use"]
+    return roles[0] == "user" and all(a != b for a, b in itertools.pairwise(roles)) and not uses
+
+
+async def test_an_answer_cut_off_at_max_tokens_fails_the_turn_and_keeps_only_its_text(
+    fake_api, chat_project, member
+):
+    fake_api.enqueue(
+        ToolUseReply(
+            [ToolCallSpec("get_item", id="toolu_cut", json_chunks=['{"key": "BA'])],
+            text_before="Let me look that up.",
+            stop_reason="max_tokens",
+        ),
+        TextReply("BAL-1 is the login page."),
+    )
+    chat = await Chat.open(member)
+    body = await chat.say("Tell me about BAL-1", member)
+    error = (
+        "The answer hit the model's output limit of 8,192 tokens (max_tokens) and was cut off. "
+        "Ask for a shorter answer; the server's [planner] max_output_tokens sets the limit."
+    )
+    assert body["state"] == "idle"
+    assert body["events"][-1]["data"] == {"reason": "failed", "error": error}
+    assert chat.frames[-1] == {**chat.frames[-1], "type": "turn_ended", "reason": "failed", "error": error}
+    # The text the human saw is kept; the half-written call never runs nor stays unanswered.
+    assert body["messages"][-1]["content"] == [{"type": "text", "text": "Let me look that up."}]
+    assert body["tool_calls"] == []
+    assert not [f for f in chat.frames if f["type"] in ("tool_call", "tool_result")]
+
+    body = await chat.say("Just the title, please", member)
+    assert body["events"][-1]["data"] == {"reason": "completed"}
+    sent = fake_api.requests[1].json["messages"]
+    assert roles_alternate_without_tool_use(sent)
+    assert sent[1]["content"] == [{"type": "text", "text": "Let me look that up."}]
+
+
+async def test_a_refusal_fails_the_turn_with_a_readable_reason(fake_api, chat_project, member):
+    fake_api.enqueue(TextReply("I can't help with that.", stop_reason="refusal"))
+    chat = await Chat.open(member)
+    body = await chat.say("Something it refuses", member)
+    assert body["state"] == "idle"
+    assert body["events"][-1]["data"] == {
+        "reason": "failed",
+        "error": "The model declined to answer (refusal); rephrase the request or start a new chat.",
+    }
+    assert body["messages"][-1]["content"] == [{"type": "text", "text": "I can't help with that."}]
+
+
+async def test_a_thinking_block_fails_the_turn_readably_and_the_next_message_works(
+    fake_api, chat_project, member
+):
+    fake_api.enqueue(
+        StreamReply([ThinkingBlockSpec("Weigh it.", chunks=2), "Option B."]),
+        TextReply("Option B, without thinking."),
+    )
+    chat = await Chat.open(member)
+    body = await chat.say("Which option?", member)
+    assert body["state"] == "idle"
+    assert body["events"][-1]["data"] == {
+        "reason": "failed",
+        "error": "The model answered with content Ballet cannot handle yet (a thinking block); "
+        "the answer was not used.",
+    }
+    assert [m["kind"] for m in body["messages"]] == ["human"]
+    outcomes = await sync(lambda: list(UsageRecord.objects.values_list("outcome", flat=True)))()
+    assert outcomes == ["error"]
+
+    body = await chat.say("Which option, then?", member)
+    assert body["messages"][-1]["content"] == [{"type": "text", "text": "Option B, without thinking."}]
+    assert roles_alternate_without_tool_use(fake_api.requests[1].json["messages"])

@@ -11,7 +11,7 @@ from planner.gateway import AnthropicGateway, GatewayError
 from planner.models import Event, Message, Session, ToolCall
 from planner.session_io import SessionIO
 from tests.fakes.messages_api import FakeMessagesAPI, TextReply
-from tests.fakes.scripted import Hang, call, say
+from tests.fakes.scripted import Answer, Hang, call, say
 from tests.planner.conftest import drive, sync
 from tracker.models import Changeset
 from tracker.services.activity import Actor
@@ -284,4 +284,21 @@ async def test_a_stop_right_after_the_message_stops_before_any_model_call(planne
     await planner.wait(session.pk)
     assert model.requests == []
     assert (await events_of(session))[-1] == ("turn_ended", {"reason": "stopped"})
+    assert await state_of(session) == "idle"
+
+
+async def test_an_answer_cut_off_inside_its_only_tool_call_leaves_nothing_half_written(
+    planner, model, session, member
+):
+    cut = Answer(calls=(("get_item", {"_unparsable_input": '{"key": "BA'}),), stop_reason="max_tokens")
+    model.add(cut)
+    await drive(planner, session, member, "Tell me about BAL-1")
+    kind, data = (await events_of(session))[-1]
+    assert (kind, data["reason"]) == ("turn_ended", "failed")
+    assert "max_tokens" in data["error"]
+    assert await kinds_of(session) == ["human"]
+    assert await sync(ToolCall.objects.filter(session=session).count)() == 0
+    model.add(say("BAL-1 is the login page."))
+    await drive(planner, session, member, "Briefly, please")  # the scripted model checks the history
+    assert [m.kind for m in model.turn_requests[-1].messages] == ["human", "human"]
     assert await state_of(session) == "idle"
