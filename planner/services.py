@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -21,6 +21,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from ballet.env import LimitsConfig
+from planner.frames import TurnEndReason
 from planner.gateway import CallRecord
 from planner.identity import PROCESS_ID
 from planner.liveness import owner_alive
@@ -435,7 +436,12 @@ def _check_current(session: Session, turn: int) -> None:
 
 @transaction.atomic
 def turn_end(
-    *, session_id: uuid.UUID, turn: int, reason: str, error: str | None, records: StepRecords | None = None
+    *,
+    session_id: uuid.UUID,
+    turn: int,
+    reason: TurnEndReason,
+    error: str | None,
+    records: StepRecords | None = None,
 ) -> Ended:
     """Record the end of a turn, if it is still the session's running turn in this process.
 
@@ -452,7 +458,7 @@ def turn_end(
         return "superseded"
     if reason == "completed" and session.steering:
         return "steered"
-    session.state = SessionState.PAUSED if reason == "max_rounds" else SessionState.IDLE
+    session.state = _state_after(reason)
     session.turn_owner = ""
     session.heartbeat_at = None
     session.save(update_fields=["state", "turn_owner", "heartbeat_at", "updated_at"])
@@ -461,6 +467,17 @@ def turn_end(
         data["error"] = error
     Event.objects.create(session_id=session_id, kind="turn_ended", turn=turn, data=data)
     return "ended"
+
+
+def _state_after(reason: TurnEndReason) -> SessionState:
+    """The session's state once a turn ended for ``reason``: a turn out of rounds waits to be continued."""
+    match reason:
+        case "max_rounds":
+            return SessionState.PAUSED
+        case "completed" | "stopped" | "failed":
+            return SessionState.IDLE
+        case _:
+            assert_never(reason)
 
 
 def usage_save(*, project_id: int, session_id: uuid.UUID | None, record: CallRecord) -> None:
