@@ -141,7 +141,12 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> Server:
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, *, wait: bool = True) -> Server:
+        """Start daphne; with ``wait``, return once it answers ``/healthz`` (else see :meth:`wait_ready`)."""
         log = open(self.log or os.devnull, "ab")  # noqa: SIM115 - handed to the child process
         self.process = subprocess.Popen(
             [DAPHNE, "-b", "127.0.0.1", "-p", str(self.port), "ballet.asgi:application"],
@@ -150,10 +155,11 @@ class Server:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        self._wait_ready()
+        if wait:
+            self.wait_ready()
         return self
 
-    def _wait_ready(self, timeout: float = 30) -> None:
+    def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
