@@ -7,6 +7,7 @@ import http.cookiejar
 import json
 import re
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -50,6 +51,20 @@ class Client:
         url = base.replace("http://", "ws://") + f"/ws/planner/sessions/{session_id}/"
         return connect(url, additional_headers={"Cookie": self.cookie, "Origin": base}, open_timeout=10)
 
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """One REST call that answers ``(status, parsed body)`` instead of raising on an HTTP error."""
+        request = urllib.request.Request(
+            self.base_url + path,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Token {self.token}"},
+            method=method,
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, _json_or_text(response.read())
+        except urllib.error.HTTPError as refused:
+            return refused.code, _json_or_text(refused.read())
+
     def transcript(self, session_id: str) -> dict[str, Any]:
         body: dict[str, Any] = self.get(f"/api/v1/planner/sessions/{session_id}")
         return body
@@ -68,6 +83,13 @@ class Client:
             time.sleep(0.2)
             body = self.transcript(session_id)
         return body
+
+
+def _json_or_text(raw: bytes) -> Any:
+    try:
+        return json.loads(raw or b"null")
+    except ValueError:
+        return raw.decode(errors="replace")[:500]
 
 
 def _session_cookie(base_url: str, username: str, password: str) -> str:

@@ -96,6 +96,7 @@ __all__ = [
     "ToolCallSpec",
     "ToolUseReply",
     "Usage",
+    "history_problems",
 ]
 
 MESSAGES_PATH: Final = "/v1/messages"
@@ -105,6 +106,7 @@ _MAX_HEAD_BYTES: Final = 1 << 20
 _MAX_BODY_BYTES: Final = 64 << 20
 _ACCEPT_BACKLOG: Final = 2048
 _CLOSE_TIMEOUT: Final = 5.0
+_RELEASE_POLL_SECONDS: Final = 0.02
 
 _DEFAULT_ERROR_TYPES: Final[Mapping[int, str]] = {
     400: "invalid_request_error",
@@ -467,8 +469,9 @@ class BreakOffReply:
 class HangReply:
     """A reply that stalls: after ``after_deltas`` deltas (or, with ``before_headers``, before any byte).
 
-    It waits ``delay`` seconds (``None``: until the client disconnects or the fake closes), then sends the
-    rest of ``reply`` (default: the text ``"done"``). A non-streaming request waits before its response.
+    It waits ``delay`` seconds (``None``: until the client disconnects or the fake closes), or until the
+    test sets ``release`` (a ``threading.Event``), then sends the rest of ``reply`` (default: the text
+    ``"done"``). A non-streaming request waits before its response.
     """
 
     delay: float | None = None
@@ -476,6 +479,7 @@ class HangReply:
     after_deltas: int = 0
     before_headers: bool = False
     reply: MessageReply | None = None
+    release: threading.Event | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.after_deltas < 0:
@@ -488,6 +492,45 @@ class HangReply:
 
 
 Reply: TypeAlias = TextReply | ToolUseReply | StreamReply | ErrorReply | BreakOffReply | HangReply
+
+
+def history_problems(messages: Any) -> list[str]:
+    """What the Messages API would refuse in a request's ``messages`` (empty: nothing).
+
+    Roles alternate from a user message; no message is empty; every ``tool_use`` of an
+    assistant message is answered by a ``tool_result`` with its id in the very next
+    message, and every ``tool_result`` answers a ``tool_use`` of the message before it.
+    """
+    if not isinstance(messages, list) or not messages:
+        return ["a request needs messages"]
+    problems: list[str] = []
+    if not isinstance(messages[0], dict) or messages[0].get("role") != "user":
+        problems.append("the first message must be the user's")
+    previous_uses: set[str] = set()
+    for index, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks: list[dict[str, Any]] = (
+            [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        )
+        if not blocks:
+            problems.append(f"message {index} is empty")
+        if any(b.get("type") == "text" and not str(b.get("text", "")).strip() for b in blocks):
+            problems.append(f"message {index} has an empty text block")
+        if index and message.get("role") == messages[index - 1].get("role"):
+            problems.append(f"message {index}: roles must alternate")
+        answered = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
+        if answered - previous_uses:
+            extra = sorted(answered - previous_uses)
+            problems.append(f"message {index}: tool_result {extra} answers no tool_use")
+        if previous_uses - answered:
+            missing = sorted(previous_uses - answered)
+            problems.append(f"message {index}: tool_use {missing} has no tool_result")
+        previous_uses = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
+    if previous_uses:
+        problems.append("the request ends in a tool_use without its tool_result")
+    return problems
+
+
 Responder: TypeAlias = Callable[[dict[str, Any]], Reply | None]
 
 Outcome: TypeAlias = Literal[
@@ -1038,8 +1081,10 @@ class FakeMessagesAPI:
             )
         hang: HangReply | None = reply if isinstance(reply, HangReply) else None
         waits_before_headers = hang is not None and (hang.before_headers or not record.stream)
-        if hang is not None and waits_before_headers and await self._wait_or_gone(reader, hang.delay):
-            raise _ClientGoneError
+        if hang is not None and waits_before_headers:
+            gone = await self._wait_or_gone(reader, hang.delay, hang.release)
+            if gone:
+                raise _ClientGoneError
         message_reply = reply.message_reply() if isinstance(reply, BreakOffReply | HangReply) else reply
         stream_reply = message_reply.as_stream_reply()
         if not record.stream:
@@ -1076,7 +1121,7 @@ class FakeMessagesAPI:
             cut = plan.cut(hang_at)
             await self._emit(sse, plan, 0, cut, delay=delay, reader=reader, stamp=stamp)
             await sse.flush()
-            if await self._wait_or_gone(reader, hang.delay):
+            if await self._wait_or_gone(reader, hang.delay, hang.release):
                 raise _ClientGoneError
             await self._emit(sse, plan, cut, len(frames), delay=delay, reader=reader, stamp=stamp)
         else:
@@ -1242,11 +1287,27 @@ class FakeMessagesAPI:
                     raise _ClientGoneError
 
     @staticmethod
-    async def _wait_or_gone(reader: asyncio.StreamReader, delay: float | None) -> bool:
-        """Waits ``delay`` seconds (``None``: forever); ``True`` if the client went away meanwhile."""
+    async def _wait_or_gone(
+        reader: asyncio.StreamReader, delay: float | None, release: threading.Event | None = None
+    ) -> bool:
+        """Waits ``delay`` seconds (``None``: forever) or until ``release`` is set; ``True`` if the client
+        went away meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = None if delay is None else loop.time() + delay
+        # The SDK sends nothing while awaiting a response: any return of the read is EOF.
+        gone = asyncio.ensure_future(reader.read(1))
         try:
-            async with asyncio.timeout(delay):
-                await reader.read(1)  # the SDK sends nothing while awaiting a response: any return is EOF
-        except TimeoutError:
-            return False
-        return True
+            while True:
+                waits = [] if release is None else [_RELEASE_POLL_SECONDS]
+                if deadline is not None:
+                    waits.append(max(0.0, deadline - loop.time()))
+                done, _ = await asyncio.wait({gone}, timeout=min(waits, default=None))
+                if done:
+                    return True
+                if (release is not None and release.is_set()) or (
+                    deadline is not None and loop.time() >= deadline
+                ):
+                    return False
+        finally:
+            gone.cancel()
+            await asyncio.wait({gone})  # the reader is free again for the connection's next request

@@ -26,6 +26,7 @@ from planner.messages import (
     Usage,
     wire_messages,
 )
+from tests.fakes.messages_api import history_problems
 
 _ids = itertools.count(1)
 
@@ -130,20 +131,10 @@ class ScriptedGateway:
 
 
 def assert_valid_history(request: ModelRequest) -> None:
-    """What the Messages API insists on: alternating roles from a user message, every
-    tool_use answered by a tool_result in the very next message, no empty content."""
-    wire = wire_messages(request.messages)
-    assert wire, "a request needs messages"
-    assert wire[0]["role"] == "user", "the first message must be the user's"
-    for index, message in enumerate(wire):
-        assert message["content"], f"message {index} is empty"
-        if index:
-            assert message["role"] != wire[index - 1]["role"], "roles must alternate"
-        uses = [b["id"] for b in message["content"] if b["type"] == "tool_use"]
-        if uses:
-            assert index + 1 < len(wire), "the request ends in a tool_use without its tool_result"
-            answered = {b["tool_use_id"] for b in wire[index + 1]["content"] if b["type"] == "tool_result"}
-            assert set(uses) <= answered, f"tool_use {set(uses) - answered} has no tool_result"
+    """What the Messages API insists on (``history_problems``): alternating roles from a user
+    message, every tool_use answered by a tool_result in the very next message, no empty content."""
+    problems = history_problems(wire_messages(request.messages))
+    assert not problems, "; ".join(problems)
 
 
 def tool_results(request: ModelRequest) -> list[ToolResultBlock]:

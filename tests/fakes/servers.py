@@ -3,10 +3,16 @@
 Each test gets its own database: a SQLite file in the embedded mode, a fresh
 PostgreSQL database (plus a Redis database number) in production mode. The
 processes take the model from ``ANTHROPIC_BASE_URL``, a fake the test runs.
+
+For faults in production mode a deployment can also run on a :class:`RedisServer`
+of its own (killed and started again on the same port, flushed), with a Celery
+:class:`Worker` and its embedded beat (the sweep that recovers dead turns), and
+have its PostgreSQL connections dropped (:meth:`Deployment.drop_connections`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -16,14 +22,17 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import redis
 from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PYTHON = sys.executable
 DAPHNE = str(Path(sys.executable).parent / "daphne")
+CELERY = str(Path(sys.executable).parent / "celery")
 PASSWORD = "browser-test-password"
 
 
@@ -43,9 +52,19 @@ class Deployment:
 
     env: dict[str, str]
     cleanup_sql: str | None = None
+    database: str | None = None  # the PostgreSQL database's name (production mode)
 
     @classmethod
-    def create(cls, tmp_path: Path, anthropic_base_url: str) -> Deployment:
+    def create(
+        cls,
+        tmp_path: Path,
+        anthropic_base_url: str,
+        *,
+        redis_url: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> Deployment:
+        """A migrated, seeded deployment; ``redis_url`` (production mode) puts its channel layer,
+        cache, presence and Celery broker on that Redis instead of a database of the shared one."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_SETTINGS"))}
         env |= {
             "DJANGO_SETTINGS_MODULE": "ballet.settings.base",
@@ -53,14 +72,15 @@ class Deployment:
             "ANTHROPIC_API_KEY": "sk-fake-for-tests",
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
             "PYTHONUNBUFFERED": "1",
+            **(extra_env or {}),
         }
-        cleanup = None
+        cleanup = name = None
         if production_mode():
             name = f"ballet_live_{uuid.uuid4().hex[:10]}"
             _psql(f'CREATE DATABASE "{name}"')
             base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
             env["DATABASE_URL"] = f"{base}/{name}"
-            env["REDIS_URL"] = os.environ["REDIS_URL"].rsplit("/", 1)[0] + "/7"
+            env["REDIS_URL"] = redis_url or os.environ["REDIS_URL"].rsplit("/", 1)[0] + "/7"
             cleanup = f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
             # Production mode refuses to start without its keys; the embedded mode makes its own.
             env["DJANGO_SECRET_KEY"] = env.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50)
@@ -69,7 +89,7 @@ class Deployment:
             env.pop("DATABASE_URL", None)
             env.pop("REDIS_URL", None)
             env["BALLET_SQLITE_PATH"] = str(tmp_path / "live.sqlite3")
-        deployment = cls(env=env, cleanup_sql=cleanup)
+        deployment = cls(env=env, cleanup_sql=cleanup, database=name)
         deployment.manage("migrate", "--noinput")
         deployment.manage("seed_demo", "--password", PASSWORD)
         return deployment
@@ -92,6 +112,15 @@ class Deployment:
         if self.cleanup_sql:
             _psql(self.cleanup_sql)
 
+    def drop_connections(self) -> None:
+        """Terminate every PostgreSQL connection to the deployment's database, as a database
+        restart or a network blip does: each process finds its connection broken at next use."""
+        assert self.database, "only a production-mode deployment has PostgreSQL connections"
+        _psql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{self.database}' AND pid <> pg_backend_pid()"
+        )
+
 
 def _psql(sql: str) -> None:
     subprocess.run(
@@ -112,7 +141,12 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> Server:
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, *, wait: bool = True) -> Server:
+        """Start daphne; with ``wait``, return once it answers ``/healthz`` (else see :meth:`wait_ready`)."""
         log = open(self.log or os.devnull, "ab")  # noqa: SIM115 - handed to the child process
         self.process = subprocess.Popen(
             [DAPHNE, "-b", "127.0.0.1", "-p", str(self.port), "ballet.asgi:application"],
@@ -121,10 +155,11 @@ class Server:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        self._wait_ready()
+        if wait:
+            self.wait_ready()
         return self
 
-    def _wait_ready(self, timeout: float = 30) -> None:
+    def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
@@ -150,3 +185,142 @@ class Server:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+@dataclass
+class RedisServer:
+    """A ``redis-server`` of the test's own, without persistence: killed, it comes back empty.
+
+    It listens on 127.0.0.1 on a free port, the same port again after :meth:`start`
+    following :meth:`stop`, so the deployment's ``REDIS_URL`` stays valid.
+    """
+
+    directory: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> RedisServer:
+        assert not self.running, "the Redis server already runs"
+        log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 - handed to the child process
+        self.process = subprocess.Popen(
+            [
+                *("redis-server", "--port", str(self.port), "--bind", "127.0.0.1"),
+                *("--save", "", "--appendonly", "no", "--dir", str(self.directory)),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with self.client() as client:
+                    client.ping()
+                return self
+            except redis.RedisError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server on port {self.port} did not start") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """SIGKILL: everything in it is gone, and every client's connection breaks."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5, socket_connect_timeout=2)
+
+    def flushall(self) -> None:
+        """Empty the server while it runs (connections stay up; keys, groups and queues vanish)."""
+        with self.client() as client:
+            client.flushall()
+
+
+SWEEP_TASK = "planner.recover_dead_turns"
+
+
+@dataclass
+class Worker:
+    """A Celery worker of the deployment with its beat embedded (``-B``): the periodic sweep.
+
+    Its log (``worker.log`` in ``directory``) tells how many sweeps ran (``tests/fakes/celery_app.py``
+    logs each finished task), so a test waits for one to run instead of sleeping for a period.
+    """
+
+    deployment: Deployment
+    directory: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.directory / "worker.log"
+
+    def start(self, timeout: float = 60) -> Worker:
+        log = open(self.log, "ab")  # noqa: SIM115 - handed to the child process
+        self.process = subprocess.Popen(
+            [
+                *(CELERY, "-A", "tests.fakes.celery_app", "worker", "-B", "--concurrency=1"),
+                "--loglevel=info",
+                *("--without-gossip", "--without-mingle", "-n", f"live-{uuid.uuid4().hex[:8]}@%h"),
+                *("-s", str(self.directory / "celerybeat-schedule")),
+            ],
+            cwd=ROOT,
+            env=self.deployment.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its pool's children are stopped with it (see _signal)
+        )
+        deadline = time.monotonic() + timeout
+        while " ready." not in self._log_text():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Celery worker did not start; log: {self.log}")
+            time.sleep(0.1)
+        return self
+
+    def _log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def sweeps(self) -> int:
+        """How many sweeps have finished so far (since the log began)."""
+        return sum(
+            1
+            for line in self._log_text().splitlines()
+            if "live-test task finished:" in line and f" {SWEEP_TASK}[" in line
+        )
+
+    def wait_sweeps(self, count: int = 1, timeout: float = 60) -> None:
+        """Wait until ``count`` more sweeps than now have finished."""
+        target = self.sweeps() + count
+        deadline = time.monotonic() + timeout
+        while self.sweeps() < target:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{count} sweep(s) did not run within {timeout} s; log: {self.log}")
+            time.sleep(0.2)
+
+    def _signal(self, signum: int) -> None:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signum)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self._signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self._signal(signal.SIGKILL)  # a pool child left behind
+
+    def restart(self) -> Worker:
+        self.stop()
+        return self.start()

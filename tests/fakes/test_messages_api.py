@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -35,6 +36,7 @@ from tests.fakes.messages_api import (
     ToolCallSpec,
     ToolUseReply,
     Usage,
+    history_problems,
 )
 
 MODEL = "claude-fake-test-model"
@@ -517,6 +519,56 @@ async def test_hang_with_delay_then_completes(fake):
 
     assert text_deltas(events) == ["slow ", "reply"]
     assert time.perf_counter() - started >= 0.05
+
+
+async def test_hang_until_released_then_completes(fake):
+    release = threading.Event()
+    fake.enqueue(HangReply(after_deltas=1, release=release, reply=TextReply("held back", chunks=2)))
+    async with sdk(fake) as client:
+        stream = await client.messages.create(model=MODEL, max_tokens=64, messages=HELLO, stream=True)
+        events = stream.__aiter__()
+        while (await events.__anext__()).type != "content_block_delta":
+            pass
+        rest = asyncio.create_task(asyncio.wait_for(_drain(events), 5))
+        await asyncio.sleep(0.2)
+        assert not rest.done()  # held until released
+        release.set()
+        rest_events = await rest
+
+    assert text_deltas(rest_events) == [" back"]
+    assert fake.requests[0].outcome == "completed"
+
+
+async def _drain(events: Any) -> list[Any]:
+    return [event async for event in events]
+
+
+def test_history_problems_names_what_the_api_refuses():
+    use = {"type": "tool_use", "id": "toolu_1", "name": "get_item", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "{}"}
+    valid = [
+        {"role": "user", "content": "Plan"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Looking"}, use]},
+        {"role": "user", "content": [result]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Done"}]},
+    ]
+    assert history_problems(valid) == []
+    assert history_problems([]) == ["a request needs messages"]
+    assert history_problems([valid[1]]) == [
+        "the first message must be the user's",
+        "the request ends in a tool_use without its tool_result",
+    ]
+    assert history_problems([valid[0], valid[0]]) == ["message 1: roles must alternate"]
+    assert history_problems([*valid[:2], {"role": "user", "content": "And?"}]) == [
+        "message 2: tool_use ['toolu_1'] has no tool_result"
+    ]
+    assert history_problems([valid[0], {"role": "assistant", "content": []}, valid[2]]) == [
+        "message 1 is empty",
+        "message 2: tool_result ['toolu_1'] answers no tool_use",
+    ]
+    assert history_problems([{"role": "user", "content": [{"type": "text", "text": " "}]}]) == [
+        "message 0 has an empty text block"
+    ]
 
 
 async def test_hang_before_headers_hits_the_client_timeout(fake):

@@ -1,0 +1,412 @@
+"""Faults of a production deployment, against real processes (issue 10).
+
+One deployment for the module: two daphnes A and B, a Celery worker with its beat
+(the sweep that recovers dead turns), a fresh PostgreSQL database and a Redis
+server of the test's own, which the tests kill, start again and flush. Each test
+opens its own sessions; the fake model answers by keyword (``Script``). A test
+collects what it observed and compares it with what must hold in one assertion,
+so a failure shows every expectation at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.client import Client
+from tests.fakes.messages_api import FakeMessagesAPI, HangReply, RecordedRequest, TextReply
+from tests.fakes.servers import PASSWORD, Deployment, RedisServer, Server, Worker, production_mode
+from tests.fakes.watchers import Frame, Watcher
+from tests.live.conftest import Script
+
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.skipif(
+        not production_mode(),
+        reason="process deaths, Redis restarts and dropped PostgreSQL connections are faults of the "
+        "production mode (two daphnes on PostgreSQL and Redis)",
+    ),
+]
+
+RECOVERY_SECONDS = 45  # a dead turn's process is noticed and the turn recovered within this
+STREAM_SECONDS = 15  # a live frame reaches a watcher in the other process within this
+BACK_SECONDS = 10  # once Redis is back, every process works again within this
+DEPLOYMENT_ENV = {
+    "BALLET_SEARCH_EMBEDDING_BACKEND": "tracker.search.embeddings.HashingBackend",
+    "BALLET_LIMIT_MESSAGES_PER_MINUTE": "600",
+    "BALLET_LIMIT_RUNNING_TURNS_PER_USER": "50",
+    "BALLET_LIMIT_RUNNING_TURNS_PER_PROJECT": "50",
+}
+
+
+@dataclass
+class Cluster:
+    fake: FakeMessagesAPI
+    script: Script
+    redis: RedisServer
+    deployment: Deployment
+    worker: Worker
+    a: Server
+    b: Server
+    on_a: Client  # demo, talking to A
+    on_b: Client  # demo, talking to B
+
+    def ready(self) -> None:
+        """Every process up again after a test that killed one (started again in the background)."""
+        if not self.redis.running:
+            self.redis.start()
+        for server in (self.a, self.b):
+            if not server.running:
+                server.start(wait=False)
+            server.wait_ready()
+        if self.worker.process is None or self.worker.process.poll() is not None:
+            self.worker.start()
+
+    def session(self) -> str:
+        session_id: str = self.on_a.post("/api/v1/planner/sessions/", {"project": "DEMO"})["id"]
+        return session_id
+
+    def watch(self, server: Server, session_id: str, *, reconnect: bool = False, name: str = "") -> Watcher:
+        return Watcher(server.url, session_id, self.on_a.cookie, reconnect=reconnect, name=name)
+
+    def requests_naming(self, keyword: str) -> list[RecordedRequest]:
+        """The model requests whose history names ``keyword``."""
+        return [r for r in self.fake.requests if keyword in r.body.decode(errors="replace")]
+
+    def wait_requests(self, keyword: str, count: int = 1, timeout: float = STREAM_SECONDS) -> None:
+        _wait(
+            lambda: len(self.requests_naming(keyword)) >= count,
+            timeout,
+            f"model request {count} of {keyword}",
+        )
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    fake_api: FakeMessagesAPI, script: Script, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    home: Path = tmp_path_factory.mktemp("faults")
+    redis = RedisServer(home).start()
+    deployment = Deployment.create(home, fake_api.base_url, redis_url=redis.url, extra_env=DEPLOYMENT_ENV)
+    worker = Worker(deployment, home)
+    a = Server(deployment, log=home / "a.log")
+    b = Server(deployment, log=home / "b.log")
+    try:
+        worker.start()
+        a.start(wait=False)
+        b.start()
+        a.wait_ready()
+        yield Cluster(
+            fake_api,
+            script,
+            redis,
+            deployment,
+            worker,
+            a,
+            b,
+            Client(a.url, "demo", PASSWORD),
+            Client(b.url, "demo", PASSWORD),
+        )
+    finally:
+        for server in (a, b):
+            server.stop()
+        worker.stop()
+        redis.stop()
+        deployment.drop()
+
+
+@pytest.fixture(autouse=True)
+def ready(cluster: Cluster) -> None:
+    cluster.ready()
+
+
+def keyword(name: str) -> str:
+    return f"{name}{uuid.uuid4().hex[:8]}"
+
+
+def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout} s")
+        time.sleep(0.1)
+
+
+def _frame_or_none(watcher: Watcher, kind: str, timeout: float, *, after: int = 0) -> Frame | None:
+    try:
+        return watcher.frame(lambda f: f["type"] == kind, max(timeout, 0.1), kind, after=after)
+    except AssertionError:
+        return None
+
+
+def _reason(frame: Frame | None, timeout: float) -> str:
+    return frame["reason"] if frame is not None else f"no turn_ended within {timeout:.0f} s"
+
+
+def _texts(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(kind, text) of each human-side message of a transcript."""
+    return [
+        (m["kind"], "".join(b.get("text", "") for b in m["content"] if b.get("type") == "text"))
+        for m in body["messages"]
+        if m["role"] == "user"
+    ]
+
+
+def _ended(body: dict[str, Any]) -> list[str]:
+    return [e["data"]["reason"] for e in body["events"] if e["kind"] == "turn_ended"]
+
+
+def _connection_text(watcher: Watcher, ended: Frame) -> str:
+    """The text the connection that received ``ended`` got before it (replay included)."""
+    connection = next(r.connection for r in watcher.received if r.frame is ended)
+    text = []
+    for received in watcher.received:
+        if received.frame is ended:
+            break
+        if received.connection == connection and received.frame["type"] == "text_delta":
+            text.append(received.frame["text"])
+    return "".join(text)
+
+
+def _send_once_back(client: Client, session_id: str, text: str, timeout: float) -> int:
+    """Send ``text`` until it is accepted (a process may answer 503 until it noticed Redis is
+    back); the last status within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, _ = client.request("POST", f"/api/v1/planner/sessions/{session_id}/messages/", {"text": text})
+        if status != 503 or time.monotonic() > deadline:
+            return status
+        time.sleep(0.25)
+
+
+def _words(tag: str, count: int) -> list[str]:
+    return [f"{tag}{i} " for i in range(count)]
+
+
+# -- a. a process dies mid-turn ---------------------------------------------------------------------------
+
+
+def test_watchers_everywhere_hear_that_a_dead_process_s_turn_failed(cluster: Cluster) -> None:
+    hang = keyword("dies")
+    cluster.script.on(hang, HangReply(after_deltas=1, reply=TextReply("Working on it", chunks=3)))
+    session = cluster.session()
+    with cluster.watch(cluster.a, session, name="on A"), cluster.watch(cluster.b, session) as on_b:
+        assert (
+            cluster.on_a.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": f"Plan {hang}"})[
+                "meaning"
+            ]
+            == "started"
+        )
+        assert on_b.frame(lambda f: f["type"] == "text_delta", STREAM_SECONDS, "the turn streaming to B")
+        cluster.a.kill()
+        cluster.a.start(wait=False)  # back for the next test; it does not touch the session
+        deadline = time.monotonic() + RECOVERY_SECONDS
+        with cluster.watch(cluster.b, session, name="late on B") as late:
+            first = late.frames[0]
+            ended_b = _frame_or_none(on_b, "turn_ended", deadline - time.monotonic())
+            ended_late = _frame_or_none(late, "turn_ended", deadline - time.monotonic())
+    state = cluster.on_b.wait_for(session, lambda b: b["state"] != "running", RECOVERY_SECONDS)["state"]
+
+    assert {
+        "watcher on B before the kill": _reason(ended_b, RECOVERY_SECONDS),
+        "watcher on B after the kill, first frame": (first["type"], first.get("state")),
+        "watcher on B after the kill": _reason(ended_late, RECOVERY_SECONDS),
+        "session": state,
+    } == {
+        "watcher on B before the kill": "failed",
+        "watcher on B after the kill, first frame": ("state", "running"),
+        "watcher on B after the kill": "failed",
+        "session": "idle",
+    }
+
+
+# -- b. Redis restarts mid-turn ---------------------------------------------------------------------------
+
+
+def test_a_redis_restart_mid_turn_is_a_clear_503_and_watchers_resync(cluster: Cluster) -> None:
+    slow, fresh = keyword("outage"), keyword("after")
+    release = threading.Event()
+    first_words, fresh_words = _words("alpha", 20), _words("omega", 20)
+    cluster.script.on(
+        slow,
+        HangReply(
+            after_deltas=3,
+            release=release,
+            reply=TextReply(chunks=first_words, delay_between_deltas=0.2),
+        ),
+    )
+    cluster.script.on(fresh, TextReply(chunks=fresh_words, delay_between_deltas=0.2))
+    running, idle, later = cluster.session(), cluster.session(), cluster.session()
+    w_running = cluster.watch(cluster.b, running, reconnect=True, name="B, running turn").start()
+    w_later = cluster.watch(cluster.b, later, reconnect=True, name="B, the turn after").start()
+    try:
+        cluster.on_a.post(f"/api/v1/planner/sessions/{running}/messages/", {"text": f"Stream {slow}"})
+        w_running.frame(lambda f: f["type"] == "text_delta", STREAM_SECONDS, "the turn streaming to B")
+
+        cluster.redis.stop()
+        try:
+            status, body = cluster.on_b.request(
+                "POST", f"/api/v1/planner/sessions/{idle}/messages/", {"text": "Sent during the outage"}
+            )
+            during = cluster.watch(cluster.b, idle, name="B, opened during the outage").start(wait_open=False)
+            try:
+                during.wait_for(lambda w: bool(w.closes or w.connect_failures), 10, "a close")
+                opened = f"closed {during.closes[0]}" if during.closes else "could not connect"
+            except AssertionError:
+                opened = f"still open 10 s later, frames {[f['type'] for f in during.frames]}"
+            finally:
+                during.close()
+        finally:
+            cluster.redis.start()
+
+        started_status = _send_once_back(cluster.on_a, later, f"Stream {fresh}", BACK_SECONDS)
+        release.set()
+        # Each turn streams 20 deltas 0.2 s apart (4 s) after the fresh one started or the hang ended.
+        fresh_end = _frame_or_none(w_later, "turn_ended", 4 + 10)
+        first_end = _frame_or_none(w_running, "turn_ended", 4 + 20)
+        other_closes = [f"{w.name}: {c}" for w in (w_running, w_later) for c in w.closes if c != 4503]
+    finally:
+        w_running.close()
+        w_later.close()
+
+    error = body.get("error") if isinstance(body, dict) else None
+    assert {
+        "message during the outage": (
+            status,
+            error.get("code") if isinstance(error, dict) else str(body)[:120],
+        ),
+        "socket opened during the outage": opened,
+        "running turn, on B": (
+            _reason(first_end, 24),
+            first_end is not None and _connection_text(w_running, first_end) == "".join(first_words),
+        ),
+        "turn sent to A once Redis is back": started_status,
+        "that turn, on B": (
+            _reason(fresh_end, 14),
+            fresh_end is not None and _connection_text(w_later, fresh_end) == "".join(fresh_words),
+        ),
+        "watchers on B closed otherwise than with 4503": other_closes,
+    } == {
+        "message during the outage": (503, "unavailable"),
+        "socket opened during the outage": "closed 4503",
+        "running turn, on B": ("completed", True),  # all of its text on the connection that saw it end
+        "turn sent to A once Redis is back": 202,
+        "that turn, on B": ("completed", True),
+        "watchers on B closed otherwise than with 4503": [],  # closed with 4503, or kept open
+    }
+
+
+# -- c. one liveness signal -------------------------------------------------------------------------------
+
+
+def test_a_turn_with_a_fresh_heartbeat_is_never_recovered(cluster: Cluster) -> None:
+    hang = keyword("alive")
+    release = threading.Event()
+    cluster.script.on(
+        hang,
+        HangReply(after_deltas=1, release=release, reply=TextReply("First thoughts", chunks=2)),
+        TextReply("Noted your point."),
+    )
+    session = cluster.session()
+    cluster.on_a.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": f"Think {hang}"})
+    cluster.wait_requests(hang)
+    try:
+        cluster.redis.flushall()  # the processes' presence keys vanish; A's heartbeat is a second old
+        seen_on_b = cluster.on_b.transcript(session)["state"]
+        cluster.worker.wait_sweeps(1, timeout=RECOVERY_SECONDS + 30)
+        steer = "Also weigh the audit trail"
+        sent = cluster.on_b.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": steer})
+    finally:
+        release.set()
+    body = cluster.on_a.wait_for(
+        session,
+        lambda b: b["state"] == "idle" and all(r.finished.is_set() for r in cluster.requests_naming(hang)),
+        RECOVERY_SECONDS,
+    )
+
+    assert {
+        "state read on B": seen_on_b,
+        "message sent on B": sent["meaning"],
+        "turns": body["turn_count"],
+        "turn ends": _ended(body),
+        "the message": [kind for kind, text in _texts(body) if text == steer],
+    } == {
+        "state read on B": "running",
+        "message sent on B": "steered",
+        "turns": 1,
+        "turn ends": ["completed"],
+        "the message": ["steer"],
+    }
+
+
+# -- d. steering just after the turn's process died -------------------------------------------------------
+
+
+def test_a_message_sent_as_the_turn_s_process_dies_is_never_lost(cluster: Cluster) -> None:
+    hang, steering, after = keyword("orphan"), keyword("steer"), keyword("next")
+    cluster.script.on(hang, HangReply(after_deltas=1, reply=TextReply("Never finishing", chunks=2)))
+    cluster.script.on(steering, TextReply("Taking your note into account."))
+    cluster.script.on(after, TextReply("Here is where we are."))
+    session = cluster.session()
+    cluster.on_a.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": f"Plan {hang}"})
+    cluster.wait_requests(hang)
+    cluster.a.kill()
+    cluster.a.start(wait=False)  # back for the next test
+    steer = f"Keep the audit trail {steering}"
+    sent = cluster.on_b.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": steer})
+    body = cluster.on_b.wait_for(session, lambda b: b["state"] == "idle", RECOVERY_SECONDS + 30)
+    kept = any(steer in text for _, text in _texts(body))
+    assert (
+        cluster.on_b.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": f"And now? {after}"})[
+            "meaning"
+        ]
+        == "started"
+    )
+    cluster.wait_requests(after)
+    history = cluster.requests_naming(after)[0].body.decode()
+
+    assert {
+        "meaning": sent["meaning"] in ("steered", "started"),
+        "the message in the transcript": kept,
+        "the message in the next turn's history": steer in history,
+    } == {
+        "meaning": True,
+        "the message in the transcript": True,
+        "the message in the next turn's history": True,
+    }
+
+
+# -- e. a dropped PostgreSQL connection -------------------------------------------------------------------
+
+
+def test_a_dropped_database_connection_does_not_discard_a_paid_answer(cluster: Cluster) -> None:
+    hang = keyword("paid")
+    release = threading.Event()
+    cluster.script.on(
+        hang, HangReply(after_deltas=1, release=release, reply=TextReply("The paid answer", chunks=2))
+    )
+    session = cluster.session()
+    cluster.on_a.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": f"Answer {hang}"})
+    cluster.wait_requests(hang)
+    try:
+        cluster.deployment.drop_connections()
+    finally:
+        release.set()
+    body = cluster.on_a.wait_for(session, lambda b: b["state"] == "idle", RECOVERY_SECONDS)
+
+    assert {
+        "turn ends": _ended(body),
+        "last message": (body["messages"][-1]["role"], body["messages"][-1]["content"]),
+        "model requests": len(cluster.requests_naming(hang)),
+    } == {
+        "turn ends": ["completed"],
+        "last message": ("assistant", [{"type": "text", "text": "The paid answer"}]),
+        "model requests": 1,
+    }
