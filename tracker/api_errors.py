@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.db import InterfaceError, OperationalError, close_old_connections
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -48,6 +49,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(error_body(exc.code, exc.message, current=exc.current), status=exc.status)
     if isinstance(exc, BalletError):
         return Response(error_body(exc.code, exc.message), status=exc.status)
+    if isinstance(exc, OperationalError | InterfaceError):
+        # The database dropped the connection (a restart, a failover): the request stopped at that
+        # statement, its transaction rolled back, and the next request gets a new connection.
+        logger.warning("API request met a database error: %s", exc)
+        close_old_connections()
+        return Response(
+            error_body("unavailable", "The database connection dropped; try again in a moment."),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     response = drf_exception_handler(exc, context)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.db import InterfaceError, OperationalError
 
+from tracker.apis import items as items_api
 from tracker.models import Changeset, Item, Membership, Project, SkillPin, SkillVersion
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
@@ -411,3 +413,14 @@ def test_the_token_endpoint_refuses_deep_and_oversized_bodies(db, client_for, se
     response = client_for(None).generic("POST", "/api/v1/auth/token/", raw, content_type=content_type)
 
     assert (response.status_code, response.json()["error"]["code"]) == expected
+
+
+@pytest.mark.parametrize("error", [OperationalError, InterfaceError])
+def test_a_dropped_database_connection_is_a_503_not_a_500(monkeypatch, project, member, client_for, error):
+    def dropped(*args, **kwargs):
+        raise error("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(items_api, "item_list", dropped)
+    response = client_for(member).get(f"/api/v1/projects/{project.key}/items/")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "unavailable"
