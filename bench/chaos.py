@@ -87,28 +87,21 @@ class Model:
         return f"[chaos s{session} t{turn}]"
 
     def __call__(self, request: dict[str, Any]) -> Reply | None:
+        from tests.fakes.messages_api import TextReply, message_text
+
         messages = request.get("messages") or []
         calls_since = 0
         for message in reversed(messages):
             if message.get("role") == "assistant":
                 calls_since += 1
                 continue
-            tokens = TOKEN.findall(_text(message))
+            tokens = TOKEN.findall(message_text(message))
             if tokens:
                 with self.lock:
                     replies = self.plans.get((int(tokens[-1][0]), int(tokens[-1][1])))
                 if replies:
                     return replies[min(calls_since, len(replies) - 1)]
-        from tests.fakes.messages_api import TextReply
-
         return TextReply("(a request of no planned turn)")
-
-
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
 
 
 # -- the deployment ---------------------------------------------------------------------------------------

@@ -494,6 +494,15 @@ class HangReply:
 Reply: TypeAlias = TextReply | ToolUseReply | StreamReply | ErrorReply | BreakOffReply | HangReply
 
 
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a request's message (a string, or the text of its text blocks), for scripts
+    that answer by what the human wrote."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+
+
 def history_problems(messages: Any) -> list[str]:
     """What the Messages API would refuse in a request's ``messages`` (empty: nothing).
 

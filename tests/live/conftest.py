@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.fakes.messages_api import FakeMessagesAPI, Reply, TextReply
+from tests.fakes.messages_api import FakeMessagesAPI, Reply, TextReply, message_text
 from tests.fakes.servers import PASSWORD, Deployment, Server
 
 CHROMIUM = "/usr/bin/chromium"
@@ -41,19 +41,12 @@ class Script:
             if message.get("role") == "assistant":
                 calls_since += 1
                 continue
-            text = _text_of(message)
+            text = message_text(message)
             with self.lock:
                 for keyword, replies in self.replies.items():
                     if keyword in text:
                         return replies[min(calls_since, len(replies) - 1)]
         return TextReply("(unscripted)")
-
-
-def _text_of(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
 
 
 @pytest.fixture(scope="module")
