@@ -1,4 +1,4 @@
-"""The runner: send, stop and watch — where the ORM, the loop and live frames meet.
+"""The runner: send, stop and watch — where a message, its turn and its watchers meet.
 
 A message gets one meaning on every surface (REST, WebSocket): to an idle
 session it starts a turn, to a running one it steers the turn (delivered at
@@ -8,9 +8,9 @@ turn. Turns are asyncio tasks of the process that started them.
 The path of one message, module by module: ``consumers.py`` (or ``apis.py``)
 calls :meth:`Runner.send`; ``services.session_begin`` gives the message its
 meaning in one transaction on the database threads (``executor.py``); a new
-turn is registered in ``live.py`` and driven by ``loop.py``, which calls the
-model through ``gateway.py`` and reads and writes the session through
-``session_io.py``. Every frame the turn emits goes to this process's watchers'
+turn is registered in ``live.py`` and driven by ``turn.py``: ``loop.py`` runs
+its rounds, calling the model through ``gateway.py`` and reading and writing the
+session through ``session_io.py``. Every frame the turn emits goes to this process's watchers'
 inboxes (``watching.py``) and, while another process watches, through the
 turn's outbox (``outbox.py``) to the channel layer (``events.py``), where each
 watching process's relay (``relay.py``) hands it to its own watchers. The
@@ -31,26 +31,21 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from planner import frames, guard, heartbeat, services
+from planner import frames, services, turn
 from planner.executor import db
 from planner.frames import Frame
 from planner.gateway import AnthropicGateway, Gateway
 from planner.identity import stamped
 from planner.live import LiveTurn, turns
-from planner.loop import TurnLoop, TurnOutcome
-from planner.metrics import TURNS
 from planner.models import SessionState
 from planner.relay import link
 from planner.selectors import session_get
-from planner.services import Begin, TurnSupersededError
-from planner.session_io import SessionIO, budgeted
+from planner.services import Begin
 from planner.watching import Inbox, Seen
 from tracker.errors import NotFoundError, UnavailableError
 
 logger = logging.getLogger(__name__)
 
-MAX_RESTARTS = 5
-CRASHED = "Ballet hit an internal error running this turn; it was logged."
 LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."
 
 
@@ -227,71 +222,13 @@ class Runner:
         live.outbox.put(numbered)
 
     async def _drive(self, live: LiveTurn, *, continued: bool) -> None:
-        outcome: TurnOutcome | None = TurnOutcome("failed", "The turn could not start.")
-        heartbeat.keep_beating()
+        """Run a turn of this process (``turn.py``), then stop serving it and let it go."""
         try:
-            outcome = await self._run(live, continued=continued)
-        except TurnSupersededError:
-            logger.warning(
-                "turn %d of session %s was recovered while it ran; it stops", live.turn, live.session_id
-            )
-            outcome = None
-        except Exception:
-            logger.exception("planner turn of session %s crashed", live.session_id)
-            outcome = TurnOutcome("failed", CRASHED)
-            if (
-                await db(services.turn_end)(
-                    session_id=live.session_id, turn=live.turn, reason="failed", error=CRASHED
-                )
-                == "superseded"
-            ):
-                outcome = None
+            await turn.drive(live, continued=continued, gateway=self.gateway, emit=self.emit)
         finally:
             await self.relay.unserve(live.session_id)
-            if outcome is not None:  # a superseded turn's watchers were told by its recovery
-                TURNS.labels(outcome.reason).inc()
-                await self.emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
             await live.outbox.close()
             turns.end(live)
-
-    async def _run(self, live: LiveTurn, *, continued: bool) -> TurnOutcome | None:
-        setup = await db(services.turn_open)(session_id=live.session_id, turn=live.turn, continued=continued)
-        await self.emit(live, frames.turn_started(turn=live.turn, continued=continued))
-        io = SessionIO(live, setup, lambda frame: self.emit(live, frame))
-        live.loop = TurnLoop(
-            io=io, gateway=budgeted(self.gateway, io), settings=setup.settings, history=setup.history
-        )
-        if live.stop_requested:
-            live.loop.stop()
-        # A human who loses planner.chat while the turn runs stops it (planner/guard.py).
-        grant = guard.Grant(setup.user.pk, setup.project.pk, None, lambda _code: live.stop())
-        guard.hold(grant)
-        try:
-            return await self._rounds(live, io)
-        finally:
-            guard.release(grant)
-
-    async def _rounds(self, live: LiveTurn, io: SessionIO) -> TurnOutcome | None:
-        """Run the loop until the turn ends; steering that arrived as it completed runs it on."""
-        assert live.loop is not None
-        outcome = TurnOutcome("completed")
-        for _ in range(MAX_RESTARTS):
-            outcome = await live.loop.run()
-            ended = await db(services.turn_end)(
-                session_id=live.session_id,
-                turn=live.turn,
-                reason=outcome.reason,
-                error=outcome.error,
-                records=io.records,
-            )
-            if ended == "superseded":
-                return None
-            if ended == "ended":
-                return outcome
-        ended = await db(services.turn_end)(
-            session_id=live.session_id, turn=live.turn, reason="completed", error=None, records=io.records
-        )
-        return None if ended == "superseded" else outcome
 
 
 runner = Runner()

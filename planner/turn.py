@@ -1,0 +1,96 @@
+"""One live turn from its first frame to its last: open it, run the loop, end it.
+
+The runner starts it (``runner.py``); this module drives it: it records the
+turn's start, builds its loop over the session (``session_io.py``), holds a
+grant so that a human who loses ``planner.chat`` stops it (``guard.py``), runs
+the loop again while steering arrived just as it completed, and ends it with
+``services.turn_end``. A turn that was taken for dead and recovered meanwhile
+(``TurnSupersededError``, or an end answered ``superseded``) goes quiet: its
+recovery already told the watchers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from planner import frames, guard, heartbeat, services
+from planner.executor import db
+from planner.frames import Frame
+from planner.gateway import Gateway
+from planner.live import LiveTurn
+from planner.loop import TurnLoop, TurnOutcome
+from planner.metrics import TURNS
+from planner.services import TurnSupersededError
+from planner.session_io import SessionIO, budgeted
+
+logger = logging.getLogger(__name__)
+
+MAX_RESTARTS = 5
+CRASHED = "Ballet hit an internal error running this turn; it was logged."
+
+Emit = Callable[[LiveTurn, Frame], Awaitable[None]]
+
+
+async def drive(live: LiveTurn, *, continued: bool, gateway: Gateway, emit: Emit) -> None:
+    """Run the turn to its end and send its ``turn_ended`` (unless it was superseded)."""
+    outcome: TurnOutcome | None = TurnOutcome("failed", "The turn could not start.")
+    heartbeat.keep_beating()
+    try:
+        outcome = await _run(live, continued=continued, gateway=gateway, emit=emit)
+    except TurnSupersededError:
+        logger.warning(
+            "turn %d of session %s was recovered while it ran; it stops", live.turn, live.session_id
+        )
+        outcome = None
+    except Exception:
+        logger.exception("planner turn of session %s crashed", live.session_id)
+        outcome = TurnOutcome("failed", CRASHED)
+        ended = await db(services.turn_end)(
+            session_id=live.session_id, turn=live.turn, reason="failed", error=CRASHED
+        )
+        if ended == "superseded":
+            outcome = None
+    finally:
+        if outcome is not None:
+            TURNS.labels(outcome.reason).inc()
+            await emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
+
+
+async def _run(live: LiveTurn, *, continued: bool, gateway: Gateway, emit: Emit) -> TurnOutcome | None:
+    setup = await db(services.turn_open)(session_id=live.session_id, turn=live.turn, continued=continued)
+    await emit(live, frames.turn_started(turn=live.turn, continued=continued))
+    io = SessionIO(live, setup, lambda frame: emit(live, frame))
+    live.loop = TurnLoop(io=io, gateway=budgeted(gateway, io), settings=setup.settings, history=setup.history)
+    if live.stop_requested:
+        live.loop.stop()
+    # A human who loses planner.chat while the turn runs stops it (planner/guard.py).
+    grant = guard.Grant(setup.user.pk, setup.project.pk, None, lambda _code: live.stop())
+    guard.hold(grant)
+    try:
+        return await _rounds(live, io)
+    finally:
+        guard.release(grant)
+
+
+async def _rounds(live: LiveTurn, io: SessionIO) -> TurnOutcome | None:
+    """Run the loop until the turn ends; steering that arrived as it completed runs it on."""
+    assert live.loop is not None
+    outcome = TurnOutcome("completed")
+    for _ in range(MAX_RESTARTS):
+        outcome = await live.loop.run()
+        ended = await db(services.turn_end)(
+            session_id=live.session_id,
+            turn=live.turn,
+            reason=outcome.reason,
+            error=outcome.error,
+            records=io.records,
+        )
+        if ended == "superseded":
+            return None
+        if ended == "ended":
+            return outcome
+    ended = await db(services.turn_end)(
+        session_id=live.session_id, turn=live.turn, reason="completed", error=None, records=io.records
+    )
+    return None if ended == "superseded" else outcome
