@@ -85,8 +85,5 @@ class LiveTurns:
     def sessions(self) -> list[uuid.UUID]:
         return list(self._live.keys() | self._claims.keys())
 
-    def __len__(self) -> int:
-        return len(self._live)
-
 
 turns = LiveTurns()

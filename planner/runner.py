@@ -205,7 +205,7 @@ class Runner:
 
     async def _announce_recovered(self, session_id: uuid.UUID) -> None:
         """Tell the session's watchers everywhere that its dead turn ended."""
-        notice = stamped(frames.turn_ended(reason="failed", error=services.RECOVERED))
+        notice = stamped(services.recovered_frame())
         self._deliver(session_id, [notice])  # before any frame of a new turn, here
         try:
             await self.relay.publish(session_id, [notice])  # a watcher here drops the copy

@@ -21,6 +21,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from ballet.env import LimitsConfig
+from planner import frames
 from planner.frames import TurnEndReason
 from planner.gateway import CallRecord
 from planner.identity import PROCESS_ID
@@ -265,13 +266,7 @@ def _deliver_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> li
     """
     session = Session.objects.select_for_update().select_related("project").get(pk=session_id)
     _check_current(session, turn)
-    delivered: list[tuple[ChatMessage, str]] = []
-    for item in session.steering:
-        author = User.objects.filter(username=item["author"]).first()
-        delivered.append(
-            (_append(session, _human(item["text"], MessageKind.STEER), turn, author), item["author"])
-        )
-    session.steering = []
+    delivered = _append_steering(session, turn)
     events = activity_since(organization_id=session.project.organization_id, after_seq=session.last_seen_seq)
     if events:
         session.last_seen_seq = events[-1].seq
@@ -294,6 +289,19 @@ def _deliver_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> li
 
 def session_has_steering(*, session_id: uuid.UUID) -> bool:
     return Session.objects.filter(pk=session_id).exclude(steering=[]).exists()
+
+
+def _append_steering(session: Session, turn: int) -> list[tuple[ChatMessage, str]]:
+    """Store the session's queued steering as its authors' messages of ``turn`` and empty the
+    queue; each message with its author's name. The caller holds the row and saves it."""
+    appended = []
+    for item in session.steering:
+        author = User.objects.filter(username=item["author"]).first()
+        appended.append(
+            (_append(session, _human(item["text"], MessageKind.STEER), turn, author), item["author"])
+        )
+    session.steering = []
+    return appended
 
 
 @dataclass(frozen=True)
@@ -533,9 +541,7 @@ def _recover(session: Session) -> None:
         pending = [b["id"] for b in last.content if b.get("type") == "tool_use"]
         if pending:
             _append(session, _recovered_results(session, pending), last.turn)
-    for item in session.steering:
-        author = User.objects.filter(username=item["author"]).first()
-        _append(session, _human(item["text"], MessageKind.STEER), session.turn_count, author)
+    _append_steering(session, session.turn_count)
     Event.objects.create(
         session=session,
         kind="turn_ended",
@@ -545,10 +551,14 @@ def _recover(session: Session) -> None:
     session.state = SessionState.IDLE
     session.turn_owner = ""
     session.heartbeat_at = None
-    session.steering = []
     session.save(
         update_fields=["state", "turn_owner", "heartbeat_at", "steering", "last_message_seq", "updated_at"]
     )
+
+
+def recovered_frame() -> frames.TurnEndedFrame:
+    """The ``turn_ended`` frame that tells watchers what :func:`_recover` stored."""
+    return frames.turn_ended(reason="failed", error=RECOVERED)
 
 
 def _recover_if_dead(session: Session) -> bool:

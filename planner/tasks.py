@@ -8,9 +8,9 @@ import uuid
 from asgiref.sync import async_to_sync
 from celery import shared_task
 
-from planner import events, frames
+from planner import events
 from planner.identity import stamped
-from planner.services import RECOVERED, sessions_recover_dead
+from planner.services import recovered_frame, sessions_recover_dead
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,6 @@ def recover_dead_turns() -> int:
 async def _announce(session_ids: list[uuid.UUID]) -> None:
     for session_id in session_ids:
         try:
-            await events.publish(session_id, [stamped(frames.turn_ended(reason="failed", error=RECOVERED))])
+            await events.publish(session_id, [stamped(recovered_frame())])
         except Exception:
             logger.warning("could not announce the recovery of session %s", session_id, exc_info=True)
