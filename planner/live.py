@@ -28,13 +28,20 @@ class LiveTurn:
     session_id: uuid.UUID
     turn: int
     outbox: FramesOut
+    user_id: int | None = None  # the session's owner: the one who may stop it
     loop: TurnLoop | None = None
     task: asyncio.Task[None] | None = None
     frames: list[Frame] = field(default_factory=list)
     stop_requested: bool = False
-    # Whether steering or change notes may wait for the next model call: each save says, and
-    # a message steering the turn from this process sets it.
-    inputs_waiting: bool = True
+    # Whether steering or change notes may wait for the next model call: the turn starts with
+    # them delivered (``services.session_begin``), each save says, and a message steering the
+    # turn from this process sets it.
+    inputs_waiting: bool = False
+    steering_waiting: bool = False  # of those, steering: a completed answer does not end the turn
+
+    def steered(self) -> None:
+        """A human's message waits for the turn's next model call."""
+        self.inputs_waiting = self.steering_waiting = True
 
     def stop(self) -> None:
         """Stop the turn, also if its loop is still being set up."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol, assert_never
 
@@ -67,6 +68,18 @@ class ToolRun:
 
 
 @dataclass(frozen=True)
+class ToolRound:
+    """A round of tool calls as the durable side ran it: the answer that made the calls, stored;
+    the calls that ran, in order; their results, stored, unless the turn stopped before every
+    call ran (``results`` None) or storing them failed (``error``)."""
+
+    answer: ChatMessage
+    runs: list[ToolRun]
+    results: ChatMessage | None
+    error: Exception | None = None
+
+
+@dataclass(frozen=True)
 class TurnOutcome:
     reason: Reason
     error: str | None = None
@@ -77,9 +90,16 @@ class TurnIO(Protocol):
 
     async def has_inputs(self) -> bool: ...
 
-    async def save_assistant(self, message: ChatMessage, usage: Usage) -> ChatMessage: ...
+    async def save_assistant(self, message: ChatMessage, usage: Usage, *, last: bool = False) -> ChatMessage:
+        """Store an answer; the ``last`` one (no tool calls) ends the turn unless input waits."""
+        ...
 
-    async def run_tool(self, call: ToolUseBlock) -> ToolRun: ...
+    async def tool_round(
+        self, answer: ChatMessage, usage: Usage, calls: list[ToolUseBlock], stopping: Callable[[], bool]
+    ) -> ToolRound:
+        """Store ``answer``, run its ``calls`` in order while ``stopping()`` is false, and store
+        their results: one trip to the durable side for the whole round."""
+        ...
 
     async def save_results(self, message: ChatMessage) -> ChatMessage: ...
 
@@ -197,13 +217,13 @@ class TurnLoop:
             if unfinished is not None:
                 await self._keep_text(response)
                 return TurnOutcome("failed", unfinished)
-            if response.content:
-                await self._save_assistant(response)
             if not response.tool_uses:
+                if response.content:
+                    await self._save_assistant(response, last=True)
                 if await self.io.has_inputs():
                     continue
                 return TurnOutcome("completed")
-            await self._run_tools(response.tool_uses)
+            await self._tool_round(response)
             rounds += 1
             if rounds >= self.settings.max_rounds:
                 return TurnOutcome("max_rounds")
@@ -245,12 +265,14 @@ class TurnLoop:
         finally:
             self._call = None
 
-    async def _save_assistant(self, response: ModelResponse) -> None:
+    async def _save_assistant(self, response: ModelResponse, *, last: bool = False) -> None:
         message = ChatMessage(role="assistant", content=response.content, kind="assistant")
-        saved = await self.io.save_assistant(message, response.usage)
+        self._answered(await self.io.save_assistant(message, response.usage, last=last), response.usage)
+
+    def _answered(self, saved: ChatMessage, usage: Usage) -> None:
         self.round.partial.reset()
         self.history.messages.append(saved)
-        self.history.reported_tokens = response.usage.context_tokens
+        self.history.reported_tokens = usage.context_tokens
         self.history.reported_seq = saved.seq
 
     async def _keep_text(self, response: ModelResponse) -> None:
@@ -260,13 +282,21 @@ class TurnLoop:
         if text:
             await self._save_assistant(replace(response, content=text))
 
-    async def _run_tools(self, calls: list[ToolUseBlock]) -> None:
-        self.round.pending = list(calls)
-        for call in calls:
-            self._check_stop()
+    async def _tool_round(self, response: ModelResponse) -> None:
+        calls = response.tool_uses
+        answer = ChatMessage(role="assistant", content=response.content, kind="assistant")
+        done = await self.io.tool_round(answer, response.usage, calls, lambda: self.stopping)
+        self._answered(done.answer, response.usage)
+        self.round.pending = list(calls)  # only now: a call is pending once its answer is stored
+        for call, run in zip(calls, done.runs, strict=False):
             await self.io.emit(frames.tool_call(id=call.id, name=call.name, input=call.input))
-            await self._record(call, await self.io.run_tool(call))
-        await self._save_results()
+            await self._record(call, run)
+        if done.error is not None:
+            raise done.error
+        if done.results is None:
+            raise _StoppedError
+        self.history.messages.append(done.results)
+        self.round = _Round()
 
     async def _record(self, call: ToolUseBlock, run: ToolRun) -> None:
         self.round.pending.remove(call)

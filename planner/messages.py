@@ -7,6 +7,7 @@ Messages API takes and the transcript stores, ``block_from_wire`` reads it back.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal, TypeAlias
 
 Role = Literal["user", "assistant"]
@@ -21,11 +22,19 @@ StopReason = Literal[
 ]
 
 
+# A block's wire form is built once and shared by every request that sends it (a session's
+# history goes out again with each model call): callers never modify it.
+
+
 @dataclass(frozen=True)
 class TextBlock:
     text: str
 
     def to_wire(self) -> dict[str, Any]:
+        return self._wire
+
+    @cached_property
+    def _wire(self) -> dict[str, Any]:
         return {"type": "text", "text": self.text}
 
 
@@ -36,6 +45,10 @@ class ToolUseBlock:
     input: dict[str, Any]
 
     def to_wire(self) -> dict[str, Any]:
+        return self._wire
+
+    @cached_property
+    def _wire(self) -> dict[str, Any]:
         return {"type": "tool_use", "id": self.id, "name": self.name, "input": self.input}
 
 
@@ -46,6 +59,10 @@ class ToolResultBlock:
     is_error: bool = False
 
     def to_wire(self) -> dict[str, Any]:
+        return self._wire
+
+    @cached_property
+    def _wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": self.tool_use_id,

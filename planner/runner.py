@@ -39,7 +39,7 @@ from planner.identity import stamped
 from planner.live import LiveTurn, turns
 from planner.models import SessionState
 from planner.relay import link
-from planner.selectors import session_get
+from planner.selectors import TurnSetup, session_get
 from planner.services import Begin
 from planner.watching import Inbox, Seen
 from tracker.errors import NotFoundError, UnavailableError
@@ -85,7 +85,10 @@ class Runner:
                 await self._announce_recovered(session_id)
             if begin.meaning != "steered":
                 live = LiveTurn(
-                    session_id=session_id, turn=begin.turn, outbox=await self.relay.outbox(session_id)
+                    session_id=session_id,
+                    turn=begin.turn,
+                    outbox=await self.relay.outbox(session_id),
+                    user_id=user.pk,
                 )
                 turns.start(live)
         finally:
@@ -95,21 +98,27 @@ class Runner:
         if live is None:
             steered = turns.get(session_id)
             if steered is not None:
-                steered.inputs_waiting = True  # deliver at the very next model call
+                steered.steered()  # deliver at the very next model call
             return begin
         assert begin.message is not None
+        assert begin.setup is not None
         kind = "continue" if begin.meaning == "continued" else "human"
         await self.emit(
             live, frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind)
         )
         # A fresh context: the turn outlives the request or connection that started it.
         live.task = asyncio.get_running_loop().create_task(
-            self._drive(live, continued=begin.meaning == "continued"), context=contextvars.Context()
+            self._drive(live, begin.setup, continued=begin.meaning == "continued"),
+            context=contextvars.Context(),
         )
         return begin
 
     async def stop(self, *, session_id: uuid.UUID, user: User) -> bool:
         """Stop the session's turn wherever it runs; False if none runs. Only its owner may."""
+        live = turns.get(session_id)
+        if live is not None and live.user_id == user.pk:
+            live.stop()  # at once: not behind the turn's own work on the database threads
+            return True
         session = await db(session_get)(user=user, session_id=session_id)
         if session.user_id != user.pk:
             raise NotFoundError("Session not found.")
@@ -221,10 +230,10 @@ class Runner:
             inbox.put([numbered])
         live.outbox.put(numbered)
 
-    async def _drive(self, live: LiveTurn, *, continued: bool) -> None:
+    async def _drive(self, live: LiveTurn, setup: TurnSetup, *, continued: bool) -> None:
         """Run a turn of this process (``turn.py``), then stop serving it and let it go."""
         try:
-            await turn.drive(live, continued=continued, gateway=self.gateway, emit=self.emit)
+            await turn.drive(live, setup, continued=continued, gateway=self.gateway, emit=self.emit)
         finally:
             await self.relay.unserve(live.session_id)
             await live.outbox.close()

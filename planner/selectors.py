@@ -13,6 +13,7 @@ from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from planner.histories import Kept, histories
 from planner.loop import History, TurnSettings
 from planner.messages import ChatMessage, block_from_wire
 from planner.models import Message, Session, UsageRecord
@@ -23,15 +24,6 @@ from tracker.errors import NotFoundError
 from tracker.models import Project
 from tracker.permissions import AnyUser, is_superuser, visible_projects
 from tracker.selectors import project_planner_config
-
-
-def chat_message(row: Message) -> ChatMessage:
-    return ChatMessage(
-        role="assistant" if row.role == "assistant" else "user",
-        content=tuple(block_from_wire(b) for b in row.content),
-        kind=row.kind,
-        seq=row.seq,
-    )
 
 
 def session_list(*, user: AnyUser, project: Project | None = None) -> QuerySet[Session]:
@@ -91,22 +83,12 @@ class TurnSetup:
     focus: list[str]
 
 
-def turn_setup(*, session_id: uuid.UUID) -> TurnSetup:
-    """Everything a turn starts from: the history, the prompt and the project's settings."""
-    session = Session.objects.select_related("project__organization", "user").get(pk=session_id)
+def turn_setup(*, session: Session, history: History) -> TurnSetup:
+    """Everything a turn of ``session`` (its row as the caller holds it) starts from: its
+    ``history``, the prompt and the project's settings."""
     config = project_planner_config(session.project)
     prompt = system_prompt(session.project)
     credential = project_credential(session.project)
-    # The model never sees what the summary covers again: load only what follows it.
-    rows = session.messages.filter(seq__gt=session.summary_up_to or 0).order_by("seq")
-    messages = [chat_message(m) for m in rows]
-    history = History(
-        messages=messages,
-        summary=session.summary,
-        summary_up_to=session.summary_up_to,
-        reported_tokens=session.context_tokens,
-        reported_seq=session.context_tokens_seq,
-    )
     turn_settings = TurnSettings(
         model=config.model,
         compaction_model=config.compaction_model or config.model,
@@ -126,6 +108,57 @@ def turn_setup(*, session_id: uuid.UUID) -> TurnSetup:
         project=session.project,
         focus=list(session.focus),
     )
+
+
+def session_history(*, session: Session) -> History:
+    """The history a turn of ``session`` sends: the summary and the messages after it.
+
+    The history this process kept when the session's last turn here ended
+    (``planner/histories.py``) is taken and only the messages stored since are
+    read; the model never sees what the summary covers again.
+    """
+    kept = histories.take(session.pk)
+    if kept is not None and _still_lines_up(kept, session):
+        history = kept.history
+        if kept.last_seq < session.last_message_seq:
+            added = _chat_messages(session.pk, after=kept.last_seq)
+            if len(added) != session.last_message_seq - kept.last_seq:
+                return _history_read(session)  # a gap: read it all
+            history.messages.extend(added)
+        history.reported_tokens, history.reported_seq = session.context_tokens, session.context_tokens_seq
+        return history
+    return _history_read(session)
+
+
+def _still_lines_up(kept: Kept, session: Session) -> bool:
+    return (
+        kept.history.summary_up_to == session.summary_up_to
+        and kept.history.summary == session.summary
+        and kept.last_seq <= session.last_message_seq
+    )
+
+
+def _history_read(session: Session) -> History:
+    return History(
+        messages=_chat_messages(session.pk, after=session.summary_up_to or 0),
+        summary=session.summary,
+        summary_up_to=session.summary_up_to,
+        reported_tokens=session.context_tokens,
+        reported_seq=session.context_tokens_seq,
+    )
+
+
+def _chat_messages(session_id: uuid.UUID, *, after: int) -> list[ChatMessage]:
+    rows = Message.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")
+    return [
+        ChatMessage(
+            role="assistant" if role == "assistant" else "user",
+            content=tuple(block_from_wire(b) for b in content),
+            kind=kind,
+            seq=seq,
+        )
+        for seq, role, kind, content in rows.values_list("seq", "role", "kind", "content")
+    ]
 
 
 def transcript(*, session: Session) -> dict[str, Any]:

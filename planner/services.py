@@ -26,11 +26,12 @@ from planner.frames import TurnEndReason
 from planner.gateway import CallRecord
 from planner.identity import PROCESS_ID
 from planner.liveness import owner_alive
+from planner.loop import History
 from planner.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from planner.metrics import TOOL_CALLS
 from planner.models import Event, Message, MessageKind, Session, SessionState, ToolCall, UsageRecord
 from planner.notes import change_notes
-from planner.selectors import TurnSetup, turn_setup
+from planner.selectors import TurnSetup, session_history, turn_setup
 from planner.tools import ToolContext, ToolOutcome, call_tool
 from tracker.errors import ConflictError, NotFoundError, RateLimitedError, ValidationError
 from tracker.inputs import refuse_nul
@@ -114,6 +115,7 @@ class Begin:
     turn: int
     message: ChatMessage | None  # None when steering: delivered at the next model call
     recovered: bool = False  # a dead turn of the session was recovered first
+    setup: TurnSetup | None = None  # where the turn it started or continued starts from
 
 
 @transaction.atomic
@@ -122,7 +124,9 @@ def session_begin(*, session_id: uuid.UUID, user: User, text: str) -> Begin:
 
     A running session whose process died is recovered first, so the message
     starts a new turn. The limits of SPEC § 12.4 (messages per minute, running
-    turns, queued steering) refuse a message before anything is written.
+    turns, queued steering) refuse a message before anything is written. A
+    turn it starts or continues is opened in the same transaction: change
+    notes delivered, ``turn_started`` recorded, its setup returned.
     """
     session = _lock(session_id, user)
     recovered = _recover_if_dead(session)
@@ -140,12 +144,16 @@ def session_begin(*, session_id: uuid.UUID, user: User, text: str) -> Begin:
         session.turn_count += 1
     if not session.title:
         session.title = " ".join(text.split())[:60]
+    history = session_history(session=session)  # as it stands before this turn's first messages
     message = _append(
         session,
         _human(text, MessageKind.CONTINUE if continuing else MessageKind.HUMAN),
         session.turn_count,
         user,
     )
+    history.messages.append(message)
+    if session.project.organization.activity_seq > session.last_seen_seq:
+        history.messages.extend(m for m, _ in _append_notes(session, session.turn_count, session.focus))
     session.state = SessionState.RUNNING
     session.turn_owner = PROCESS_ID
     session.heartbeat_at = timezone.now()
@@ -154,13 +162,32 @@ def session_begin(*, session_id: uuid.UUID, user: User, text: str) -> Begin:
             "turn_count",
             "title",
             "last_message_seq",
+            "last_seen_seq",
             "state",
             "turn_owner",
             "heartbeat_at",
             "updated_at",
         ]
     )
-    return Begin("continued" if continuing else "started", session.turn_count, message, recovered)
+    meaning: Meaning = "continued" if continuing else "started"
+    setup = _open(session, history, continued=continuing)
+    return Begin(meaning, session.turn_count, message, recovered, setup)
+
+
+def _open(session: Session, history: History, *, continued: bool) -> TurnSetup:
+    """Record ``turn_started`` (with the skill versions of its prompt); the turn's setup."""
+    setup = turn_setup(session=session, history=history)
+    Event.objects.create(
+        session=session,
+        kind="turn_started",
+        turn=session.turn_count,
+        data={
+            "continued": continued,
+            "skills": [{"name": n, "version": v} for n, v in setup.skills],
+            "model": setup.settings.model,
+        },
+    )
+    return setup
 
 
 def _count_message(user: User, limits: LimitsConfig) -> None:
@@ -217,24 +244,8 @@ def _lock(session_id: uuid.UUID, user: User) -> Session:
     if session is None or session.user_id != user.pk:
         raise NotFoundError("Session not found.")
     require(user, session.project, PLANNER_CHAT)
+    session.user = user
     return session
-
-
-@transaction.atomic
-def turn_open(*, session_id: uuid.UUID, turn: int, continued: bool) -> TurnSetup:
-    """Record ``turn_started`` (with the skill versions of its prompt) and return the turn's setup."""
-    setup = turn_setup(session_id=session_id)
-    Event.objects.create(
-        session_id=session_id,
-        kind="turn_started",
-        turn=turn,
-        data={
-            "continued": continued,
-            "skills": [{"name": n, "version": v} for n, v in setup.skills],
-            "model": setup.settings.model,
-        },
-    )
-    return setup
 
 
 def session_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
@@ -250,12 +261,17 @@ def session_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> lis
 
 def inputs_waiting(*, session_id: uuid.UUID) -> bool:
     """Is steering waiting, or has the organization's activity moved past what the session saw?"""
+    return any(_waiting(session_id))
+
+
+def _waiting(session_id: uuid.UUID) -> tuple[bool, bool]:
+    """Whether steering waits for the session's turn, and whether change notes do."""
     row = (
         Session.objects.filter(pk=session_id)
         .values("steering", "last_seen_seq", "project__organization__activity_seq")
         .get()
     )
-    return bool(row["steering"]) or row["project__organization__activity_seq"] > row["last_seen_seq"]
+    return bool(row["steering"]), row["project__organization__activity_seq"] > row["last_seen_seq"]
 
 
 @transaction.atomic
@@ -266,20 +282,10 @@ def _deliver_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> li
     """
     session = Session.objects.select_for_update().select_related("project").get(pk=session_id)
     _check_current(session, turn)
+    seen = session.last_seen_seq
     delivered = _append_steering(session, turn)
-    events = activity_since(organization_id=session.project.organization_id, after_seq=session.last_seen_seq)
-    if events:
-        session.last_seen_seq = events[-1].seq
-        notes = change_notes(
-            events,
-            session_label=f"planner:{session.pk}",
-            project=session.project,
-            user=session.user,
-            focus=focus or session.focus,
-        )
-        if notes:
-            delivered.append((_append(session, _human(notes, MessageKind.CHANGES), turn), ""))
-    if delivered or events:
+    delivered += _append_notes(session, turn, focus or session.focus)
+    if delivered or session.last_seen_seq != seen:
         session.heartbeat_at = timezone.now()
         session.save(
             update_fields=["steering", "last_seen_seq", "last_message_seq", "heartbeat_at", "updated_at"]
@@ -287,8 +293,17 @@ def _deliver_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> li
     return delivered
 
 
-def session_has_steering(*, session_id: uuid.UUID) -> bool:
-    return Session.objects.filter(pk=session_id).exclude(steering=[]).exists()
+def _append_notes(session: Session, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
+    """Store the change notes of the organization's activity since the session last looked,
+    as a message of ``turn``, and move its ``last_seen_seq``. The caller saves the row."""
+    events = activity_since(organization_id=session.project.organization_id, after_seq=session.last_seen_seq)
+    if not events:
+        return []
+    session.last_seen_seq = events[-1].seq
+    notes = change_notes(
+        events, session_label=f"planner:{session.pk}", project=session.project, user=session.user, focus=focus
+    )
+    return [(_append(session, _human(notes, MessageKind.CHANGES), turn), "")] if notes else []
 
 
 def _append_steering(session: Session, turn: int) -> list[tuple[ChatMessage, str]]:
@@ -350,7 +365,9 @@ def _tool_row(session_id: uuid.UUID, turn: int, record: ToolRecord) -> ToolCall:
 @dataclass(frozen=True)
 class Saved:
     message: ChatMessage
-    inputs_waiting: bool
+    inputs_waiting: bool  # steering or change notes wait for the next model call
+    steering_waiting: bool = False
+    ended: bool = False  # the answer ended the turn (``completed``)
 
 
 @transaction.atomic
@@ -363,12 +380,17 @@ def message_save(
     usage: Usage | None = None,
     focus: list[str] | None = None,
     records: StepRecords | None = None,
+    last: bool = False,
+    ask: bool = True,
 ) -> Saved:
     """Store an assistant answer (with its reported usage) or a tool-results message.
 
     ``records`` (metered calls, the round's tool calls) are written in the
     same transaction: one commit per step of a turn. The answer also says
-    whether input waits for the next model call, sparing it a round trip.
+    whether input waits for the next model call, sparing it a round trip. The
+    ``last`` answer of a turn (no tool calls) ends it ``completed`` in the same
+    transaction, unless steering waits: then the turn goes on. With ``ask`` false
+    (an answer whose tool calls run next) it does not ask what waits.
     """
     seq = after_seq + 1
     now = timezone.now()
@@ -381,7 +403,14 @@ def message_save(
     current = Session.objects.filter(
         pk=session_id, state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=turn
     )
-    if not current.filter(last_message_seq=after_seq).update(**changes):
+    mine = current.filter(last_message_seq=after_seq)
+    ended = last and bool(
+        # Ends only if no steering waits: the condition is checked by the statement itself.
+        mine.filter(steering=[]).update(
+            **changes | {"state": _state_after("completed"), "turn_owner": "", "heartbeat_at": None}
+        )
+    )
+    if not ended and not mine.update(**changes):
         if not current.exists():
             raise TurnSupersededError(f"Session {session_id} no longer runs turn {turn} here.")
         raise ConflictError(f"Session {session_id} changed under its running turn.")
@@ -396,7 +425,15 @@ def message_save(
     if records is not None:
         records.write(session_id, turn)
     saved = ChatMessage(role=message.role, content=message.content, kind=message.kind, seq=seq)
-    return Saved(message=saved, inputs_waiting=inputs_waiting(session_id=session_id))
+    if ended:
+        Event.objects.create(
+            session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"}
+        )
+        return Saved(message=saved, inputs_waiting=False, ended=True)
+    if not ask:
+        return Saved(message=saved, inputs_waiting=False)
+    steering, notes = _waiting(session_id)
+    return Saved(message=saved, inputs_waiting=steering or notes, steering_waiting=steering)
 
 
 def tool_run(*, context: ToolContext, call: ToolUseBlock) -> ToolRecord:

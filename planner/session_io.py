@@ -17,7 +17,7 @@ from planner.executor import db
 from planner.frames import Frame
 from planner.gateway import CallRecord, Gateway, GatewayError, Meter, StreamSink
 from planner.live import LiveTurn
-from planner.loop import ToolRun, TurnIO
+from planner.loop import ToolRound, ToolRun, TurnIO
 from planner.messages import ChatMessage, ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, Usage
 from planner.selectors import TurnSetup, tokens_used_since, utc_day_start
 from planner.tools import ToolContext
@@ -38,11 +38,12 @@ class SessionIO(TurnIO):
         )
         self.records = services.StepRecords(project_id=setup.project.pk)
         self.last_seq = setup.history.messages[-1].seq if setup.history.messages else 0
+        self.ended = False  # the last answer's save ended the turn
 
     async def inputs(self) -> list[ChatMessage]:
         if not self.live.inputs_waiting:
             return []
-        self.live.inputs_waiting = False
+        self.live.inputs_waiting = self.live.steering_waiting = False
         delivered = await db(services.session_inputs)(
             session_id=self.live.session_id, turn=self.live.turn, focus=sorted(self.context.focus)
         )
@@ -55,14 +56,43 @@ class SessionIO(TurnIO):
         return [message for message, _ in delivered]
 
     async def has_inputs(self) -> bool:
-        result: bool = await db(services.session_has_steering)(session_id=self.live.session_id)
-        return result
+        # Each save says whether steering waits, and steering from this process sets it; steering
+        # that slips in after the last save is caught by ``turn_end`` ("steered").
+        return not self.ended and self.live.steering_waiting
 
-    async def save_assistant(self, message: ChatMessage, usage: Usage) -> ChatMessage:
-        return await self._save(message, usage=usage)
+    async def save_assistant(self, message: ChatMessage, usage: Usage, *, last: bool = False) -> ChatMessage:
+        return await self._save(message, usage=usage, last=last)
 
-    async def run_tool(self, call: ToolUseBlock) -> ToolRun:
-        record = await db(services.tool_run)(context=self.context, call=call)
+    async def tool_round(
+        self, answer: ChatMessage, usage: Usage, calls: list[ToolUseBlock], stopping: Callable[[], bool]
+    ) -> ToolRound:
+        saved, runs, results, error = await db(self._tool_round)(answer, usage, calls, stopping)
+        self._saved(saved)
+        if results is not None:
+            self._saved(results)
+        return ToolRound(
+            answer=saved.message, runs=runs, results=results.message if results else None, error=error
+        )
+
+    def _tool_round(
+        self, answer: ChatMessage, usage: Usage, calls: list[ToolUseBlock], stopping: Callable[[], bool]
+    ) -> tuple[services.Saved, list[ToolRun], services.Saved | None, Exception | None]:
+        """On a database thread: the round's three steps, each its own transaction."""
+        saved = self._store(answer, after_seq=self.last_seq, usage=usage, ask=False)  # the results' save asks
+        runs: list[ToolRun] = []
+        try:
+            for call in calls:
+                if stopping():
+                    return saved, runs, None, None
+                runs.append(self._run(call))
+            results = ChatMessage(role="user", content=tuple(r.result for r in runs), kind="tool_results")
+            stored = self._store(results, after_seq=saved.message.seq, focus=sorted(self.context.focus))
+        except Exception as exc:  # the answer is stored: the loop must know, then fail the turn
+            return saved, runs, None, exc
+        return saved, runs, stored, None
+
+    def _run(self, call: ToolUseBlock) -> ToolRun:
+        record = services.tool_run(context=self.context, call=call)
         self.records.tools.append(record)
         outcome = record.outcome
         drafts = tuple(
@@ -80,20 +110,44 @@ class SessionIO(TurnIO):
         return await self._save(message, focus=sorted(self.context.focus))
 
     async def _save(
-        self, message: ChatMessage, *, usage: Usage | None = None, focus: list[str] | None = None
+        self,
+        message: ChatMessage,
+        *,
+        usage: Usage | None = None,
+        focus: list[str] | None = None,
+        last: bool = False,
     ) -> ChatMessage:
-        saved = await db(services.message_save)(
+        saved = await db(self._store)(message, after_seq=self.last_seq, usage=usage, focus=focus, last=last)
+        self._saved(saved)
+        return saved.message
+
+    def _store(
+        self,
+        message: ChatMessage,
+        *,
+        after_seq: int,
+        usage: Usage | None = None,
+        focus: list[str] | None = None,
+        last: bool = False,
+        ask: bool = True,
+    ) -> services.Saved:
+        return services.message_save(
             session_id=self.live.session_id,
             turn=self.live.turn,
-            after_seq=self.last_seq,
+            after_seq=after_seq,
             message=message,
             usage=usage,
             focus=focus,
             records=self.records,
+            last=last,
+            ask=ask,
         )
+
+    def _saved(self, saved: services.Saved) -> None:
         self.last_seq = saved.message.seq
+        self.ended = saved.ended
         self.live.inputs_waiting = self.live.inputs_waiting or saved.inputs_waiting
-        return saved.message
+        self.live.steering_waiting = self.live.steering_waiting or saved.steering_waiting
 
     async def save_summary(self, summary: str, up_to: int, estimated_tokens: int) -> None:
         await db(services.summary_save)(

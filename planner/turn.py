@@ -1,10 +1,12 @@
 """One live turn from its first frame to its last: open it, run the loop, end it.
 
-The runner starts it (``runner.py``); this module drives it: it records the
-turn's start, builds its loop over the session (``session_io.py``), holds a
+The runner starts it (``runner.py``) from the setup ``services.session_begin``
+returned; this module drives it: it announces the turn's start, builds its
+loop over the session (``session_io.py``), holds a
 grant so that a human who loses ``planner.chat`` stops it (``guard.py``), runs
 the loop again while steering arrived just as it completed, and ends it with
-``services.turn_end``. A turn that was taken for dead and recovered meanwhile
+``services.turn_end``, keeping the session's history in the process for its
+next turn (``histories.py``). A turn that was taken for dead and recovered meanwhile
 (``TurnSupersededError``, or an end answered ``superseded``) goes quiet: its
 recovery already told the watchers.
 """
@@ -18,9 +20,11 @@ from planner import frames, guard, heartbeat, services
 from planner.executor import db
 from planner.frames import Frame
 from planner.gateway import Gateway
+from planner.histories import histories
 from planner.live import LiveTurn
 from planner.loop import TurnLoop, TurnOutcome
 from planner.metrics import TURNS
+from planner.selectors import TurnSetup
 from planner.services import TurnSupersededError
 from planner.session_io import SessionIO, budgeted
 
@@ -32,12 +36,12 @@ CRASHED = "Ballet hit an internal error running this turn; it was logged."
 Emit = Callable[[LiveTurn, Frame], Awaitable[None]]
 
 
-async def drive(live: LiveTurn, *, continued: bool, gateway: Gateway, emit: Emit) -> None:
+async def drive(live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: Gateway, emit: Emit) -> None:
     """Run the turn to its end and send its ``turn_ended`` (unless it was superseded)."""
     outcome: TurnOutcome | None = TurnOutcome("failed", "The turn could not start.")
     heartbeat.keep_beating()
     try:
-        outcome = await _run(live, continued=continued, gateway=gateway, emit=emit)
+        outcome = await _run(live, setup, continued=continued, gateway=gateway, emit=emit)
     except TurnSupersededError:
         logger.warning(
             "turn %d of session %s was recovered while it ran; it stops", live.turn, live.session_id
@@ -57,8 +61,9 @@ async def drive(live: LiveTurn, *, continued: bool, gateway: Gateway, emit: Emit
             await emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
 
 
-async def _run(live: LiveTurn, *, continued: bool, gateway: Gateway, emit: Emit) -> TurnOutcome | None:
-    setup = await db(services.turn_open)(session_id=live.session_id, turn=live.turn, continued=continued)
+async def _run(
+    live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: Gateway, emit: Emit
+) -> TurnOutcome | None:
     await emit(live, frames.turn_started(turn=live.turn, continued=continued))
     io = SessionIO(live, setup, lambda frame: emit(live, frame))
     live.loop = TurnLoop(io=io, gateway=budgeted(gateway, io), settings=setup.settings, history=setup.history)
@@ -79,6 +84,9 @@ async def _rounds(live: LiveTurn, io: SessionIO) -> TurnOutcome | None:
     outcome = TurnOutcome("completed")
     for _ in range(MAX_RESTARTS):
         outcome = await live.loop.run()
+        if io.ended:  # its last answer's save ended it
+            histories.keep(live.session_id, live.loop.history)
+            return outcome
         ended = await db(services.turn_end)(
             session_id=live.session_id,
             turn=live.turn,
@@ -89,7 +97,9 @@ async def _rounds(live: LiveTurn, io: SessionIO) -> TurnOutcome | None:
         if ended == "superseded":
             return None
         if ended == "ended":
+            histories.keep(live.session_id, live.loop.history)
             return outcome
+        live.steered()  # "steered": deliver it at the next model call
     ended = await db(services.turn_end)(
         session_id=live.session_id, turn=live.turn, reason="completed", error=None, records=io.records
     )

@@ -145,6 +145,23 @@ async def test_only_the_owner_sends_into_or_stops_a_session(scripted, session, m
     assert scripted.requests == []
 
 
+async def test_nobody_but_the_owner_stops_a_turn_running_here(scripted, session, member):
+    boss = await sync(User.objects.create_superuser)("boss", "boss@example.com", "a-long-password")
+    hang = Hang(text="Thinking", then=say("Thinking it through."))
+    scripted.add(hang)
+    await runner.send(session_id=session.pk, user=member, text="Plan it")
+    await hang.started.wait()
+    with pytest.raises(NotFoundError):
+        await runner.stop(session_id=session.pk, user=boss)
+    hang.release.set()
+    await runner.wait(session.pk)
+    refreshed = await sync(Session.objects.get)(pk=session.pk)
+    assert refreshed.state == "idle"
+    assert await sync(lambda: Message.objects.filter(session=session).latest("seq").content)() == [
+        {"type": "text", "text": "Thinking it through."}
+    ]
+
+
 def test_a_superuser_gets_404_sending_into_someone_elses_session_over_rest(client, session):
     boss = User.objects.create_superuser("boss", "boss@example.com", "a-long-password")
     client.force_login(boss)

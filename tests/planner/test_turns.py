@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from cryptography.fernet import Fernet
 
+from planner import services
 from planner.gateway import AnthropicGateway, GatewayError
+from planner.live import turns
 from planner.models import Event, Message, Session, ToolCall
-from planner.session_io import SessionIO
 from tests.fakes.messages_api import FakeMessagesAPI, TextReply
 from tests.fakes.scripted import Answer, Hang, call, say
 from tests.planner.conftest import drive, sync
@@ -110,27 +112,24 @@ async def test_stop_keeps_partial_text_and_leaves_a_valid_history(planner, model
     assert model.turn_requests[-1].messages[-2].text == "Let me think about the pla"
 
 
-async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, session, member):
-    gate = asyncio.Event()
+async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, session, member, monkeypatch):
     model.add(call("list_items", {}, ("list_runnable", {}), ("list_skills", {})))
+    ran, stopped = threading.Event(), threading.Event()
+    real_call_tool = services.call_tool
 
-    real_run_tool = SessionIO.run_tool
+    def call_tool(name, arguments, context):  # on the database thread, between the round's calls
+        outcome = real_call_tool(name, arguments, context)
+        if name == "list_items":
+            ran.set()
+            stopped.wait(timeout=10)
+        return outcome
 
-    async def slow_run_tool(self, tool_call):
-        result = await real_run_tool(self, tool_call)
-        if tool_call.name == "list_items":
-            gate.set()
-            await asyncio.sleep(0.2)
-        return result
-
-    SessionIO.run_tool = slow_run_tool  # type: ignore[method-assign]
-    try:
-        await planner.send(session_id=session.pk, user=member, text="Survey")
-        await gate.wait()
-        await planner.stop(session_id=session.pk, user=member)
-        await planner.wait(session.pk)
-    finally:
-        SessionIO.run_tool = real_run_tool  # type: ignore[method-assign]
+    monkeypatch.setattr(services, "call_tool", call_tool)
+    await planner.send(session_id=session.pk, user=member, text="Survey")
+    await asyncio.to_thread(ran.wait, 10)
+    assert await planner.stop(session_id=session.pk, user=member) is True  # while the tool runs
+    stopped.set()
+    await planner.wait(session.pk)
     results = await sync(lambda: Message.objects.filter(session=session, kind="tool_results").get().content)()
     assert [r.get("is_error", False) for r in results] == [False, True, True]
     assert "stopped" in results[1]["content"]
@@ -280,11 +279,27 @@ async def test_change_notes_put_the_focus_first_and_advance_last_seen(
 
 async def test_a_stop_right_after_the_message_stops_before_any_model_call(planner, model, session, member):
     await planner.send(session_id=session.pk, user=member, text="Never mind")
-    assert await planner.stop(session_id=session.pk, user=member) is True
+    live = turns.get(session.pk)
+    assert live is not None
+    live.stop()  # before the turn's task has run at all
     await planner.wait(session.pk)
     assert model.requests == []
     assert (await events_of(session))[-1] == ("turn_ended", {"reason": "stopped"})
     assert await state_of(session) == "idle"
+
+
+async def test_a_stop_during_the_first_model_call_keeps_the_history_valid(planner, model, session, member):
+    hang = Hang()
+    model.add(hang)
+    await planner.send(session_id=session.pk, user=member, text="Never mind")
+    await hang.started.wait()
+    assert await planner.stop(session_id=session.pk, user=member) is True
+    await planner.wait(session.pk)
+    assert (await events_of(session))[-1] == ("turn_ended", {"reason": "stopped"})
+    assert await kinds_of(session) == ["human"]
+    model.add(say("Fine."))
+    await drive(planner, session, member, "Go on")
+    assert [m.kind for m in model.turn_requests[-1].messages] == ["human", "human"]
 
 
 async def test_an_answer_cut_off_inside_its_only_tool_call_leaves_nothing_half_written(
