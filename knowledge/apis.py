@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Q
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge.models import KnowledgeEntry
-from knowledge.selectors import knowledge_get, knowledge_list
+from knowledge.selectors import knowledge_get, knowledge_links, knowledge_list, knowledge_revision_list
 from knowledge.serializers import (
     KnowledgeCreateSerializer,
     KnowledgeDetailSerializer,
@@ -32,9 +31,9 @@ from tracker.apis.base import (
     with_errors,
 )
 from tracker.errors import ValidationError
-from tracker.models import Item, Project
-from tracker.permissions import KNOWLEDGE_READ, AnyUser, project_ids_with, visible_projects
-from tracker.selectors import item_number
+from tracker.models import Project
+from tracker.permissions import KNOWLEDGE_READ, AnyUser, visible_projects
+from tracker.selectors import item_list_by_keys
 
 
 def _projects(user: AnyUser, keys: Iterable[str]) -> list[Project]:
@@ -47,35 +46,15 @@ def _projects(user: AnyUser, keys: Iterable[str]) -> list[Project]:
     return [found[key] for key in wanted]
 
 
-def _items(user: AnyUser, keys: Iterable[str]) -> list[Item]:
-    """The items ``keys`` name, in projects the caller can read, in one query."""
-    wanted = list(dict.fromkeys(keys))
-    projects = {
-        p.key: p for p in visible_projects(user).filter(key__in={k.rpartition("-")[0] for k in wanted})
-    }
-    refs: dict[str, tuple[int, int]] = {}
-    for key in wanted:
-        project = projects.get(key.rpartition("-")[0])
-        number = item_number(project, key) if project is not None else None
-        if project is not None and number is not None:
-            refs[key] = (project.pk, number)
-    query = Q(pk__in=[])
-    for project_id, number in refs.values():
-        query |= Q(project_id=project_id, number=number)
-    found = {(i.project_id, i.number): i for i in Item.objects.filter(query).select_related("project")}
-    missing = [key for key in wanted if refs.get(key) not in found]
-    if missing:
-        raise ValidationError({"items": [f"Unknown item {key}." for key in missing]})
-    return [found[refs[key]] for key in wanted]
-
-
-def _context(request: Request) -> dict[str, Any]:
-    return {"request": request, "readable": set(project_ids_with(caller(request), KNOWLEDGE_READ))}
+def _links(request: Request, entries: list[KnowledgeEntry]) -> dict[str, Any]:
+    """The serializer context of ``entries``: the links the caller sees."""
+    return {"links": knowledge_links(user=caller(request), entry_ids=[entry.pk for entry in entries])}
 
 
 def _detail(request: Request, entry: KnowledgeEntry, code: int = status.HTTP_200_OK) -> Response:
     fresh = knowledge_get(user=caller(request), entry_id=entry.pk)
-    return Response(KnowledgeDetailSerializer(fresh, context=_context(request)).data, status=code)
+    context = {**_links(request, [fresh]), "revisions": knowledge_revision_list(entry=fresh)}
+    return Response(KnowledgeDetailSerializer(fresh, context=context).data, status=code)
 
 
 class KnowledgeListApi(BalletApi):
@@ -91,7 +70,9 @@ class KnowledgeListApi(BalletApi):
         entries = knowledge_list(
             user=caller(request), kind=filters.get("kind"), project=project, q=filters.get("q")
         )
-        return self.paginated(entries, KnowledgeEntrySerializer, **_context(request))
+        return self.paginated(
+            entries, KnowledgeEntrySerializer, page_context=lambda page: _links(request, page)
+        )
 
     @extend_schema(
         summary="Write a knowledge entry",
@@ -108,7 +89,7 @@ class KnowledgeListApi(BalletApi):
             title=data["title"],
             body=data["body"],
             projects=_projects(user, data["projects"]),
-            items=_items(user, data["items"]),
+            items=item_list_by_keys(user=user, keys=data["items"]),
         )
         return _detail(request, entry, status.HTTP_201_CREATED)
 
@@ -119,8 +100,7 @@ class KnowledgeDetailApi(BalletApi):
         responses=with_errors({200: KnowledgeDetailSerializer}, *READ_ERRORS),
     )
     def get(self, request: Request, entry_id: int) -> Response:
-        entry = knowledge_get(user=caller(request), entry_id=entry_id)
-        return Response(KnowledgeDetailSerializer(entry, context=_context(request)).data)
+        return _detail(request, knowledge_get(user=caller(request), entry_id=entry_id))
 
     @extend_schema(
         summary="Change a knowledge entry at the version you read",
@@ -140,7 +120,7 @@ class KnowledgeDetailApi(BalletApi):
             entry=entry,
             version=data.pop("version"),
             projects=_projects(user, data.pop("projects")) if "projects" in data else None,
-            items=_items(user, data.pop("items")) if "items" in data else None,
+            items=item_list_by_keys(user=user, keys=data.pop("items")) if "items" in data else None,
             fields=data,
         )
         return _detail(request, entry)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from knowledge.models import KnowledgeEntry, KnowledgeKind
+from knowledge.models import KnowledgeEntry, KnowledgeKind, KnowledgeRevision
+from knowledge.selectors import KnowledgeLinks
 from knowledge.services import MAX_BODY, MAX_TITLE
 from tracker.serializers import MAX_INT, StrictCharField, StrictIntegerField, StrictSerializer
 
@@ -20,7 +22,8 @@ class KnowledgeRevisionSerializer(serializers.Serializer[Any]):
 
 
 class KnowledgeEntrySerializer(serializers.Serializer[KnowledgeEntry]):
-    """An entry's links name only projects the caller can read (``readable`` in the context)."""
+    """An entry with the links the caller sees (:func:`knowledge.selectors.knowledge_links`, ``links``
+    in the context)."""
 
     id = serializers.IntegerField()
     kind = serializers.ChoiceField(choices=KnowledgeKind.choices)
@@ -33,22 +36,33 @@ class KnowledgeEntrySerializer(serializers.Serializer[KnowledgeEntry]):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
-    def _readable(self) -> set[int]:
-        readable: set[int] = self.context["readable"]
-        return readable
+    def _links(self, entry: KnowledgeEntry) -> KnowledgeLinks:
+        links: dict[int, KnowledgeLinks] = self.context["links"]
+        return links.get(entry.pk, NO_LINKS)
 
     def get_projects(self, entry: KnowledgeEntry) -> list[str]:
         """Keys of the linked projects."""
-        return [p.key for p in entry.projects.all() if p.pk in self._readable()]
+        return self._links(entry).projects
 
     def get_items(self, entry: KnowledgeEntry) -> list[str]:
         """Keys of the linked items."""
-        return [i.key for i in entry.items.all() if i.project_id in self._readable()]
+        return self._links(entry).items
+
+
+NO_LINKS = KnowledgeLinks()
 
 
 class KnowledgeDetailSerializer(KnowledgeEntrySerializer):
+    """An entry with its body and its revisions (``revisions`` in the context)."""
+
     body = serializers.CharField()
-    revisions = KnowledgeRevisionSerializer(many=True, help_text="Every version, newest first.")
+    revisions = serializers.SerializerMethodField()
+
+    @extend_schema_field(KnowledgeRevisionSerializer(many=True, help_text="Every version, newest first."))
+    def get_revisions(self, entry: KnowledgeEntry) -> Any:
+        """Every version, newest first."""
+        revisions: list[KnowledgeRevision] = self.context["revisions"]
+        return KnowledgeRevisionSerializer(revisions, many=True).data
 
 
 class KnowledgeFilterSerializer(serializers.Serializer[Any]):

@@ -3,12 +3,14 @@
 Python's ``str.isdigit`` and ``int`` accept any Unicode digit (``"²".isdigit()``
 is true and ``int("٣")`` is 3), and PostgreSQL stores no NUL in text nor
 ``\\u0000`` in jsonb. Every number parsed from what a user or the model wrote,
-and every check for NUL, goes through here.
+and every check for NUL, goes through here, as does the naming of a place in
+a JSON input (``operations[2].fields.state``) that an error points at.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from tracker.errors import ValidationError
@@ -23,6 +25,15 @@ def ascii_number(text: str, *, maximum: int = MAX_INT) -> int | None:
         return None
     number = int(text)
     return number if 0 < number <= maximum else None
+
+
+def json_path(parts: Iterable[str | int]) -> str:
+    """A path into a JSON value as field errors name it: ``["operations", 2, "fields"]`` →
+    ``operations[2].fields``."""
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path
 
 
 def nul_paths(value: Any, path: str = "") -> list[str]:

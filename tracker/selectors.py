@@ -1,26 +1,34 @@
-"""Reads of the tracker: projects, items, the runnable query, changesets, skills, activity."""
+"""Reads of the tracker: projects, items, the runnable query, changesets, skills, search, activity.
+
+The REST API and the planner tools read through these functions, so what a
+filter means, the order of a list and who sees what are defined here once.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Prefetch, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from ballet.env import PLANNER_KEYS, PlannerConfig, coerce
-from tracker.errors import NotFoundError
+from tracker.errors import NotFoundError, ValidationError
 from tracker.inputs import ascii_number
 from tracker.models import (
     ActivityEvent,
     Changeset,
     Dependency,
     Item,
+    ItemKind,
     Project,
     Skill,
     SkillPin,
     SkillVersion,
 )
 from tracker.models.plan import RESOLVED_STATES
+from tracker.permissions import SKILL_READ, AnyUser, has_permission, visible_projects
+from tracker.search import ITEM, SKILL, SearchHit, project_search
 
 
 def project_planner_config(project: Project) -> PlannerConfig:
@@ -48,19 +56,50 @@ def item_list(
     project: Project,
     kind: str | None = None,
     state: str | None = None,
-    epic: Item | None = None,
-    milestone: Item | None = None,
+    epic: str | None = None,
+    milestone: str | None = None,
 ) -> QuerySet[Item]:
-    qs = Item.objects.filter(project=project).select_related("project", "epic__project", "milestone__project")
+    """The project's items by number; ``epic`` and ``milestone`` are keys of the parent to filter by.
+
+    A parent filter that names no epic (milestone) of the project is a ValidationError on that filter.
+    """
+    qs = Item.objects.filter(project=project)
     if kind:
         qs = qs.filter(kind=kind)
     if state:
         qs = qs.filter(state=state)
-    if epic is not None:
-        qs = qs.filter(epic=epic)
-    if milestone is not None:
-        qs = qs.filter(milestone=milestone)
-    return qs.order_by("number")
+    for parent, parent_id in _parent_ids(
+        project, {ItemKind.EPIC: epic, ItemKind.MILESTONE: milestone}
+    ).items():
+        qs = qs.filter(**{f"{parent}_id": parent_id})
+    return qs.select_related("project", "epic__project", "milestone__project").order_by("number")
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
+def _parent_ids(project: Project, keys: dict[str, str | None]) -> dict[str, int]:
+    """The ids of the parents ``keys`` names by kind (epic, milestone), in one query."""
+    wanted = {kind: key for kind, key in keys.items() if key}
+    if not wanted:
+        return {}
+    numbers = {kind: item_number(project, key) for kind, key in wanted.items()}
+    rows = Item.objects.filter(project=project, number__in=[n for n in numbers.values() if n])
+    found = {number: (pk, kind) for number, pk, kind in rows.values_list("number", "pk", "kind")}
+    ids: dict[str, int] = {}
+    errors: dict[str, list[str]] = {}
+    for kind, key in wanted.items():
+        row = found.get(numbers[kind] or 0)
+        if row is None:
+            errors[kind] = [f"Item {key} not found in project {project.key}."]
+        elif row[1] != kind:
+            errors[kind] = [f"{key} is {_a(row[1])}, not {_a(kind)}."]
+        else:
+            ids[kind] = row[0]
+    if errors:
+        raise ValidationError(errors)
+    return ids
 
 
 def item_number(project: Project, key: str) -> int | None:
@@ -71,18 +110,65 @@ def item_number(project: Project, key: str) -> int | None:
 
 
 def item_get(*, project: Project, key: str) -> Item:
-    """One item with its dependencies loaded; NotFoundError for an unknown key."""
+    """One item, in one query; NotFoundError for an unknown key."""
     number = item_number(project, key)
-    blockers = Prefetch("blocked_by", queryset=Dependency.objects.select_related("blocker__project"))
-    blocking = Prefetch("blocking", queryset=Dependency.objects.select_related("blocked__project"))
     try:
-        return (
-            Item.objects.select_related("project", "epic__project", "milestone__project")
-            .prefetch_related(blockers, blocking)
-            .get(project=project, number=number or 0)
+        return Item.objects.select_related("project", "epic__project", "milestone__project").get(
+            project=project, number=number or 0
         )
     except Item.DoesNotExist as exc:
         raise NotFoundError(f"Item {key} not found in project {project.key}.") from exc
+
+
+@dataclass(frozen=True)
+class ItemDependencies:
+    """The items blocking an item and those it blocks, each list by number."""
+
+    blockers: list[Item]
+    blocking: list[Item]
+
+
+def item_dependencies(*, item: Item) -> ItemDependencies:
+    """What blocks ``item`` and what it blocks, in one query."""
+    rows = Dependency.objects.filter(Q(blocked=item) | Q(blocker=item)).select_related(
+        "blocker__project", "blocked__project"
+    )
+    blockers: list[Item] = []
+    blocking: list[Item] = []
+    for dependency in rows:
+        if dependency.blocked_id == item.pk:
+            blockers.append(dependency.blocker)
+        else:
+            blocking.append(dependency.blocked)
+    return ItemDependencies(
+        blockers=sorted(blockers, key=lambda i: i.number), blocking=sorted(blocking, key=lambda i: i.number)
+    )
+
+
+def item_list_by_keys(*, user: AnyUser, keys: Iterable[str]) -> list[Item]:
+    """The items ``keys`` name, in the order named, in projects ``user`` can read, in two queries.
+
+    A key naming no item, or one in a project the user cannot read, is a ValidationError on ``items``.
+    """
+    wanted = list(dict.fromkeys(keys))
+    if not wanted:
+        return []
+    prefixes = {key.rpartition("-")[0] for key in wanted}
+    projects = {p.key: p for p in visible_projects(user).filter(key__in=prefixes)}
+    refs: dict[str, tuple[int, int]] = {}
+    for key in wanted:
+        project = projects.get(key.rpartition("-")[0])
+        number = item_number(project, key) if project is not None else None
+        if project is not None and number is not None:
+            refs[key] = (project.pk, number)
+    query = Q(pk__in=[])
+    for project_id, number in refs.values():
+        query |= Q(project_id=project_id, number=number)
+    found = {(i.project_id, i.number): i for i in Item.objects.filter(query).select_related("project")}
+    missing = [key for key in wanted if refs.get(key) not in found]
+    if missing:
+        raise ValidationError({"items": [f"Unknown item {key}." for key in missing]})
+    return [found[refs[key]] for key in wanted]
 
 
 def runnable_tickets(*, project: Project) -> QuerySet[Item]:
@@ -97,8 +183,9 @@ def runnable_tickets(*, project: Project) -> QuerySet[Item]:
 
 
 def changeset_list(*, project: Project, status: str | None = None) -> QuerySet[Changeset]:
+    """The project's changesets, newest first, optionally of one status."""
     qs = Changeset.objects.filter(project=project).select_related("project", "proposed_by", "decided_by")
-    return qs.filter(status=status) if status else qs
+    return (qs.filter(status=status) if status else qs).order_by("-number")
 
 
 def changeset_get(*, project: Project, number: int) -> Changeset:
@@ -140,10 +227,10 @@ def _effective_skills(project: Project, only: str | None = None) -> list[Effecti
     )
     if only is not None:
         skills = skills.filter(name=only)
-    skills = skills.prefetch_related(
+    pin = SkillPin.objects.filter(project=project, skill=OuterRef("pk")).values("version")[:1]
+    skills = skills.annotate(pin=Subquery(pin)).prefetch_related(
         Prefetch("versions", queryset=SkillVersion.objects.select_related("author"))
     )
-    pins = dict(SkillPin.objects.filter(project=project).values_list("skill_id", "version"))
     chosen: dict[str, Skill] = {}
     for skill in skills:
         current = chosen.get(skill.name)
@@ -151,7 +238,7 @@ def _effective_skills(project: Project, only: str | None = None) -> list[Effecti
             chosen[skill.name] = skill
     result = []
     for name in sorted(chosen):
-        effective = _effective(chosen[name], pins.get(chosen[name].pk))
+        effective = _effective(chosen[name], chosen[name].pin)  # type: ignore[attr-defined]
         if effective is not None:
             result.append(effective)
     return result
@@ -173,6 +260,28 @@ def skill_resolve(*, project: Project, name: str) -> EffectiveSkill:
         if effective.name == name:
             return effective
     raise NotFoundError(f"Skill {name!r} not found for project {project.key}.")
+
+
+def project_find(
+    *,
+    user: AnyUser,
+    project: Project,
+    query: str,
+    kinds: Iterable[str] = (ITEM, SKILL),
+    item_kinds: Iterable[str] = (),
+    states: Iterable[str] = (),
+    limit: int = 10,
+) -> list[SearchHit]:
+    """The project's items and skills (of ``kinds``) that best answer ``query``, as ``user`` may see them.
+
+    Skills need ``skill.read``: without it they are left out, not refused.
+    """
+    wanted = set(kinds) & {ITEM, SKILL}
+    if not has_permission(user, project, SKILL_READ):
+        wanted.discard(SKILL)
+    return project_search(
+        project=project, query=query, kinds=wanted, item_kinds=item_kinds, states=states, limit=limit
+    )
 
 
 def activity_since(*, organization_id: int, after_seq: int, limit: int = 200) -> list[ActivityEvent]:

@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from tracker.models import ChangesetStatus, Item, ItemKind, Membership, Project, Role, SkillScope
 from tracker.models.plan import ALL_STATES as ITEM_STATES
+from tracker.operations import LIST as OPERATIONS_LIST
+from tracker.operations import OPERATION_SCHEMA, OPERATIONS, openapi_dialect, operation_schema
 from tracker.permissions import permissions_for
-from tracker.selectors import EffectiveSkill
+from tracker.selectors import EffectiveSkill, ItemDependencies
 from tracker.services.changeset_validation import MAX_RATIONALE, MAX_TITLE
 from tracker.services.changesets import MAX_NOTE
 from tracker.services.projects import MAX_CREDENTIAL
@@ -193,11 +197,14 @@ class Dependencies(TypedDict):
     blocking: list[LinkedItem]
 
 
-def _linked(item: Item) -> LinkedItem:
+def linked_item(item: Item) -> LinkedItem:
+    """An item as a dependency names it."""
     return {"key": item.key, "title": item.title, "state": item.state}
 
 
 class ItemDetailSerializer(ItemSerializer):
+    """An item with its dependencies (:func:`tracker.selectors.item_dependencies`, in the context)."""
+
     description = serializers.CharField()
     acceptance_criteria = serializers.ListField(child=serializers.CharField())
     policy = serializers.DictField()
@@ -205,9 +212,10 @@ class ItemDetailSerializer(ItemSerializer):
 
     @extend_schema_field(DependenciesSerializer)
     def get_dependencies(self, item: Item) -> Dependencies:
+        dependencies: ItemDependencies = self.context["dependencies"]
         return {
-            "blockers": [_linked(dep.blocker) for dep in item.blocked_by.all()],
-            "blocking": [_linked(dep.blocked) for dep in item.blocking.all()],
+            "blockers": [linked_item(blocker) for blocker in dependencies.blockers],
+            "blocking": [linked_item(blocked) for blocked in dependencies.blocking],
         }
 
 
@@ -226,12 +234,45 @@ class ItemFilterSerializer(serializers.Serializer[Any]):
 # --- changesets -------------------------------------------------------------------------------
 
 
+class OperationsField(serializers.JSONField):
+    """A changeset's operations: parsed as any JSON here, checked by the changeset service, and
+    documented by the one description of :mod:`tracker.operations` (the extension below)."""
+
+
+class OperationsFieldExtension(OpenApiSerializerFieldExtension):
+    """Documents :class:`OperationsField` as an array of ``ChangesetOperation``: one component per
+    operation (so that each keeps its own ``op``), told apart by ``op``."""
+
+    target_class = OperationsField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        mapping = {}
+        for operation in OPERATIONS:
+            name = f"Changeset{operation.op.title().replace('_', '')}Operation"
+            schema = openapi_dialect(operation_schema(operation))
+            mapping[operation.op] = _component(auto_schema, name, schema)["$ref"]
+        union = {
+            "description": OPERATION_SCHEMA["description"],
+            "anyOf": [{"$ref": ref} for ref in mapping.values()],
+            "discriminator": {"propertyName": "op", "mapping": mapping},
+        }
+        return {**OPERATIONS_LIST.schema, "items": _component(auto_schema, "ChangesetOperation", union)}
+
+
+def _component(auto_schema: Any, name: str, schema: dict[str, Any]) -> dict[str, str]:
+    """Register ``schema`` as the component ``name``; a reference to it."""
+    component = ResolvedComponent(name=name, type=ResolvedComponent.SCHEMA, schema=schema, object=name)
+    auto_schema.registry.register_on_missing(component)
+    ref: dict[str, str] = component.ref
+    return ref
+
+
 class ChangesetSerializer(serializers.Serializer[Any]):
     number = serializers.IntegerField()
     title = serializers.CharField()
     rationale = serializers.CharField()
     status = serializers.ChoiceField(choices=ChangesetStatus.choices)
-    operations = serializers.ListField(child=serializers.DictField())
+    operations = OperationsField()
     proposed_by = serializers.CharField(source="proposed_by.username")
     planner_session = serializers.UUIDField(allow_null=True)
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True)
@@ -253,7 +294,7 @@ class ChangesetProposeSerializer(StrictSerializer):
     rationale = StrictCharField(
         max_length=MAX_RATIONALE, required=False, allow_blank=True, trim_whitespace=False, default=""
     )
-    operations = serializers.JSONField(
+    operations = OperationsField(
         validators=[no_nul_characters],
         help_text=(
             "Ordered operations: create, update, add_dependency, remove_dependency "

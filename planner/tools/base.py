@@ -20,10 +20,11 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 from jsonschema import Draft202012Validator
+from jsonschema import ValidationError as SchemaError
 
 from planner.messages import ToolDefinition
 from tracker.errors import BalletError, ConflictError, ValidationError
-from tracker.inputs import NUL_MESSAGE, nul_paths
+from tracker.inputs import NUL_MESSAGE, json_path, nul_paths
 from tracker.models import Project
 from tracker.permissions import has_permission
 from tracker.services.activity import Actor
@@ -117,14 +118,46 @@ def error_output(code: str, message: str, **extra: Any) -> JsonObject:
 def _input_errors(spec: ToolSpec, arguments: Any) -> str | None:
     if not isinstance(arguments, dict):
         return "The input must be a JSON object."
-    errors = sorted(spec.validator().iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    found = [leaf for error in spec.validator().iter_errors(arguments) for leaf in _meant(error)]
+    errors = sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
     if not errors:
         return None
     parts = []
     for error in errors[:5]:
-        where = "/".join(str(p) for p in error.absolute_path) or "input"
-        parts.append(f"{where}: {error.message}")
+        parts.append(f"{json_path(error.absolute_path) or 'input'}: {error.message}")
     return "; ".join(parts)
+
+
+def _meant(error: SchemaError) -> list[SchemaError]:
+    """The errors to report for ``error``: for a value that matches none of an ``anyOf``'s choices
+    (a changeset operation), those of the choice it meant, the one whose tags (an ``enum`` of one
+    value, such as ``op``) it has; else ``error`` itself."""
+    if error.validator not in ("anyOf", "oneOf") or not error.context:
+        return [error]
+    by_choice: dict[Any, list[SchemaError]] = {}
+    for sub in error.context:
+        by_choice.setdefault(sub.relative_schema_path[0], []).append(sub)
+    meant = [subs for subs in by_choice.values() if not any(_is_tag(sub) for sub in subs)]
+    if len(meant) == 1:
+        return [leaf for sub in meant[0] for leaf in _meant(sub)]
+    tags = [sub for subs in by_choice.values() for sub in subs if _is_tag(sub)]
+    if not meant and len(tags) == len(by_choice) and len({tuple(tag.absolute_path) for tag in tags}) == 1:
+        # A tag no choice has (an unknown op): say which tags there are.
+        values = [value for tag in tags for value in _tag_values(tag)]
+        return [SchemaError(f"{tags[0].instance!r} is not one of {values}", path=tags[0].absolute_path)]
+    return [error]
+
+
+def _tag_values(error: SchemaError) -> list[Any]:
+    value = error.validator_value
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _is_tag(error: SchemaError) -> bool:
+    value = error.validator_value
+    return error.validator == "const" or (
+        error.validator == "enum" and isinstance(value, list) and len(value) == 1
+    )
 
 
 def run_tool(spec: ToolSpec | None, name: str, arguments: Any, context: ToolContext) -> ToolOutcome:

@@ -1,6 +1,7 @@
 """Tools over the knowledge base: search_knowledge, get_knowledge, create_knowledge, update_knowledge.
 
-The planner reads only what its human may read (:func:`knowledge.selectors.knowledge_visible`).
+The planner reads what its human may read, through the selectors the REST API
+uses (:mod:`knowledge.selectors`), limited to the session's organization.
 Knowledge the planner writes is linked to the session's project, so it is
 readable only where that project is, and attributed to the human it acts for.
 """
@@ -9,25 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from knowledge.models import KnowledgeEntry, KnowledgeKind
-from knowledge.selectors import knowledge_find, knowledge_visible
+from knowledge.models import KnowledgeKind
+from knowledge.selectors import KnowledgeLinks, knowledge_find, knowledge_get, knowledge_links
 from knowledge.services import knowledge_create, knowledge_update
 from planner.tools.base import JsonObject, ToolContext, ToolError, ToolSpec
-from tracker.errors import NotFoundError
-from tracker.models import Item
-from tracker.permissions import KNOWLEDGE_READ, KNOWLEDGE_WRITE, TRACKER_READ, project_ids_with
-from tracker.selectors import item_number
+from tracker.permissions import KNOWLEDGE_READ, KNOWLEDGE_WRITE
+from tracker.selectors import item_list_by_keys
 
 KINDS: JsonObject = {"enum": list(KnowledgeKind.values)}
-
-
-def _entry(ctx: ToolContext, entry_id: int) -> KnowledgeEntry:
-    """An entry of the session's organization that the human may read."""
-    visible = knowledge_visible(user=ctx.user).filter(organization_id=ctx.project.organization_id)
-    entry = visible.filter(pk=entry_id).first()
-    if entry is None:
-        raise NotFoundError(f"Knowledge entry {entry_id} not found.")
-    return entry
 
 
 def search_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
@@ -47,15 +37,8 @@ def search_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 
 def get_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    entry = _entry(ctx, args["id"])
-    readable = project_ids_with(ctx.user, KNOWLEDGE_READ)
-    projects = list(entry.projects.filter(pk__in=readable).values_list("key", flat=True))
-    items = [
-        f"{p}-{n}"
-        for p, n in entry.items.filter(project__in=project_ids_with(ctx.user, TRACKER_READ)).values_list(
-            "project__key", "number"
-        )
-    ]
+    entry = knowledge_get(user=ctx.user, entry_id=args["id"], organization_id=ctx.project.organization_id)
+    links = knowledge_links(user=ctx.user, entry_ids=[entry.pk]).get(entry.pk, KnowledgeLinks())
     ctx.follow(f"knowledge:{entry.pk}")
     return {
         "id": entry.pk,
@@ -63,24 +46,10 @@ def get_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
         "title": entry.title,
         "body": entry.body,
         "version": entry.version,
-        "projects": projects,
-        "items": items,
+        "projects": links.projects,
+        "items": links.items,
         "updated_at": entry.updated_at.isoformat(),
     }
-
-
-def _items(ctx: ToolContext, keys: list[str]) -> list[Item]:
-    numbers = {}
-    for key in keys:
-        number = item_number(ctx.project, key)
-        if number is None:
-            raise ToolError("invalid_input", f"items: {key} is not an item key of project {ctx.project.key}.")
-        numbers[number] = key
-    found = list(Item.objects.filter(project=ctx.project, number__in=numbers))
-    missing = sorted(set(numbers) - {item.number for item in found})
-    if missing:
-        raise NotFoundError(f"Unknown items: {', '.join(numbers[n] for n in missing)}.")
-    return found
 
 
 def create_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
@@ -90,14 +59,14 @@ def create_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
         title=args["title"],
         body=args.get("body", ""),
         projects=[ctx.project],
-        items=_items(ctx, args.get("items", [])),
+        items=item_list_by_keys(user=ctx.user, keys=args.get("items", [])),
     )
     ctx.follow(f"knowledge:{entry.pk}")
     return {"id": entry.pk, "version": entry.version, "title": entry.title}
 
 
 def update_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    entry = _entry(ctx, args["id"])
+    entry = knowledge_get(user=ctx.user, entry_id=args["id"], organization_id=ctx.project.organization_id)
     fields: dict[str, Any] = {k: args[k] for k in ("kind", "title", "body") if k in args}
     if not fields:
         raise ToolError("invalid_input", "Send at least one of kind, title, body.")

@@ -5,18 +5,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
-
 from planner.tools.base import Draft, JsonObject, ToolContext, ToolError, ToolSpec
-from tracker.errors import NotFoundError
-from tracker.models import Changeset, Dependency, Item
+from tracker.models import Item
 from tracker.models.plan import ALL_STATES
-from tracker.permissions import SKILL_READ, TRACKER_READ, TRACKER_WRITE, has_permission
-from tracker.search import ITEM, SKILL, project_search
-from tracker.selectors import item_number, runnable_tickets
+from tracker.operations import OPERATIONS_SCHEMA
+from tracker.permissions import TRACKER_READ, TRACKER_WRITE
+from tracker.search import ITEM, SKILL
+from tracker.selectors import (
+    changeset_list,
+    item_dependencies,
+    item_get,
+    item_list,
+    item_number,
+    project_find,
+    runnable_tickets,
+)
+from tracker.serializers import linked_item
 from tracker.services.changesets import changeset_propose
 
 ITEM_KEY: JsonObject = {"type": "string", "pattern": "^[A-Z][A-Z0-9]*-[0-9]+$", "maxLength": 30}
+# A list row is read with values(): no model instances for a page of up to 200 items.
 ROW_FIELDS = ("number", "kind", "title", "state", "version", "epic__number", "milestone__number")
 LIMIT: JsonObject = {"type": "integer", "minimum": 1, "maximum": 200}
 
@@ -34,68 +42,45 @@ def _row(ctx: ToolContext, row: dict[str, Any]) -> JsonObject:
     }
 
 
-def _number(ctx: ToolContext, key: str, field: str) -> int:
-    number = item_number(ctx.project, key)
-    if number is None:
-        raise ToolError("invalid_input", f"{field}: {key} is not an item key of project {ctx.project.key}.")
-    return number
-
-
 def list_items(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    qs: QuerySet[Item] = Item.objects.filter(project=ctx.project)
-    for name in ("kind", "state"):
-        if args.get(name):
-            qs = qs.filter(**{name: args[name]})
-    for parent in ("epic", "milestone"):
-        if args.get(parent):
-            qs = qs.filter(**{f"{parent}__number": _number(ctx, args[parent], parent)})
+    qs = item_list(
+        project=ctx.project,
+        kind=args.get("kind"),
+        state=args.get("state"),
+        epic=args.get("epic"),
+        milestone=args.get("milestone"),
+    )
     limit, offset = args.get("limit", 50), args.get("offset", 0)
-    rows = list(qs.order_by("number").values(*ROW_FIELDS)[offset : offset + limit + 1])
+    rows = list(qs.values(*ROW_FIELDS)[offset : offset + limit + 1])
     return {"items": [_row(ctx, row) for row in rows[:limit]], "offset": offset, "more": len(rows) > limit}
 
 
 def get_item(ctx: ToolContext, args: JsonObject) -> JsonObject:
     key = args["key"]
-    number = _number(ctx, key, "key")
-    item = (
-        Item.objects.filter(project=ctx.project, number=number)
-        .values("pk", *ROW_FIELDS, "description", "acceptance_criteria", "policy")
-        .first()
-    )
-    if item is None:
-        raise NotFoundError(f"Item {key} not found in project {ctx.project.key}.")
+    if item_number(ctx.project, key) is None:
+        raise ToolError("invalid_input", f"key: {key} is not an item key of project {ctx.project.key}.")
+    item = item_get(project=ctx.project, key=key)
+    dependencies = item_dependencies(item=item)
     ctx.follow(key)
-    return (
-        _row(ctx, item)
-        | {
-            "description": item["description"],
-            "acceptance_criteria": item["acceptance_criteria"],
-            "policy": item["policy"],
-        }
-        | _dependencies(ctx, item["pk"])
-    )
-
-
-def _dependencies(ctx: ToolContext, item_id: int) -> JsonObject:
-    """The items blocking ``item_id`` and those it blocks, in one query."""
-    rows = Dependency.objects.filter(Q(blocked_id=item_id) | Q(blocker_id=item_id)).values_list(
-        "blocked_id",
-        "blocker__number",
-        "blocker__title",
-        "blocker__state",
-        "blocked__number",
-        "blocked__title",
-        "blocked__state",
-    )
-    blocked_by: list[JsonObject] = []
-    blocks: list[JsonObject] = []
-    for blocked_id, *sides in rows:
-        number, title, state = sides[:3] if blocked_id == item_id else sides[3:]
-        target = blocked_by if blocked_id == item_id else blocks
-        target.append({"key": f"{ctx.project.key}-{number}", "title": title, "state": state})
     return {
-        "blocked_by": sorted(blocked_by, key=lambda d: int(d["key"].rsplit("-", 1)[1])),
-        "blocks": sorted(blocks, key=lambda d: int(d["key"].rsplit("-", 1)[1])),
+        **_item_row(item),
+        "description": item.description,
+        "acceptance_criteria": item.acceptance_criteria,
+        "policy": item.policy,
+        "blocked_by": [dict(linked_item(blocker)) for blocker in dependencies.blockers],
+        "blocks": [dict(linked_item(blocked)) for blocked in dependencies.blocking],
+    }
+
+
+def _item_row(item: Item) -> JsonObject:
+    return {
+        "key": item.key,
+        "kind": item.kind,
+        "title": item.title,
+        "state": item.state,
+        "version": item.version,
+        "epic": item.epic.key if item.epic else None,
+        "milestone": item.milestone.key if item.milestone else None,
     }
 
 
@@ -106,13 +91,11 @@ def list_runnable(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 
 def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    kinds = set(args.get("kinds") or [ITEM, SKILL])
-    if not has_permission(ctx.user, ctx.project, SKILL_READ):
-        kinds.discard(SKILL)
-    hits = project_search(
+    hits = project_find(
+        user=ctx.user,
         project=ctx.project,
         query=args["query"],
-        kinds=kinds,
+        kinds=args.get("kinds") or (ITEM, SKILL),
         states=args.get("states") or (),
         limit=args.get("limit", 10),
     )
@@ -132,10 +115,7 @@ def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 
 def list_changesets(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    qs = Changeset.objects.filter(project=ctx.project)
-    if args.get("status"):
-        qs = qs.filter(status=args["status"])
-    rows = qs.order_by("-number").values(
+    rows = changeset_list(project=ctx.project, status=args.get("status")).values(
         "number",
         "title",
         "status",
@@ -195,31 +175,6 @@ def _keys_in(operations: list[Any]) -> list[str]:
             if isinstance(value, str) and not value.startswith("$"):
                 keys.append(value)
     return keys
-
-
-OPERATION_SCHEMA: JsonObject = {
-    "type": "object",
-    "description": (
-        'One of: {"op": "create", "ref": "login", "kind": "ticket", "fields": {...}}; '
-        '{"op": "update", "item": "KEY-12", "base_version": 4, "fields": {...}}; '
-        '{"op": "add_dependency", "blocker": "KEY-7" or "$ref", "blocked": ...}; '
-        '{"op": "remove_dependency", "blocker": ..., "blocked": ...}. '
-        "fields: title, description (Markdown), acceptance_criteria (list of strings), state, "
-        "epic (key or $ref, tickets only), milestone (key or $ref). Never policy."
-    ),
-    "properties": {
-        "op": {"enum": ["create", "update", "add_dependency", "remove_dependency"]},
-        "ref": {"type": "string", "maxLength": 50},
-        "kind": {"enum": ["milestone", "epic", "ticket"]},
-        "item": {"type": "string", "maxLength": 30},
-        "base_version": {"type": "integer", "minimum": 1},
-        "fields": {"type": "object"},
-        "blocker": {"type": "string", "maxLength": 60},
-        "blocked": {"type": "string", "maxLength": 60},
-    },
-    "required": ["op"],
-    "additionalProperties": False,
-}
 
 
 def _schema(properties: JsonObject, required: list[str] | None = None) -> JsonObject:
@@ -301,7 +256,7 @@ SPECS = (
             {
                 "title": {"type": "string", "minLength": 1, "maxLength": 200},
                 "rationale": {"type": "string", "maxLength": 10000},
-                "operations": {"type": "array", "minItems": 1, "maxItems": 200, "items": OPERATION_SCHEMA},
+                "operations": OPERATIONS_SCHEMA,
             },
             ["title", "operations"],
         ),

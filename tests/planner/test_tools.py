@@ -200,12 +200,38 @@ def test_propose_errors_carry_field_paths(project, member, plan):
         {
             "title": "Bad",
             "operations": [
-                {"op": "update", "item": plan["login"].key, "base_version": 1, "fields": {"state": "shipped"}}
+                {"op": "update", "item": plan["login"].key, "base_version": 1, "fields": {"state": "open"}}
             ],
         },
     )
     assert problem["code"] == "invalid"
-    assert "operations[0].fields.state" in problem["fields"]
+    assert problem["fields"] == {
+        "operations[0].fields.state": [
+            "A ticket's state is one of: draft, ready, in_progress, in_review, done, cancelled."
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("operation", "where"),
+    [
+        (
+            {"op": "update", "item": "BAL-3", "base_version": 1, "fields": {"state": "shipped"}},
+            "fields.state",
+        ),
+        ({"op": "delete", "item": "BAL-3"}, "op"),
+        ({"op": "create", "kind": "ticket", "fields": {"title": "T", "colour": "red"}}, "fields"),
+        ({"op": "update", "item": "BAL-3", "base_version": "1", "fields": {"title": "T"}}, "base_version"),
+    ],
+)
+def test_a_malformed_operation_is_refused_by_the_tool_schema_at_its_path(
+    project, member, plan, operation, where
+):
+    problem = error(member, project, "propose_changeset", {"title": "Bad", "operations": [operation]})
+
+    assert problem["code"] == "invalid_input"
+    assert problem["message"].startswith(f"operations[0].{where}: ")
+    assert not Changeset.objects.exists()
 
 
 def test_propose_touching_policy_is_refused_even_for_a_maintainer(project, maintainer, plan):
@@ -316,12 +342,8 @@ def test_knowledge_errors(project, member, other_project, users, indexed):
     assert (
         error(member, project, "create_knowledge", {"kind": "memo", "title": "x"})["code"] == "invalid_input"
     )
-    assert (
-        error(member, project, "create_knowledge", {"kind": "note", "title": "x", "items": ["BAL-77"]})[
-            "code"
-        ]
-        == "not_found"
-    )
+    unknown = error(member, project, "create_knowledge", {"kind": "note", "title": "x", "items": ["BAL-77"]})
+    assert (unknown["code"], unknown["fields"]) == ("invalid", {"items": ["Unknown item BAL-77."]})
     entry = knowledge_create(actor=Actor(user=member), kind="note", title="N", projects=[project])
     assert (
         error(member, project, "update_knowledge", {"id": entry.pk, "version": 1})["code"] == "invalid_input"
@@ -329,21 +351,63 @@ def test_knowledge_errors(project, member, other_project, users, indexed):
     assert Item.objects.count() == 0
 
 
+def _grow(project, member, maintainer, make_item, plan) -> None:
+    """Make the project several times bigger: items and dependencies, changesets, skills, knowledge."""
+    for number in range(20):
+        ticket = make_item(title=f"Login step {number}", state="ready", epic=plan["epic"])
+        Dependency.objects.create(blocker=ticket, blocked=plan["login"])
+        Dependency.objects.create(blocker=plan["login"], blocked=make_item(title=f"After {number}"))
+        knowledge_create(
+            actor=Actor(user=member), kind="note", title=f"Login {number}", projects=[project], items=[ticket]
+        )
+    for number in range(5):
+        ok(
+            member,
+            project,
+            "propose_changeset",
+            {
+                "title": f"Change {number}",
+                "operations": [{"op": "create", "kind": "ticket", "fields": {"title": f"New {number}"}}],
+            },
+        )
+        skill_version_create(actor=Actor(user=maintainer), project=project, name=f"skill-{number}", body="x")
+        skill_version_create(actor=Actor(user=maintainer), project=project, name="planner", body=f"v{number}")
+
+
 @pytest.mark.parametrize(
     ("name", "arguments", "most"),
     [
         ("get_item", {"key": "BAL-3"}, 3),  # the human's access, the item, its dependencies
         ("list_items", {}, 2),  # the human's access, the items
+        ("list_items", {"epic": "BAL-2", "state": "ready"}, 3),  # + the epic named
+        ("list_runnable", {}, 2),  # the human's access, the tickets
+        ("search_project", {"query": "login"}, 3),  # the human's access, the index's head, the words
+        ("list_changesets", {}, 2),  # the human's access, the changesets
+        ("list_skills", {}, 3),  # the human's access, the skills with their pins, their versions
+        ("read_skill", {"name": "planner"}, 3),
+        ("get_knowledge", {"id": "entry"}, 3),  # the human's access, the entry, the links they see
         ("search_knowledge", {"query": "password login"}, 4),  # + what the human may not read
     ],
 )
-def test_a_read_tool_costs_a_few_queries(project, member, plan, indexed, name, arguments, most):
+def test_a_read_tool_costs_a_few_queries_whatever_the_projects_size(
+    project, member, maintainer, make_item, plan, indexed, name, arguments, most
+):
     with indexed():
-        knowledge_create(
+        entry = knowledge_create(
             actor=Actor(user=member), kind="note", title="Login passwords", body="Hashing", projects=[project]
         )
-    ok(member, project, name, arguments)  # warm the search store and the validators
-    with CaptureQueriesContext(connection) as queries:
-        ok(member, project, name, arguments)
-    # Reads take no transaction (on SQLite a transaction takes the write lock).
-    assert len(queries) <= most, [q["sql"][:80] for q in queries]
+        skill_version_create(actor=Actor(user=maintainer), project=project, name="planner", body="v1")
+    if arguments.get("id") == "entry":
+        arguments = {"id": entry.pk}
+    counts = []
+    for grown in (False, True):
+        if grown:
+            with indexed():
+                _grow(project, member, maintainer, make_item, plan)
+        ok(member, project, name, arguments)  # warm the search store and the validators
+        with CaptureQueriesContext(connection) as queries:
+            ok(member, project, name, arguments)
+        # Reads take no transaction (on SQLite a transaction takes the write lock).
+        assert len(queries) <= most, [q["sql"][:80] for q in queries]
+        counts.append(len(queries))
+    assert counts[0] == counts[1]

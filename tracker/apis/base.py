@@ -7,6 +7,7 @@ first class; session authentication has none and would make it 403).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 from django.contrib.auth.models import User
@@ -86,13 +87,15 @@ class BalletApi(APIView):
         self,
         rows: QuerySet[Any] | list[Any],
         serializer_class: type[serializers.BaseSerializer[Any]],
-        **context: Any,
+        page_context: Callable[[list[Any]], dict[str, Any]] | None = None,
     ) -> Response:
-        """One page of ``rows`` (a queryset or a list) in the paginator's envelope."""
+        """One page of ``rows`` (a queryset or a list) in the paginator's envelope; ``page_context``
+        reads what the serializer needs about the rows of the page (in one query, not one per row)."""
         paginator: BasePagination = self.pagination_class()
         # Paginators slice lists as well as querysets.
-        page = paginator.paginate_queryset(cast("QuerySet[Any]", rows), self.request, view=self)
-        data = serializer_class(page, many=True, context={"request": self.request, **context}).data
+        page = list(paginator.paginate_queryset(cast("QuerySet[Any]", rows), self.request, view=self) or [])
+        context = {"request": self.request, **(page_context(page) if page_context else {})}
+        data = serializer_class(page, many=True, context=context).data
         return paginator.get_paginated_response(data)
 
 

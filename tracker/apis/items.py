@@ -7,24 +7,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from tracker.apis.base import READ_ERRORS, BalletApi, parse, project_for, with_errors
-from tracker.errors import NotFoundError, ValidationError
-from tracker.models import Item, ItemKind, Project
 from tracker.permissions import TRACKER_READ
-from tracker.selectors import item_get, item_list, runnable_tickets
+from tracker.selectors import item_dependencies, item_get, item_list, runnable_tickets
 from tracker.serializers import ItemDetailSerializer, ItemFilterSerializer, ItemSerializer
-
-
-def _parent(project: Project, key: str | None, kind: str) -> Item | None:
-    """The epic or milestone a filter names; a field error if it is not one."""
-    if not key:
-        return None
-    try:
-        item = item_get(project=project, key=key)
-    except NotFoundError as exc:
-        raise ValidationError({kind: [exc.message]}) from exc
-    if item.kind != kind:
-        raise ValidationError({kind: [f"{key} is a {item.kind}, not a {kind}."]})
-    return item
 
 
 class ItemListApi(BalletApi):
@@ -40,8 +25,8 @@ class ItemListApi(BalletApi):
             project=project,
             kind=filters.get("kind"),
             state=filters.get("state"),
-            epic=_parent(project, filters.get("epic"), ItemKind.EPIC),
-            milestone=_parent(project, filters.get("milestone"), ItemKind.MILESTONE),
+            epic=filters.get("epic"),
+            milestone=filters.get("milestone"),
         )
         return self.paginated(items, ItemSerializer)
 
@@ -53,7 +38,9 @@ class ItemDetailApi(BalletApi):
     )
     def get(self, request: Request, key: str, item_key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
-        return Response(ItemDetailSerializer(item_get(project=project, key=item_key)).data)
+        item = item_get(project=project, key=item_key)
+        context = {"dependencies": item_dependencies(item=item)}
+        return Response(ItemDetailSerializer(item, context=context).data)
 
 
 class RunnableListApi(BalletApi):

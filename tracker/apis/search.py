@@ -8,8 +8,9 @@ from rest_framework.response import Response
 
 from tracker.apis.base import READ_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.models import ItemKind
-from tracker.permissions import SKILL_READ, TRACKER_READ, has_permission
-from tracker.search import ITEM, SKILL, project_search
+from tracker.permissions import TRACKER_READ
+from tracker.search import ITEM, SKILL
+from tracker.selectors import project_find
 from tracker.serializers import SearchFilterSerializer, SearchResultsSerializer
 
 
@@ -26,10 +27,9 @@ class ProjectSearchApi(BalletApi):
         filters = parse(SearchFilterSerializer, request.query_params)
         wanted = set(filters.get("kind") or (ITEM, SKILL))
         item_kinds = wanted & set(ItemKind.values) if ITEM not in wanted else set()
-        kinds = {ITEM} if wanted - {SKILL} else set()
-        if SKILL in wanted and has_permission(caller(request), project, SKILL_READ):
-            kinds.add(SKILL)
-        hits = project_search(
+        kinds = ({ITEM} if wanted - {SKILL} else set()) | (wanted & {SKILL})
+        hits = project_find(
+            user=caller(request),
             project=project,
             query=filters["q"],
             kinds=kinds,
