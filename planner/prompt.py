@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tracker.errors import NotFoundError
 from tracker.models import Project
-from tracker.selectors import project_planner_config, skill_resolve
+from tracker.selectors import project_planner_config, skill_choice, skill_resolve
 
 INSTRUCTIONS = """You are Ballet's planner: you help a software team plan work that coding agents \
 will carry out. You talk with one human, and you act with exactly that human's permissions.
@@ -70,8 +70,35 @@ class SystemPrompt:
     skills: tuple[tuple[str, int], ...]  # (name, version) of every skill it includes
 
 
+# Built prompts by what they are made of; a skill version's body never changes once written.
+_built: dict[tuple[object, ...], SystemPrompt] = {}
+KEPT_PROMPTS = 256
+
+
 def system_prompt(project: Project) -> SystemPrompt:
-    """The prompt for ``project``: instructions, context, and its planner skill's SKILL.md."""
+    """The prompt for ``project``: instructions, context, and its planner skill's SKILL.md.
+
+    Which skill version it includes is read each time (one query); the prompt built
+    from the same project, organization and version is reused."""
+    skill_name = project_planner_config(project).skill
+    choice = skill_choice(project=project, name=skill_name) if skill_name else None
+    key = _key(project, skill_name, choice)
+    prompt = _built.get(key)
+    if prompt is None:
+        prompt, resolved = _build(project, skill_name)
+        if len(_built) >= KEPT_PROMPTS:
+            _built.clear()
+        _built[_key(project, skill_name, resolved)] = prompt
+    return prompt
+
+
+def _key(project: Project, skill_name: str | None, choice: tuple[int, int] | None) -> tuple[object, ...]:
+    org = project.organization
+    return (project.pk, project.key, project.name, project.description, org.name, skill_name, choice)
+
+
+def _build(project: Project, skill_name: str | None) -> tuple[SystemPrompt, tuple[int, int] | None]:
+    """The prompt, and the (skill, version) it includes."""
     org = project.organization
     parts = [
         INSTRUCTIONS.replace("{key}", project.key),
@@ -79,18 +106,17 @@ def system_prompt(project: Project) -> SystemPrompt:
     ]
     if project.description:
         parts.append(project.description)
-    skills: tuple[tuple[str, int], ...] = ()
-    skill_name = project_planner_config(project).skill
-    if skill_name:
-        try:
-            skill = skill_resolve(project=project, name=skill_name)
-        except NotFoundError:
-            parts.append(f"(The project names a planner skill {skill_name!r}, but it does not exist.)")
-        else:
-            skills = ((skill.name, skill.version.version),)
-            parts.append(
-                f"## The project's planner skill: {skill.name}, version {skill.version.version}\n"
-                "Follow these project rules; they refine the instructions above.\n\n"
-                f"{skill.version.body}"
-            )
-    return SystemPrompt(text="\n\n".join(parts), skills=skills)
+    if not skill_name:
+        return SystemPrompt(text="\n\n".join(parts), skills=()), None
+    try:
+        skill = skill_resolve(project=project, name=skill_name)
+    except NotFoundError:
+        parts.append(f"(The project names a planner skill {skill_name!r}, but it does not exist.)")
+        return SystemPrompt(text="\n\n".join(parts), skills=()), None
+    parts.append(
+        f"## The project's planner skill: {skill.name}, version {skill.version.version}\n"
+        "Follow these project rules; they refine the instructions above.\n\n"
+        f"{skill.version.body}"
+    )
+    prompt = SystemPrompt(text="\n\n".join(parts), skills=((skill.name, skill.version.version),))
+    return prompt, (skill.skill.pk, skill.version.version)

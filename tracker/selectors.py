@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Exists, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from ballet.env import PLANNER_KEYS, PlannerConfig, coerce
 from tracker.errors import NotFoundError, ValidationError
@@ -252,6 +252,33 @@ def _effective(skill: Skill, pin: int | None) -> EffectiveSkill | None:
     pinned = pin is not None and pin in versions
     version = versions[pin] if pinned and pin is not None else versions[latest]
     return EffectiveSkill(skill=skill, version=version, pinned=pinned, latest_version=latest)
+
+
+def skill_choice(*, project: Project, name: str) -> tuple[int, int] | None:
+    """Which skill and version ``name`` resolves to for ``project`` (as :func:`skill_resolve`
+    chooses them), without reading any body: one query. None if it resolves to none."""
+    pin = SkillPin.objects.filter(project=project, skill=OuterRef("pk")).values("version")[:1]
+    rows = (
+        (
+            Skill.objects.filter(organization_id=project.organization_id, project__isnull=True)
+            | Skill.objects.filter(project=project)
+        )
+        .filter(name=name)
+        .annotate(
+            latest=Max("versions__version"),
+            pin=Subquery(pin),
+            pin_exists=Exists(SkillVersion.objects.filter(skill=OuterRef("pk"), version=OuterRef("pin"))),
+        )
+        .values_list("pk", "project_id", "latest", "pin", "pin_exists")
+    )
+    chosen = None
+    for row in rows:
+        if chosen is None or (row[1] and not chosen[1]):  # the project's own shadows the organization's
+            chosen = row
+    if chosen is None or chosen[2] is None:
+        return None
+    pk, _, latest, pinned, pin_exists = chosen
+    return pk, pinned if pin_exists else latest
 
 
 def skill_resolve(*, project: Project, name: str) -> EffectiveSkill:

@@ -227,6 +227,17 @@ async def test_a_turn_records_the_skill_versions_of_its_prompt(
     assert started["skills"] == [{"name": "planner", "version": 2}]
     assert "Always estimate in days." in model.turn_requests[0].system
     assert "BAL" in model.turn_requests[0].system
+    # The next turn's prompt follows a new version, and the project's new name.
+    await sync(skill_version_create)(
+        actor=Actor(user=maintainer), project=chat_project, name="planner", body="Estimate in hours."
+    )
+    await sync(project_update)(actor=Actor(user=owner), project=chat_project, name="Balance Two")
+    model.add(say("ok"))
+    await drive(planner, session, member, "Again")
+    assert "Estimate in hours." in model.turn_requests[-1].system
+    assert "Balance Two" in model.turn_requests[-1].system
+    started = [d for k, d in await events_of(session) if k == "turn_started"][-1]
+    assert started["skills"] == [{"name": "planner", "version": 3}]
 
 
 async def test_a_changeset_decided_in_the_admin_reaches_the_session_that_proposed_it(

@@ -7,7 +7,7 @@ import pytest
 from tests.factories import MembershipFactory, make_membership, make_project
 from tracker.errors import PermissionDeniedError, ValidationError
 from tracker.models import ActivityEvent, Skill
-from tracker.selectors import skill_effective_list, skill_resolve
+from tracker.selectors import skill_choice, skill_effective_list, skill_resolve
 from tracker.services.activity import Actor
 from tracker.services.skills import skill_pin_set, skill_version_create
 
@@ -55,6 +55,31 @@ def test_project_skill_shadows_the_organization_skill_of_the_same_name(project, 
     # The sibling project sees only the organization's.
     sibling_view = {s.name: s.version.body for s in skill_effective_list(project=sibling)}
     assert sibling_view == {"review": "org review", "style": "org style"}
+
+
+def test_the_choice_of_a_skill_version_agrees_with_its_resolution(project, org, maintainer):
+    def agree() -> None:
+        effective = skill_resolve(project=project, name="planner")
+        assert skill_choice(project=project, name="planner") == (
+            effective.skill.pk,
+            effective.version.version,
+        )
+
+    assert skill_choice(project=project, name="planner") is None
+    write(project, maintainer, "planner", "org v1", org=True)
+    agree()
+    write(project, maintainer, "planner", "org v2", org=True)
+    agree()
+    write(project, maintainer, "planner", "project v1")  # shadows the organization's
+    agree()
+    own = Skill.objects.get(name="planner", project=project)
+    write(project, maintainer, "planner", "project v2")
+    skill_pin_set(actor=Actor(user=maintainer), project=project, skill=own, version=1)
+    agree()
+    assert skill_choice(project=project, name="planner") == (own.pk, 1)
+    skill_pin_set(actor=Actor(user=maintainer), project=project, skill=own, version=None)
+    agree()
+    assert skill_choice(project=project, name="planner") == (own.pk, 2)
 
 
 def test_other_organizations_skills_are_invisible(project, other_project, maintainer):
