@@ -23,9 +23,16 @@ def rate_hit(*, scope: str, key: object, limit: int, window_seconds: int) -> boo
     estimate = counts.get(previous, 0) * (1 - elapsed) + counts.get(current, 0)
     if estimate >= limit:
         return False
-    if not cache.add(current, 1, timeout=2 * window_seconds):
-        try:
-            cache.incr(current)
-        except ValueError:  # expired between add and incr
-            cache.add(current, 1, timeout=2 * window_seconds)
+    # Counted with one write when the window's counter exists (the common case).
+    if (current in counts and _incremented(current)) or cache.add(current, 1, timeout=2 * window_seconds):
+        return True
+    _incremented(current)  # another process started the window meanwhile
+    return True
+
+
+def _incremented(key: str) -> bool:
+    try:
+        cache.incr(key)
+    except ValueError:  # expired since it was read
+        return False
     return True
