@@ -12,7 +12,7 @@
 
     .venv/bin/python bench/search.py                 # SQLite (embedded mode)
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ballet REDIS_URL=redis://127.0.0.1:6379/0 \\
-        .venv/bin/python bench/search.py             # PostgreSQL
+        .venv/bin/python bench/search.py             # PostgreSQL (--database NAME: not ballet_bench_search)
 
 Vectors of the 10,000 generated items are kept in a file under the temporary
 directory keyed by their text, so a second run (the other database) does not
@@ -279,8 +279,9 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=300)
     parser.add_argument("--skip-relevance", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--database", default="ballet_bench_search", help="PostgreSQL database to use")
     args = parser.parse_args()
-    mode_name = setup_django("ballet_bench_search")
+    mode_name = setup_django(args.database)
     from tracker.search.embeddings import LocalModelBackend, embedding_backend_set
 
     model = LocalModelBackend()
