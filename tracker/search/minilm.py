@@ -39,9 +39,9 @@ class SafeTensors:
 
     def __init__(self, path: Path) -> None:
         self._file = path.open("rb")
-        self.buffer = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-        size = int.from_bytes(self.buffer[:8], "little")
-        header = json.loads(self.buffer[8 : 8 + size])
+        self._buffer = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        size = int.from_bytes(self._buffer[:8], "little")
+        header = json.loads(self._buffer[8 : 8 + size])
         self._start = 8 + size
         self._entries = {n: e for n, e in header.items() if n != "__metadata__" and e["dtype"] == "F32"}
 
@@ -50,13 +50,13 @@ class SafeTensors:
 
     def release(self) -> None:
         """Drop the mapped pages from this process (a view read afterwards reads them again)."""
-        self.buffer.madvise(mmap.MADV_DONTNEED)
+        self._buffer.madvise(mmap.MADV_DONTNEED)
 
     def view(self, name: str) -> Vectors:
         """The tensor as a view of the mapping: no copy, its pages read when touched."""
         entry = self._entries[name]
         start, end = entry["data_offsets"]
-        array = np.frombuffer(self.buffer, dtype="<f4", count=(end - start) // 4, offset=self._start + start)
+        array = np.frombuffer(self._buffer, dtype="<f4", count=(end - start) // 4, offset=self._start + start)
         return array.reshape(entry["shape"])
 
     def rows(self, name: str, indexes: Ids) -> Vectors:
