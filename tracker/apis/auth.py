@@ -34,7 +34,8 @@ class AuthTokenApi(ObtainAuthToken):
     @extend_schema(
         summary="Exchange a username and password for the API token",
         request=AuthTokenSerializer,
-        responses=with_errors({200: TokenSerializer}, 400, 429),
+        # 415: a body DRF cannot parse as JSON, a form or multipart (Schemathesis sends such multipart).
+        responses=with_errors({200: TokenSerializer}, 400, 415, 429),
     )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = self.get_serializer(data=request.data)
