@@ -8,6 +8,10 @@ For faults in production mode a deployment can also run on a :class:`RedisServer
 of its own (killed and started again on the same port, flushed), with a Celery
 :class:`Worker` and its embedded beat (the sweep that recovers dead turns), and
 have its PostgreSQL connections dropped (:meth:`Deployment.drop_connections`).
+
+As the README sets production up, a production-mode deployment collects its static
+files (hashed names) and its processes count their metrics in one directory; each
+deployment has its own of both.
 """
 
 from __future__ import annotations
