@@ -10,16 +10,14 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from planner.routing import websocket_urlpatterns  # noqa: E402
 from planner.ws_auth import SessionUserMiddleware  # noqa: E402
 
-# Static files (the admin's CSS and the chat page's scripts) come from the app
-# directories, so neither mode needs collectstatic; a proxy may serve them instead.
+# Static files come through Django's middleware: WhiteNoise (ballet/static.py).
 application = ProtocolTypeRouter(
     {
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(SessionUserMiddleware(URLRouter(websocket_urlpatterns))),
     }
 )

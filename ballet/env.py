@@ -150,6 +150,8 @@ class ServerConfig:
     search_embedding_backend: str | None = None  # dotted path of a tracker.search.embeddings backend
     credential_key: str | None = field(default=None, repr=False)
     credential_key_fallbacks: tuple[str, ...] = field(default=(), repr=False)
+    static_root: str | None = None  # where collectstatic writes the static files WhiteNoise serves
+    metrics_dir: str | None = None  # the directory in which every process of the host counts its metrics
 
     @property
     def production(self) -> bool:
@@ -176,7 +178,27 @@ def load_server_config() -> ServerConfig:
             for key in os.environ.get("BALLET_CREDENTIAL_KEY_FALLBACKS", "").split(",")
             if key.strip()
         ),
+        static_root=os.environ.get("BALLET_STATIC_ROOT") or None,
+        # prometheus_client's own name for it is honoured too: with it set, the library counts in files.
+        metrics_dir=os.environ.get("BALLET_METRICS_DIR")
+        or os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        or None,
     )
+
+
+def share_metrics(server: ServerConfig) -> Path | None:
+    """With ``BALLET_METRICS_DIR`` set, turn on prometheus_client's multiprocess mode there.
+
+    The library reads ``PROMETHEUS_MULTIPROC_DIR`` once, when it is first imported, to choose
+    how every metric stores its values; the settings call this before anything imports it
+    (``ballet.apps`` refuses to start if something did). The directory is created.
+    """
+    if not server.metrics_dir:
+        return None
+    path = Path(server.metrics_dir).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    return path
 
 
 @dataclass(frozen=True)

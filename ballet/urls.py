@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from ballet.metrics import metrics_view
 from tracker.views import healthz
 
 urlpatterns = [
@@ -18,7 +19,7 @@ urlpatterns = [
     path("api/schema/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-docs"),
     path("api/schema/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="schema-redoc"),
     path("healthz", healthz, name="healthz"),
-    path("", include("django_prometheus.urls")),
+    path("metrics", metrics_view, name="metrics"),
     path("", include("planner.page_urls")),
     path("", include("tracker.page_urls")),
 ]

@@ -28,7 +28,7 @@ from planner.identity import PROCESS_ID
 from planner.liveness import owner_alive
 from planner.loop import History
 from planner.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
-from planner.metrics import TOOL_CALLS
+from planner.metrics import TOOL_CALLS, TURNS
 from planner.models import Event, Message, MessageKind, Session, SessionState, ToolCall, UsageRecord
 from planner.notes import change_notes
 from planner.selectors import TurnSetup, session_history, turn_setup
@@ -591,6 +591,9 @@ def _recover(session: Session) -> None:
     session.save(
         update_fields=["state", "turn_owner", "heartbeat_at", "steering", "last_message_seq", "updated_at"]
     )
+    # Its process died before counting it: the turn is counted here, by whichever process
+    # recovers it (the Celery sweep, or a daphne the session is opened in), once committed.
+    transaction.on_commit(TURNS.labels("failed").inc)
 
 
 def recovered_frame() -> frames.TurnEndedFrame:

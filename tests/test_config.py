@@ -143,23 +143,29 @@ def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
     )
 
 
-def test_production_settings_pass_check_deploy():
-    result = _manage(
-        "check",
-        "--deploy",
-        "--fail-level",
-        "WARNING",
-        env={
-            "DJANGO_SETTINGS_MODULE": "ballet.settings.production",
-            "DJANGO_SECRET_KEY": "a-long-random-production-secret-" + "x" * 40,
-            "BALLET_CREDENTIAL_KEY": "Qk9JT3hxZ0N2a2JmS2dzVnB0d0VhQ3ZVd3pQbXJ4aG0=",
-            "DJANGO_ALLOWED_HOSTS": "ballet.example.com",
-            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/postgres",
-            "REDIS_URL": "redis://127.0.0.1:6379/0",
-        },
-    )
+def _production_env(tmp_path: Path) -> dict[str, str]:
+    return {
+        "DJANGO_SETTINGS_MODULE": "ballet.settings.production",
+        "DJANGO_SECRET_KEY": "a-long-random-production-secret-" + "x" * 40,
+        "BALLET_CREDENTIAL_KEY": "Qk9JT3hxZ0N2a2JmS2dzVnB0d0VhQ3ZVd3pQbXJ4aG0=",
+        "DJANGO_ALLOWED_HOSTS": "ballet.example.com",
+        "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/postgres",
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+        "BALLET_METRICS_DIR": str(tmp_path / "metrics"),
+    }
+
+
+def test_production_settings_pass_check_deploy(tmp_path):
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", env=_production_env(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_check_deploy_warns_when_the_processes_do_not_share_their_metrics(tmp_path):
+    env = {**_production_env(tmp_path), "BALLET_METRICS_DIR": ""}
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode != 0
+    assert "(ballet.W001) BALLET_METRICS_DIR is not set" in result.stderr
 
 
 def test_production_settings_refuse_a_missing_secret_key():

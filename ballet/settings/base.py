@@ -20,11 +20,15 @@ from ballet.env import (
     load_limits_config,
     load_planner_config,
     load_server_config,
+    share_metrics,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 SERVER = load_server_config()
 PRODUCTION_MODE = SERVER.production
+# Before anything imports prometheus_client: with a directory, every process of the host counts
+# in it and /metrics adds them all up (ballet/metrics.py).
+METRICS_DIR = share_metrics(SERVER)
 BALLET_PLANNER = load_planner_config()
 BALLET_LIMITS = load_limits_config()
 
@@ -60,11 +64,13 @@ INSTALLED_APPS = [
     "tracker",
     "knowledge",
     "planner",
+    "ballet",
 ]
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "ballet.static.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -171,7 +177,19 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where `manage.py collectstatic` writes; production mode serves from here (ballet/static.py).
+STATIC_ROOT = Path(SERVER.static_root) if SERVER.static_root else BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Production mode: names hashed by content, compressed copies, cached by browsers for a year.
+    # The embedded mode links and serves the apps' own files, no collectstatic needed.
+    "staticfiles": {
+        "BACKEND": "ballet.static.ManifestStorage"
+        if PRODUCTION_MODE
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = not PRODUCTION_MODE
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"

@@ -12,3 +12,6 @@ CELERY_TASK_ALWAYS_EAGER = True
 SEARCH_EMBEDDING_BACKEND = "tracker.search.embeddings.HashingBackend"
 # Every test starts from an empty cache (rate limits, lockouts) without flushing a shared Redis.
 CACHES["default"]["KEY_FUNCTION"] = "tests.cache_keys.make_key"
+# The suite never runs collectstatic: in both modes WhiteNoise serves the apps' static folders
+# (tests/test_static.py and the live tests check each mode's own configuration).
+WHITENOISE_USE_FINDERS = True

@@ -8,6 +8,10 @@ For faults in production mode a deployment can also run on a :class:`RedisServer
 of its own (killed and started again on the same port, flushed), with a Celery
 :class:`Worker` and its embedded beat (the sweep that recovers dead turns), and
 have its PostgreSQL connections dropped (:meth:`Deployment.drop_connections`).
+
+As the README sets production up, a production-mode deployment collects its static
+files (hashed names) and its processes count their metrics in one directory; each
+deployment has its own of both.
 """
 
 from __future__ import annotations
@@ -72,8 +76,9 @@ class Deployment:
             "ANTHROPIC_API_KEY": "sk-fake-for-tests",
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
             "PYTHONUNBUFFERED": "1",
-            **(extra_env or {}),
         }
+        # Never the repository's own staticfiles/: each deployment collects, or not, its own.
+        env["BALLET_STATIC_ROOT"] = str(tmp_path / "static")
         cleanup = name = None
         if production_mode():
             name = f"ballet_live_{uuid.uuid4().hex[:10]}"
@@ -85,11 +90,17 @@ class Deployment:
             # Production mode refuses to start without its keys; the embedded mode makes its own.
             env["DJANGO_SECRET_KEY"] = env.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50)
             env["BALLET_CREDENTIAL_KEY"] = env.get("BALLET_CREDENTIAL_KEY") or Fernet.generate_key().decode()
+            # As the README sets production up: the processes count in one directory of the host.
+            env["BALLET_METRICS_DIR"] = str(tmp_path / "metrics")
         else:
             env.pop("DATABASE_URL", None)
             env.pop("REDIS_URL", None)
             env["BALLET_SQLITE_PATH"] = str(tmp_path / "live.sqlite3")
+        env |= dict(extra_env or {})
         deployment = cls(env=env, cleanup_sql=cleanup, database=name)
+        if production_mode():
+            # Production mode links hashed names from the manifest (ballet/static.py).
+            deployment.manage("collectstatic", "--noinput")
         deployment.manage("migrate", "--noinput")
         deployment.manage("seed_demo", "--password", PASSWORD)
         return deployment

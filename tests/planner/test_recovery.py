@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from prometheus_client import REGISTRY
 
 from planner.live import turns
 from planner.messages import ChatMessage, ToolUseBlock
@@ -83,6 +84,17 @@ def test_the_periodic_sweep_recovers_sessions_nobody_opens(chat_project, member,
     assert Event.objects.filter(session=session, kind="turn_ended").count() == 1
     assert Session.objects.get(pk=session.pk).state == "idle"
     assert recover_dead_turns() == 0
+
+
+def test_a_recovered_turn_is_counted_as_failed_once(chat_project, member, session):
+    def failed() -> float:
+        return REGISTRY.get_sample_value("ballet_planner_turns_total", {"reason": "failed"}) or 0.0
+
+    before = failed()
+    crash_mid_round(session, member)
+    assert recover_dead_turns() == 1
+    assert recover_dead_turns() == 0
+    assert failed() == before + 1
 
 
 def test_a_live_turn_of_this_process_is_not_recovered(chat_project, member, session):
