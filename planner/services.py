@@ -16,7 +16,7 @@ from typing import Any, Literal, assert_never
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -215,8 +215,10 @@ def _check_steering(session: Session, text: str, limits: LimitsConfig) -> None:
 
 def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> None:
     """Refuse a new or continued turn past the running-turn limits of the user and the project."""
-    # The project's row serializes turn starts in the project, so two cannot both take the last place.
-    Project.objects.select_for_update().filter(pk=session.project_id).values_list("pk").get()
+    # The project's row serializes turn starts in the project, so two cannot both take the last place
+    # (SQLite's transactions here take the database's write lock first: serialized already).
+    if connection.features.has_select_for_update:
+        Project.objects.select_for_update().filter(pk=session.project_id).values_list("pk").get()
     running = Session.objects.filter(state=SessionState.RUNNING).exclude(pk=session.pk)
     counts = running.aggregate(
         mine=Count("pk", filter=Q(user=user)), here=Count("pk", filter=Q(project_id=session.project_id))

@@ -21,6 +21,7 @@ from planner.loop import ToolRound, ToolRun, TurnIO
 from planner.messages import ChatMessage, ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, Usage
 from planner.selectors import TurnSetup, tokens_used_since, utc_day_start
 from planner.tools import ToolContext
+from tracker.permissions import access_scope
 from tracker.selectors import project_planner_config
 
 Emit = Callable[[Frame], Awaitable[None]]
@@ -81,10 +82,11 @@ class SessionIO(TurnIO):
         saved = self._store(answer, after_seq=self.last_seq, usage=usage, ask=False)  # the results' save asks
         runs: list[ToolRun] = []
         try:
-            for call in calls:
-                if stopping():
-                    return saved, runs, None, None
-                runs.append(self._run(call))
+            with access_scope():  # the human's access, read once for the round's calls
+                for call in calls:
+                    if stopping():
+                        return saved, runs, None, None
+                    runs.append(self._run(call))
             results = ChatMessage(role="user", content=tuple(r.result for r in runs), kind="tool_results")
             stored = self._store(results, after_seq=saved.message.seq, focus=sorted(self.context.focus))
         except Exception as exc:  # the answer is stored: the loop must know, then fail the turn

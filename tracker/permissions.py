@@ -65,8 +65,12 @@ _scope: ContextVar[dict[int, Access] | None] = ContextVar("ballet_access", defau
 
 
 @contextmanager
-def access_scope() -> Iterator[None]:
-    """Read each user's access at most once inside: around one request, frame or tool call."""
+def access_scope(*, within: bool = False) -> Iterator[None]:
+    """Read each user's access at most once inside: around one request, frame or tool call.
+    ``within``: inside the scope already open, if one is (a round of tool calls made at once)."""
+    if within and _scope.get() is not None:
+        yield
+        return
     token = _scope.set({})
     try:
         yield

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Exists, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db import connection
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from ballet.env import PLANNER_KEYS, PlannerConfig, coerce
 from tracker.errors import NotFoundError, ValidationError
@@ -256,29 +257,32 @@ def _effective(skill: Skill, pin: int | None) -> EffectiveSkill | None:
 
 def skill_choice(*, project: Project, name: str) -> tuple[int, int] | None:
     """Which skill and version ``name`` resolves to for ``project`` (as :func:`skill_resolve`
-    chooses them), without reading any body: one query. None if it resolves to none."""
-    pin = SkillPin.objects.filter(project=project, skill=OuterRef("pk")).values("version")[:1]
-    rows = (
-        (
-            Skill.objects.filter(organization_id=project.organization_id, project__isnull=True)
-            | Skill.objects.filter(project=project)
-        )
-        .filter(name=name)
-        .annotate(
-            latest=Max("versions__version"),
-            pin=Subquery(pin),
-            pin_exists=Exists(SkillVersion.objects.filter(skill=OuterRef("pk"), version=OuterRef("pin"))),
-        )
-        .values_list("pk", "project_id", "latest", "pin", "pin_exists")
-    )
+    chooses them), without reading any body. None if it resolves to none.
+
+    The planner asks at the start of every turn, so this is one plain statement (the ORM's
+    version of it, with its aggregate and subqueries, cost more to compose than to run)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SKILL_CHOICE, [project.pk, name, project.organization_id, project.pk])
+        rows = cursor.fetchall()
     chosen = None
     for row in rows:
         if chosen is None or (row[1] and not chosen[1]):  # the project's own shadows the organization's
             chosen = row
     if chosen is None or chosen[2] is None:
         return None
-    pk, _, latest, pinned, pin_exists = chosen
-    return pk, pinned if pin_exists else latest
+    pk, _, latest, pinned = chosen
+    return pk, pinned or latest
+
+
+_SKILL_CHOICE = f"""
+SELECT s.id, s.project_id,
+    (SELECT MAX(v.version) FROM {SkillVersion._meta.db_table} v WHERE v.skill_id = s.id),
+    (SELECT p.version FROM {SkillPin._meta.db_table} p
+        WHERE p.project_id = %s AND p.skill_id = s.id AND EXISTS (SELECT 1
+            FROM {SkillVersion._meta.db_table} pv WHERE pv.skill_id = s.id AND pv.version = p.version))
+FROM {Skill._meta.db_table} s
+WHERE s.name = %s AND s.organization_id = %s AND (s.project_id IS NULL OR s.project_id = %s)
+"""  # noqa: S608 - table names from the models, values as parameters
 
 
 def skill_resolve(*, project: Project, name: str) -> EffectiveSkill:

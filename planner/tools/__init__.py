@@ -14,10 +14,11 @@ DEFINITIONS: tuple[ToolDefinition, ...] = tuple(spec.definition() for spec in TO
 def call_tool(name: str, arguments: object, context: ToolContext) -> ToolOutcome:
     """Run the tool ``name`` for ``context``; failures come back as error outcomes.
 
-    The human's access is read afresh for each call: a member removed while a turn runs
-    is refused at its next call.
+    The human's access is read afresh for each call, or once for a round of calls the model
+    made at once when the caller opened an :func:`access_scope` around them: a member
+    removed while a turn runs is refused from the next round on.
     """
-    with access_scope():
+    with access_scope(within=True):
         return run_tool(TOOLS.get(name), name, arguments, context)
 
 

@@ -15,6 +15,7 @@ from planner.models import Event, Message, Session, ToolCall
 from tests.fakes.messages_api import FakeMessagesAPI, TextReply
 from tests.fakes.scripted import Answer, Hang, call, say
 from tests.planner.conftest import drive, sync
+from tracker import permissions
 from tracker.models import Changeset
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_reject
@@ -286,6 +287,32 @@ async def test_change_notes_put_the_focus_first_and_advance_last_seen(
     model.add(say("Nothing new."))
     await drive(planner, session, member, "And now?")
     assert model.turn_requests[-1].messages[-1].kind == "human"
+
+
+async def test_a_round_of_tool_calls_reads_the_humans_access_once(
+    planner, model, session, member, monkeypatch
+):
+    reads = []
+    real_access_load = permissions.access_load
+
+    def access_load(user_ids):
+        reads.append(sorted(user_ids))
+        return real_access_load(user_ids)
+
+    monkeypatch.setattr(permissions, "access_load", access_load)
+    model.add(
+        call("list_items", {}, ("list_runnable", {}), ("list_skills", {})),
+        call("list_items", {}),
+        say("Done."),
+    )
+    await drive(planner, session, member, "Survey")
+    # Starting the turn, then one read per round of calls (three calls, then one).
+    assert reads == [[member.pk]] * 3
+    results = await sync(
+        lambda: [m.content for m in Message.objects.filter(session=session, kind="tool_results")]
+    )()
+    assert [len(r) for r in results] == [3, 1]
+    assert not any(block.get("is_error") for result in results for block in result)
 
 
 async def test_a_stop_right_after_the_message_stops_before_any_model_call(planner, model, session, member):
