@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, assert_never
 
 from django.conf import settings
@@ -366,10 +366,14 @@ def _tool_row(session_id: uuid.UUID, turn: int, record: ToolRecord) -> ToolCall:
 
 @dataclass(frozen=True)
 class Saved:
-    message: ChatMessage
+    messages: list[ChatMessage]  # as stored, with their seqs
     inputs_waiting: bool  # steering or change notes wait for the next model call
     steering_waiting: bool = False
     ended: bool = False  # the answer ended the turn (``completed``)
+
+    @property
+    def message(self) -> ChatMessage:
+        return self.messages[-1]
 
 
 @transaction.atomic
@@ -384,6 +388,7 @@ def message_save(
     records: StepRecords | None = None,
     last: bool = False,
     ask: bool = True,
+    then: ChatMessage | None = None,
 ) -> Saved:
     """Store an assistant answer (with its reported usage) or a tool-results message.
 
@@ -392,21 +397,55 @@ def message_save(
     whether input waits for the next model call, sparing it a round trip. The
     ``last`` answer of a turn (no tool calls) ends it ``completed`` in the same
     transaction, unless steering waits: then the turn goes on. With ``ask`` false
-    (an answer whose tool calls run next) it does not ask what waits.
+    (an answer whose tool calls run next) it does not ask what waits. ``then``
+    (the results of an answer's calls that only read) is stored right after it.
     """
-    seq = after_seq + 1
-    now = timezone.now()
-    changes: dict[str, Any] = {"last_message_seq": seq, "heartbeat_at": now, "updated_at": now}
+    stored = [message] if then is None else [message, then]
+    changes: dict[str, Any] = {"last_message_seq": after_seq + len(stored)}
     if usage is not None and usage.context_tokens:
-        changes |= {"context_tokens": usage.context_tokens, "context_tokens_seq": seq}
+        changes |= {"context_tokens": usage.context_tokens, "context_tokens_seq": after_seq + 1}
     if focus is not None:
         changes["focus"] = focus
+    ended = _advance(session_id, turn, after_seq, changes, end=last)
+    saved = [replace(m, seq=after_seq + i) for i, m in enumerate(stored, start=1)]
+    Message.objects.bulk_create(
+        [
+            Message(
+                session_id=session_id,
+                seq=m.seq,
+                role=m.role,
+                kind=m.kind,
+                content=m.wire_content(),
+                turn=turn,
+            )
+            for m in saved
+        ]
+    )
+    if records is not None:
+        records.write(session_id, turn)
+    if ended:
+        Event.objects.create(
+            session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"}
+        )
+        return Saved(messages=saved, inputs_waiting=False, ended=True)
+    if not ask:
+        return Saved(messages=saved, inputs_waiting=False)
+    steering, notes = _waiting(session_id)
+    return Saved(messages=saved, inputs_waiting=steering or notes, steering_waiting=steering)
+
+
+def _advance(session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str, Any], *, end: bool) -> bool:
+    """Move the session's row past the messages being stored, if this process runs ``turn`` and
+    nothing was stored since ``after_seq``; with ``end``, end the turn unless steering waits.
+    True if it ended the turn."""
+    now = timezone.now()
+    changes = changes | {"heartbeat_at": now, "updated_at": now}
     # The turn's process is the session's only writer; the seq check proves it.
     current = Session.objects.filter(
         pk=session_id, state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=turn
     )
     mine = current.filter(last_message_seq=after_seq)
-    ended = last and bool(
+    ended = end and bool(
         # Ends only if no steering waits: the condition is checked by the statement itself.
         mine.filter(steering=[]).update(
             **changes | {"state": _state_after("completed"), "turn_owner": "", "heartbeat_at": None}
@@ -416,26 +455,7 @@ def message_save(
         if not current.exists():
             raise TurnSupersededError(f"Session {session_id} no longer runs turn {turn} here.")
         raise ConflictError(f"Session {session_id} changed under its running turn.")
-    Message.objects.create(
-        session_id=session_id,
-        seq=seq,
-        role=message.role,
-        kind=message.kind,
-        content=message.wire_content(),
-        turn=turn,
-    )
-    if records is not None:
-        records.write(session_id, turn)
-    saved = ChatMessage(role=message.role, content=message.content, kind=message.kind, seq=seq)
-    if ended:
-        Event.objects.create(
-            session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"}
-        )
-        return Saved(message=saved, inputs_waiting=False, ended=True)
-    if not ask:
-        return Saved(message=saved, inputs_waiting=False)
-    steering, notes = _waiting(session_id)
-    return Saved(message=saved, inputs_waiting=steering or notes, steering_waiting=steering)
+    return ended
 
 
 def tool_run(*, context: ToolContext, call: ToolUseBlock) -> ToolRecord:

@@ -3,12 +3,16 @@
 The loop (``planner/loop.py``) knows nothing of Django; :class:`SessionIO`
 gives it the session's inputs (steering, change notes), saves each step in
 one transaction, runs tools, and emits frames through the runner. Usage and
-tool-call records wait for the next step's transaction.
+tool-call records wait for the next step's transaction. A round of tool calls
+is one trip to the database threads; when its calls only read, the answer and
+their results are stored together, after the calls ran (a process that dies
+meanwhile leaves the history as it was), else the answer first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from django.utils import timezone
 
@@ -20,11 +24,20 @@ from planner.live import LiveTurn
 from planner.loop import ToolRound, ToolRun, TurnIO
 from planner.messages import ChatMessage, ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, Usage
 from planner.selectors import TurnSetup, tokens_used_since, utc_day_start
-from planner.tools import ToolContext
+from planner.tools import TOOLS, ToolContext
 from tracker.permissions import access_scope
 from tracker.selectors import project_planner_config
 
 Emit = Callable[[Frame], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class _RoundDone:
+    answer: ChatMessage
+    runs: list[ToolRun]
+    results: ChatMessage | None
+    last: services.Saved  # the round's last save: where the session stands
+    error: Exception | None = None
 
 
 class SessionIO(TurnIO):
@@ -67,31 +80,56 @@ class SessionIO(TurnIO):
     async def tool_round(
         self, answer: ChatMessage, usage: Usage, calls: list[ToolUseBlock], stopping: Callable[[], bool]
     ) -> ToolRound:
-        saved, runs, results, error = await db(self._tool_round)(answer, usage, calls, stopping)
-        self._saved(saved)
-        if results is not None:
-            self._saved(results)
-        return ToolRound(
-            answer=saved.message, runs=runs, results=results.message if results else None, error=error
-        )
+        done = await db(self._tool_round)(answer, usage, calls, stopping)
+        self._saved(done.last)
+        return ToolRound(answer=done.answer, runs=done.runs, results=done.results, error=done.error)
 
     def _tool_round(
         self, answer: ChatMessage, usage: Usage, calls: list[ToolUseBlock], stopping: Callable[[], bool]
-    ) -> tuple[services.Saved, list[ToolRun], services.Saved | None, Exception | None]:
-        """On a database thread: the round's three steps, each its own transaction."""
+    ) -> _RoundDone:
+        """On a database thread: store the answer, run its calls, store their results."""
+        if any(spec.writes for call in calls if (spec := TOOLS.get(call.name)) is not None):
+            return self._writing_round(answer, usage, calls, stopping)
+        try:
+            runs = self._calls(calls, stopping)
+            if len(runs) < len(calls):  # stopped: the answer alone, the loop answers the rest
+                saved = self._store(answer, after_seq=self.last_seq, usage=usage, ask=False)
+                return _RoundDone(saved.message, runs, None, saved)
+            results = ChatMessage(role="user", content=tuple(r.result for r in runs), kind="tool_results")
+            saved = self._store(
+                answer, after_seq=self.last_seq, usage=usage, then=results, focus=sorted(self.context.focus)
+            )
+        except Exception:
+            self.records.tools.clear()  # calls that only read, of an answer never stored
+            raise
+        return _RoundDone(saved.messages[0], runs, saved.messages[1], saved)
+
+    def _writing_round(
+        self, answer: ChatMessage, usage: Usage, calls: list[ToolUseBlock], stopping: Callable[[], bool]
+    ) -> _RoundDone:
+        """A round with a call that writes: the answer is stored before any call runs, so what a
+        call changes is never without the answer that asked for it."""
         saved = self._store(answer, after_seq=self.last_seq, usage=usage, ask=False)  # the results' save asks
         runs: list[ToolRun] = []
         try:
-            with access_scope():  # the human's access, read once for the round's calls
-                for call in calls:
-                    if stopping():
-                        return saved, runs, None, None
-                    runs.append(self._run(call))
+            runs = self._calls(calls, stopping)
+            if len(runs) < len(calls):
+                return _RoundDone(saved.message, runs, None, saved)
             results = ChatMessage(role="user", content=tuple(r.result for r in runs), kind="tool_results")
             stored = self._store(results, after_seq=saved.message.seq, focus=sorted(self.context.focus))
         except Exception as exc:  # the answer is stored: the loop must know, then fail the turn
-            return saved, runs, None, exc
-        return saved, runs, stored, None
+            return _RoundDone(saved.message, runs, None, saved, exc)
+        return _RoundDone(saved.message, runs, stored.message, stored)
+
+    def _calls(self, calls: list[ToolUseBlock], stopping: Callable[[], bool]) -> list[ToolRun]:
+        """Run ``calls`` in order until ``stopping()``; the human's access is read once for them."""
+        runs: list[ToolRun] = []
+        with access_scope():
+            for call in calls:
+                if stopping():
+                    break
+                runs.append(self._run(call))
+        return runs
 
     def _run(self, call: ToolUseBlock) -> ToolRun:
         record = services.tool_run(context=self.context, call=call)
@@ -132,6 +170,7 @@ class SessionIO(TurnIO):
         focus: list[str] | None = None,
         last: bool = False,
         ask: bool = True,
+        then: ChatMessage | None = None,
     ) -> services.Saved:
         return services.message_save(
             session_id=self.live.session_id,
@@ -143,6 +182,7 @@ class SessionIO(TurnIO):
             records=self.records,
             last=last,
             ask=ask,
+            then=then,
         )
 
     def _saved(self, saved: services.Saved) -> None:

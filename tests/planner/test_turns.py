@@ -289,6 +289,44 @@ async def test_change_notes_put_the_focus_first_and_advance_last_seen(
     assert model.turn_requests[-1].messages[-1].kind == "human"
 
 
+async def test_a_call_that_writes_runs_after_its_answer_is_stored_and_reads_before(
+    planner, model, session, member, monkeypatch
+):
+    stored_when_called = {}
+    real_call_tool = services.call_tool
+
+    def call_tool(name, arguments, context):
+        stored_when_called[name] = list(
+            Message.objects.filter(session=context.session_id).values_list("kind", flat=True)
+        )
+        return real_call_tool(name, arguments, context)
+
+    monkeypatch.setattr(services, "call_tool", call_tool)
+    proposal = {
+        "title": "Docs",
+        "operations": [{"op": "create", "kind": "ticket", "fields": {"title": "Write docs"}}],
+    }
+    model.add(call("list_items", {}), call("propose_changeset", proposal), say("Proposed."))
+    await drive(planner, session, member, "Plan docs")
+    # A round that only reads is stored with its results once the calls ran: a process dying
+    # meanwhile leaves nothing. One that writes has its answer stored before the call changes anything.
+    assert stored_when_called["list_items"] == ["human"]
+    assert stored_when_called["propose_changeset"] == [
+        "human",
+        "assistant",
+        "tool_results",
+        "assistant",
+    ]
+    assert await kinds_of(session) == [
+        "human",
+        "assistant",
+        "tool_results",
+        "assistant",
+        "tool_results",
+        "assistant",
+    ]
+
+
 async def test_a_round_of_tool_calls_reads_the_humans_access_once(
     planner, model, session, member, monkeypatch
 ):
