@@ -91,17 +91,22 @@ def session_create(
 def _append(session: Session, message: ChatMessage, turn: int, author: User | None = None) -> ChatMessage:
     """Insert ``message`` as the session's next one; the caller holds the transaction."""
     session.last_message_seq += 1
-    Message.objects.create(
-        session=session,
-        seq=session.last_message_seq,
+    stored = replace(message, seq=session.last_message_seq)
+    _message_row(session.pk, turn, stored, author).save()
+    return stored
+
+
+def _message_row(
+    session_id: uuid.UUID, turn: int, message: ChatMessage, author: User | None = None
+) -> Message:
+    return Message(
+        session_id=session_id,
+        seq=message.seq,
         role=message.role,
         kind=message.kind,
         content=message.wire_content(),
         author=author,
         turn=turn,
-    )
-    return ChatMessage(
-        role=message.role, content=message.content, kind=message.kind, seq=session.last_message_seq
     )
 
 
@@ -408,19 +413,7 @@ def message_save(
         changes["focus"] = focus
     ended = _advance(session_id, turn, after_seq, changes, end=last)
     saved = [replace(m, seq=after_seq + i) for i, m in enumerate(stored, start=1)]
-    Message.objects.bulk_create(
-        [
-            Message(
-                session_id=session_id,
-                seq=m.seq,
-                role=m.role,
-                kind=m.kind,
-                content=m.wire_content(),
-                turn=turn,
-            )
-            for m in saved
-        ]
-    )
+    Message.objects.bulk_create([_message_row(session_id, turn, m) for m in saved])
     if records is not None:
         records.write(session_id, turn)
     if ended:
