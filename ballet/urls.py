@@ -6,7 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from ballet.metrics import metrics_view
-from tracker.views import healthz
+from tracker.views import favicon, healthz
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -20,6 +20,8 @@ urlpatterns = [
     path("api/schema/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="schema-redoc"),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
+    # Browsers ask for /favicon.ico on every page that names no icon (the admin's, the API docs).
+    path("favicon.ico", favicon, name="favicon"),
     path("", include("planner.page_urls")),
     path("", include("tracker.page_urls")),
 ]

@@ -43,3 +43,10 @@ def test_unknown_api_paths_answer_json_404(client):
     response = client.get("/api/v1/projects/BAL/changesets/abc/")
     assert response.status_code == 404
     assert response.json() == {"error": {"code": "not_found", "message": "Not found."}}
+
+
+def test_the_icon_browsers_ask_for_is_served(client):
+    answer = client.get("/favicon.ico")
+    assert answer.status_code == 301
+    assert answer["Location"].endswith(".svg")
+    assert 'rel="icon"' in client.get("/accounts/login/").content.decode()

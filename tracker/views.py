@@ -1,4 +1,4 @@
-"""Plain Django views: health."""
+"""Plain Django views: health, the icon."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import logging
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponsePermanentRedirect, JsonResponse
+from django.templatetags.static import static
 from django.views.decorators.http import require_GET
 
 logger = logging.getLogger(__name__)
@@ -54,3 +55,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
         {"status": "ok" if healthy else "unavailable", "checks": checks},
         status=200 if healthy else 503,
     )
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    """Browsers ask for /favicon.ico on every page that names no icon (the admin's, the API docs)."""
+    return HttpResponsePermanentRedirect(static("tracker/favicon.svg"))
