@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -64,14 +65,16 @@ async def test_the_turn_ended_frame_carries_the_readable_reason(
 ):
     await sync(set_settings)(chat_project, owner, daily_token_budget=1000)
     await sync(metered)(chat_project, input_tokens=1000, output_tokens=0)
-    await planner.send(session_id=session.pk, user=member, text="Hello")
     watched = planner.watch(session_id=session.pk, user=member)
+    assert (await anext(watched))["type"] == "state"  # watching before the turn can end
+    await planner.send(session_id=session.pk, user=member, text="Hello")
 
     ended = None
-    async for frame in watched:
-        if frame["type"] == "turn_ended":
-            ended = frame
-            break
+    async with asyncio.timeout(10):
+        async for frame in watched:
+            if frame["type"] == "turn_ended":
+                ended = frame
+                break
     await watched.aclose()
 
     assert ended is not None

@@ -57,16 +57,18 @@ class Chat:
         return cls(client, created.json()["id"])
 
     async def say(self, text: str, user) -> dict:
-        watcher = asyncio.ensure_future(self._watch(user))
-        await asyncio.sleep(0)
+        watching = asyncio.Event()
+        watcher = asyncio.ensure_future(self._watch(user, watching))
+        await asyncio.wait_for(watching.wait(), 5)  # attached before the turn can end
         response = await self.client.post(f"/api/v1/planner/sessions/{self.id}/messages/", {"text": text})
         assert response.status_code == 202, response.content
         await runner.wait(uuid.UUID(self.id))
         await asyncio.wait_for(watcher, 5)
         return (await self.client.get(f"/api/v1/planner/sessions/{self.id}")).json()
 
-    async def _watch(self, user) -> None:
+    async def _watch(self, user, watching: asyncio.Event) -> None:
         async for frame in runner.watch(session_id=uuid.UUID(self.id), user=user):
+            watching.set()
             self.frames.append(frame)
             if frame["type"] == "turn_ended":
                 return
