@@ -361,7 +361,7 @@ def main() -> None:
     parser.add_argument("--log-dir", type=Path, default=None, help="keep daphne's log (and profile) here")
     parser.add_argument("--py-spy", default=None, help="a py-spy binary: profile daphne while the turns run")
     args = parser.parse_args()
-    from tests.fakes.servers import PASSWORD, Deployment, Server, production_mode
+    from tests.fakes.servers import PASSWORD, production_mode, served
 
     raise_fd_limit()
     args.mode = "postgresql + redis" if production_mode() else "sqlite + in-memory layer"
@@ -371,31 +371,27 @@ def main() -> None:
     args.log_dir.mkdir(parents=True, exist_ok=True)
     (tmp / "dump").mkdir()
     fake = FakeProcess(tmp / "dump")
-    deployment = server = None
+    many = "100000"
+    unlimited = {
+        "BALLET_LIMIT_MESSAGES_PER_MINUTE": many,
+        "BALLET_LIMIT_RUNNING_TURNS_PER_USER": many,
+        "BALLET_LIMIT_RUNNING_TURNS_PER_PROJECT": many,
+        "BALLET_LIMIT_FRAMES_PER_SECOND": many,  # turns back to back outpace a human
+    }
     try:
-        many = "100000"
-        deployment = Deployment.create(
+        with served(
             tmp,
             fake.base_url,
+            extra_env=unlimited,
             redis_url=os.environ.get("REDIS_URL"),
-            extra_env={
-                "BALLET_LIMIT_MESSAGES_PER_MINUTE": many,
-                "BALLET_LIMIT_RUNNING_TURNS_PER_USER": many,
-                "BALLET_LIMIT_RUNNING_TURNS_PER_PROJECT": many,
-                "BALLET_LIMIT_FRAMES_PER_SECOND": many,  # turns back to back outpace a human
-            },
-        )
-        server = Server(deployment, log=args.log_dir / "daphne.log").start()
-        assert server.process is not None
-        args.pid = str(server.process.pid)
-        cookie = login_cookie(server.url, "demo", PASSWORD)
-        token = api_token(server.url, "demo", PASSWORD)
-        asyncio.run(measure(server.url, cookie, token, fake, args))
+            log=args.log_dir / "daphne.log",
+        ) as server:
+            assert server.process is not None
+            args.pid = str(server.process.pid)
+            cookie = login_cookie(server.url, "demo", PASSWORD)
+            token = api_token(server.url, "demo", PASSWORD)
+            asyncio.run(measure(server.url, cookie, token, fake, args))
     finally:
-        if server is not None:
-            server.stop()
-        if deployment is not None:
-            deployment.drop()
         fake.stop()
 
 

@@ -40,6 +40,11 @@ class _RoundDone:
     error: Exception | None = None
 
 
+def _results(runs: list[ToolRun]) -> ChatMessage:
+    """The message that answers a round's calls with what they returned."""
+    return ChatMessage(role="user", content=tuple(run.result for run in runs), kind="tool_results")
+
+
 class SessionIO(TurnIO):
     """The loop's durable side, for one live turn."""
 
@@ -95,9 +100,12 @@ class SessionIO(TurnIO):
             if len(runs) < len(calls):  # stopped: the answer alone, the loop answers the rest
                 saved = self._store(answer, after_seq=self.last_seq, usage=usage, ask=False)
                 return _RoundDone(saved.message, runs, None, saved)
-            results = ChatMessage(role="user", content=tuple(r.result for r in runs), kind="tool_results")
             saved = self._store(
-                answer, after_seq=self.last_seq, usage=usage, then=results, focus=sorted(self.context.focus)
+                answer,
+                after_seq=self.last_seq,
+                usage=usage,
+                then=_results(runs),
+                focus=sorted(self.context.focus),
             )
         except Exception:
             self.records.tools.clear()  # calls that only read, of an answer never stored
@@ -115,8 +123,9 @@ class SessionIO(TurnIO):
             runs = self._calls(calls, stopping)
             if len(runs) < len(calls):
                 return _RoundDone(saved.message, runs, None, saved)
-            results = ChatMessage(role="user", content=tuple(r.result for r in runs), kind="tool_results")
-            stored = self._store(results, after_seq=saved.message.seq, focus=sorted(self.context.focus))
+            stored = self._store(
+                _results(runs), after_seq=saved.message.seq, focus=sorted(self.context.focus)
+            )
         except Exception as exc:  # the answer is stored: the loop must know, then fail the turn
             return _RoundDone(saved.message, runs, None, saved, exc)
         return _RoundDone(saved.message, runs, stored.message, stored)

@@ -84,22 +84,21 @@ async def _rounds(live: LiveTurn, io: SessionIO) -> TurnOutcome | None:
     outcome = TurnOutcome("completed")
     for _ in range(MAX_RESTARTS):
         outcome = await live.loop.run()
-        if io.ended:  # its last answer's save ended it
-            histories.keep(live.session_id, live.loop.history)
-            return outcome
-        ended = await db(services.turn_end)(
-            session_id=live.session_id,
-            turn=live.turn,
-            reason=outcome.reason,
-            error=outcome.error,
-            records=io.records,
-        )
-        if ended == "superseded":
-            return None
-        if ended == "ended":
-            histories.keep(live.session_id, live.loop.history)
-            return outcome
-        live.steered()  # "steered": deliver it at the next model call
+        if not io.ended:  # its last answer's save ends a completed turn by itself
+            ended = await db(services.turn_end)(
+                session_id=live.session_id,
+                turn=live.turn,
+                reason=outcome.reason,
+                error=outcome.error,
+                records=io.records,
+            )
+            if ended == "superseded":
+                return None
+            if ended == "steered":
+                live.steered()  # deliver it at the next model call
+                continue
+        histories.keep(live.session_id, live.loop.history)
+        return outcome
     ended = await db(services.turn_end)(
         session_id=live.session_id, turn=live.turn, reason="completed", error=None, records=io.records
     )

@@ -26,7 +26,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,6 +196,25 @@ class Server:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+@contextlib.contextmanager
+def served(
+    home: Path,
+    anthropic_base_url: str,
+    *,
+    extra_env: Mapping[str, str] | None = None,
+    redis_url: str | None = None,
+    log: Path | None = None,
+) -> Iterator[Server]:
+    """One daphne on a deployment of its own in ``home``; stopped, and the deployment dropped, on leaving."""
+    deployment = Deployment.create(home, anthropic_base_url, redis_url=redis_url, extra_env=extra_env)
+    server = Server(deployment, log=log or home / "daphne.log")
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+        deployment.drop()
 
 
 @dataclass

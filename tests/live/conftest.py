@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import sync_playwright
 
 from tests.fakes.messages_api import FakeMessagesAPI, Reply, TextReply, message_text
-from tests.fakes.servers import PASSWORD, Deployment, Server
+from tests.fakes.servers import PASSWORD, Server, served
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -62,14 +61,8 @@ def fake_api(script: Script) -> Iterator[FakeMessagesAPI]:
 
 @pytest.fixture(scope="module")
 def server(fake_api: FakeMessagesAPI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    home: Path = tmp_path_factory.mktemp("live")
-    deployment = Deployment.create(home, fake_api.base_url)
-    running = Server(deployment, log=home / "daphne.log")
-    try:
-        yield running.start()
-    finally:
-        running.stop()
-        deployment.drop()
+    with served(tmp_path_factory.mktemp("live"), fake_api.base_url) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

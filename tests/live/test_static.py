@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.messages_api import FakeMessagesAPI
-from tests.fakes.servers import Deployment, Server, production_mode
+from tests.fakes.servers import Server, production_mode, served
 
 pytestmark = pytest.mark.live
 
@@ -27,14 +27,11 @@ PROXIED = {"X-Forwarded-Proto": "https"}
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     home = tmp_path_factory.mktemp("static")
     settings = "ballet.settings.production" if production_mode() else "ballet.settings.base"
-    with FakeMessagesAPI() as fake:
-        deployment = Deployment.create(home, fake.base_url, extra_env={"DJANGO_SETTINGS_MODULE": settings})
-        running = Server(deployment, log=home / "daphne.log")
-        try:
-            yield running.start()
-        finally:
-            running.stop()
-            deployment.drop()
+    with (
+        FakeMessagesAPI() as fake,
+        served(home, fake.base_url, extra_env={"DJANGO_SETTINGS_MODULE": settings}) as running,
+    ):
+        yield running
 
 
 def get(server: Server, path: str, **headers: str) -> tuple[int, Message, bytes]:
