@@ -33,6 +33,7 @@ class PlannerConfig:
     four_eyes: bool = False
     skill: str | None = None
     daily_token_budget: int | None = None  # input + output tokens per project per UTC day
+    approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval (§ 13.3)
 
 
 # (toml key, environment variable, type) of every planner setting.
@@ -45,6 +46,7 @@ PLANNER_KEYS: dict[str, tuple[str | None, type]] = {
     "four_eyes": (None, bool),
     "skill": (None, str),
     "daily_token_budget": ("BALLET_PLANNER_DAILY_TOKEN_BUDGET", int),
+    "approve_tools": (None, tuple),
 }
 
 
@@ -72,6 +74,10 @@ def coerce(name: str, value: Any, kind: type) -> Any:
         if text in {"0", "false", "no", "off", ""}:
             return False
         raise ConfigError(f"{name}: expected a boolean, got {value!r}")
+    if kind is tuple:  # a list of names: tool names, each a non-empty string
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise ConfigError(f"{name}: expected a list of names, got {value!r}")
+        return tuple(dict.fromkeys(v.strip() for v in value))
     if kind is int:
         if isinstance(value, bool):
             raise ConfigError(f"{name}: expected an integer, got {value!r}")

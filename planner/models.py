@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 
 from tracker.inputs import NulFreeJSONEncoder
-from tracker.models import Project
+from tracker.models import Item, Project
 
 
 class SessionState(models.TextChoices):
@@ -25,6 +25,10 @@ class Session(models.Model):
     )
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    # A question's sub-chat (SPEC § 13.1): owned by the asker, answerable by the project's members.
+    question = models.OneToOneField(
+        "Question", null=True, blank=True, on_delete=models.SET_NULL, related_name="session"
     )
     title = models.CharField(max_length=200, blank=True)
     state = models.CharField(max_length=20, choices=SessionState.choices, default=SessionState.IDLE)
@@ -122,6 +126,80 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id} {self.kind}"
+
+
+class RequestKind(models.TextChoices):
+    QUESTION = "question"  # ask_human: the planner asks the human (§ 13.2)
+    APPROVAL = "approval"  # a call of a tool in the project's approve_tools (§ 13.3)
+
+
+class RequestStatus(models.TextChoices):
+    PENDING = "pending"
+    ANSWERED = "answered"  # a question, answered
+    APPROVED = "approved"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"  # the turn was stopped, or the question withdrawn
+
+
+class HumanRequest(models.Model):
+    """A tool call of a paused turn that waits for a human: a question or an approval.
+
+    The answer that made the call is stored; the call's result is written when every
+    request of its round is resolved, and the turn resumes (SPEC § 6.7, § 13.2–13.3).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="requests")
+    turn = models.IntegerField()
+    tool_use_id = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=RequestKind.choices)
+    question = models.TextField(blank=True)
+    options = models.JSONField(default=list, blank=True, encoder=NulFreeJSONEncoder)
+    tool = models.CharField(max_length=100, blank=True)
+    input = models.JSONField(default=dict, blank=True, encoder=NulFreeJSONEncoder)
+    status = models.CharField(max_length=20, choices=RequestStatus.choices, default=RequestStatus.PENDING)
+    answer = models.TextField(blank=True)  # the answer, or why it was declined
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "created_at", "tool_use_id"]
+        indexes = [models.Index(fields=["session", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.tool_use_id} ({self.status})"
+
+
+class QuestionStatus(models.TextChoices):
+    OPEN = "open"
+    ANSWERED = "answered"
+    WITHDRAWN = "withdrawn"
+
+
+class Question(models.Model):
+    """A worker's question about a project or one item, answered in its sub-chat (SPEC § 13.1)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="questions")
+    asker = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="questions")
+    item = models.ForeignKey(Item, null=True, blank=True, on_delete=models.SET_NULL, related_name="questions")
+    text = models.TextField()
+    status = models.CharField(max_length=20, choices=QuestionStatus.choices, default=QuestionStatus.OPEN)
+    answer = models.TextField(blank=True)
+    answered_by = models.CharField(max_length=200, blank=True)  # planner:SESSION or user:NAME
+    # False while the running-turn limits keep its sub-chat's first turn waiting (§ 13.1).
+    started = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["project", "status"]), models.Index(fields=["started", "status"])]
+
+    def __str__(self) -> str:
+        return f"Question {self.pk} ({self.status})"
 
 
 class UsageRecord(models.Model):
