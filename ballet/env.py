@@ -61,33 +61,46 @@ def _read_toml() -> dict[str, Any]:
         raise ConfigError(f"cannot read BALLET_CONFIG={path}: {exc}") from exc
 
 
+def _names(name: str, value: Any) -> tuple[str, ...]:
+    """A list of names (tool names), each a non-empty string, without repeats."""
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{name}: expected a list of names, got {value!r}")
+    return tuple(dict.fromkeys(v.strip() for v in value))
+
+
+def _boolean(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off", ""}:
+        return False
+    raise ConfigError(f"{name}: expected a boolean, got {value!r}")
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{name}: expected an integer, got {value!r}")
+    try:
+        number = int(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name}: expected an integer, got {value!r}") from exc
+    if number <= 0:
+        raise ConfigError(f"{name}: must be positive, got {number}")
+    return number
+
+
 def coerce(name: str, value: Any, kind: type) -> Any:
     """Convert ``value`` to ``kind`` or raise :class:`ConfigError` naming the setting."""
     if value is None:
         return None
     if kind is bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in {"1", "true", "yes", "on"}:
-            return True
-        if text in {"0", "false", "no", "off", ""}:
-            return False
-        raise ConfigError(f"{name}: expected a boolean, got {value!r}")
-    if kind is tuple:  # a list of names: tool names, each a non-empty string
-        if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v.strip() for v in value):
-            raise ConfigError(f"{name}: expected a list of names, got {value!r}")
-        return tuple(dict.fromkeys(v.strip() for v in value))
+        return _boolean(name, value)
+    if kind is tuple:
+        return _names(name, value)
     if kind is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{name}: expected an integer, got {value!r}")
-        try:
-            number = int(value)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{name}: expected an integer, got {value!r}") from exc
-        if number <= 0:
-            raise ConfigError(f"{name}: must be positive, got {number}")
-        return number
+        return _positive(name, value)
     text = str(value).strip()
     return text or None
 

@@ -145,7 +145,7 @@ class HumanRequest(models.Model):
     """A tool call of a paused turn that waits for a human: a question or an approval.
 
     The answer that made the call is stored; the call's result is written when every
-    request of its round is resolved, and the turn resumes (SPEC § 6.7, § 13.2–13.3).
+    request of its round is resolved, and the turn resumes (SPEC § 6.7, § 13.2, § 13.3).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
