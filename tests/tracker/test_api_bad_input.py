@@ -311,6 +311,18 @@ def test_a_changeset_naming_a_non_ascii_key_is_a_field_error(setup, client_for):
     assert Changeset.objects.count() == 1
 
 
+@pytest.mark.parametrize("kind", [{"a": 1}, ["ticket"]])
+def test_a_create_whose_kind_is_not_a_string_is_a_field_error(setup, client_for, kind):
+    operations = [{"op": "create", "kind": kind, "fields": {"title": "x"}}]
+
+    response = client_for(setup["owner"]).post(
+        BAL + "changesets/", {"title": "T", "operations": operations}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert "operations[0].kind" in response.json()["error"]["fields"]
+
+
 @pytest.mark.parametrize(
     "url",
     [

@@ -19,10 +19,10 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from tracker.admin.base import BalletAdmin, actor_of, error_text
-from tracker.admin.review import changeset_review
 from tracker.errors import BalletError
 from tracker.models import Changeset, ChangesetStatus
 from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, has_permission
+from tracker.review import changeset_review
 from tracker.services.changesets import MAX_NOTE, changeset_apply, changeset_reject
 
 REVIEW_FIELDS = (

@@ -184,7 +184,7 @@ class _Validator:
     def create(self, index: int, op: dict[str, Any]) -> ResolvedOperation | None:
         path = f"operations[{index}]"
         kind, ref, fields = op.get("kind"), op.get("ref"), op.get("fields")
-        if kind not in STATES_BY_KIND or not isinstance(fields, dict):
+        if not isinstance(op.get("kind"), str) or kind not in STATES_BY_KIND or not isinstance(fields, dict):
             return None
         node: str | None = None
         if ref is not None and self.sound(f"{path}.ref"):

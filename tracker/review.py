@@ -1,8 +1,10 @@
 """A changeset made readable for its reviewer: each operation, and its validation state.
 
-:func:`changeset_review` reads the items the operations name (one query) and,
-for a proposed changeset, validates it against the current plan as Apply
-would. It returns plain text; the template escapes all of it.
+:func:`changeset_review` (the admin's review page) and :func:`operations_review`
+(the operations alone: the planner's approval preview of ``propose_changeset``)
+read the items the operations name (one query) and, for a proposed changeset,
+validate it against the current plan as Apply would. They return plain text;
+whoever shows it escapes all of it.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def _create(row: OperationRow, op: dict[str, Any], reader: _Reader) -> None:
     row.subject = f"new {kind}" + (f" ${ref}" if isinstance(ref, str) else "")
     fields = _fields(op)
     row.fields = [FieldRow(name=n, proposed=reader.value(n, fields[n])) for n in _ordered(fields)]
-    if "state" not in fields and kind in DEFAULT_STATE:
+    if "state" not in fields and isinstance(op.get("kind"), str) and kind in DEFAULT_STATE:
         row.fields.append(FieldRow(name="state", proposed=f"{DEFAULT_STATE[kind]} (default)"))
 
 
@@ -167,7 +169,7 @@ def _dependency(row: OperationRow, op: dict[str, Any], reader: _Reader) -> None:
 
 def _row(index: int, op: Any, reader: _Reader, proposed: bool) -> OperationRow:
     kind = op.get("op") if isinstance(op, dict) else None
-    if not isinstance(op, dict) or kind not in OP_LABELS:
+    if not isinstance(op, dict) or not isinstance(kind, str) or kind not in OP_LABELS:
         return OperationRow(index=index, op="unknown", label="Unreadable operation", raw=_json(op))
     row = OperationRow(index=index, op=kind, label=OP_LABELS[kind])
     if kind == "create":
@@ -179,28 +181,29 @@ def _row(index: int, op: Any, reader: _Reader, proposed: bool) -> OperationRow:
     return row
 
 
-def _validation_errors(changeset: Changeset) -> dict[str, list[str]]:
-    """The field errors Apply would meet now, judged as the proposer (as Apply judges)."""
-    can_set_policy = proposer_can_set_policy(changeset)
+def _validation_errors(project: Project, operations: Any, can_set_policy: bool) -> dict[str, list[str]]:
+    """The field errors Apply would meet now, judged as one who may (or may not) set policy."""
     try:
         changeset_validate(
-            project=changeset.project,
-            operations=changeset.operations,
-            can_set_policy=can_set_policy,
-            check_versions=True,
+            project=project, operations=operations, can_set_policy=can_set_policy, check_versions=True
         )
     except ValidationError as exc:
         return exc.errors
     return {}
 
 
-def changeset_review(*, changeset: Changeset) -> Review:
-    """Every operation of ``changeset`` readably, with validation for a proposed one."""
-    operations = changeset.operations if isinstance(changeset.operations, list) else []
-    proposed = changeset.status == ChangesetStatus.PROPOSED
-    reader = _Reader(changeset.project, operations)
-    rows = [_row(index, op, reader, proposed) for index, op in enumerate(operations)]
-    errors = _validation_errors(changeset) if proposed else {}
+def operations_review(*, project: Project, operations: Any, can_set_policy: bool | None) -> Review:
+    """Every operation of a changeset's ``operations`` readably; validated against the plan now
+    as Apply would unless ``can_set_policy`` is None (a decided changeset is not judged again).
+
+    It never raises on malformed operations: what it cannot read is an "Unreadable operation"
+    row or a validation error.
+    """
+    operations = operations if isinstance(operations, list) else []
+    validated = can_set_policy is not None
+    reader = _Reader(project, operations)
+    rows = [_row(index, op, reader, validated) for index, op in enumerate(operations)]
+    errors = _validation_errors(project, operations, can_set_policy) if can_set_policy is not None else {}
     general: list[str] = []
     for path, messages in errors.items():
         match = _PATH.match(path)
@@ -210,4 +213,17 @@ def changeset_review(*, changeset: Changeset) -> Review:
             rows[index].errors.extend(f"{where}: {message}" for message in messages)
         else:
             general.extend(f"{path}: {message}" for message in messages)
-    return Review(operations=rows, validated=proposed, valid=proposed and not errors, general_errors=general)
+    return Review(
+        operations=rows, validated=validated, valid=validated and not errors, general_errors=general
+    )
+
+
+def changeset_review(*, changeset: Changeset) -> Review:
+    """Every operation of ``changeset`` readably, with validation for a proposed one (judged as
+    its proposer, as Apply judges)."""
+    proposed = changeset.status == ChangesetStatus.PROPOSED
+    return operations_review(
+        project=changeset.project,
+        operations=changeset.operations,
+        can_set_policy=proposer_can_set_policy(changeset) if proposed else None,
+    )
