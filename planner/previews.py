@@ -29,7 +29,7 @@ class FieldPreview(TypedDict):
 
     kind: Literal["field"]
     label: str
-    text: str
+    value: str
 
 
 class OperationField(TypedDict):
@@ -73,7 +73,7 @@ def _text(value: Any) -> str:
 
 
 def _field(label: str, value: Any) -> FieldPreview:
-    return {"kind": "field", "label": _cut(label), "text": _text(value)}
+    return {"kind": "field", "label": _cut(label), "value": _text(value)}
 
 
 def generic_preview(input: Any) -> list[PreviewRow]:

@@ -17,7 +17,7 @@ def operations_of(rows: list[PreviewRow]) -> list[OperationPreview]:
 
 
 def fields_of(rows: list[PreviewRow]) -> dict[str, str]:
-    return {row["label"]: row["text"] for row in rows if row["kind"] == "field"}
+    return {row["label"]: row["value"] for row in rows if row["kind"] == "field"}
 
 
 @pytest.fixture
@@ -163,5 +163,5 @@ def test_any_input_at_all_gets_rows(project, value):
     for tool in ("propose_changeset", "update_knowledge", "no_such_tool"):
         rows = request_preview(tool=tool, input=value, project=project)
         assert rows
-        assert all(isinstance(row["text"], str) for row in rows if row["kind"] == "field")
+        assert all(isinstance(row["value"], str) for row in rows if row["kind"] == "field")
         json.dumps(rows)
