@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from planner.models import Session
 from planner.selectors import session_get, session_list
 from planner.services import session_create
+from planner.waiting import sessions_waiting
 from tracker.errors import NotFoundError, PermissionDeniedError
 from tracker.models import Project
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ, has_permission, require
@@ -90,10 +91,14 @@ def chat_list(request: HttpRequest, key: str) -> HttpResponse:
         session = session_create(user=user, project=project)
         return HttpResponseRedirect(reverse("planner-chat", args=[project.key, session.pk]))
     project = _project(user, key)
-    sessions = list(session_list(user=user, project=project)[: MAX_LISTED + 1])
+    waiting = list(sessions_waiting(user=user, project=project).order_by("-updated_at")[:MAX_LISTED])
+    waiting_ids = {s.pk for s in waiting}
+    rest = session_list(user=user, project=project).exclude(pk__in=waiting_ids)
+    sessions = waiting + list(rest[: MAX_LISTED + 1 - len(waiting)])
     context = {
         "project": project,
         "sessions": sessions[:MAX_LISTED],
+        "waiting_ids": waiting_ids,
         "more": len(sessions) > MAX_LISTED,
         "can_chat": has_permission(user, project, PLANNER_CHAT),
     }
@@ -108,10 +113,13 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
     user = _user(request)
     project = _project(user, key)
     found = _session(user, project, session)
+    can_chat = has_permission(user, project, PLANNER_CHAT)
     context = {
         "project": project,
         "session": found,
-        "can_chat": has_permission(user, project, PLANNER_CHAT),
+        "question": found.question,
+        "can_chat": can_chat,
+        "can_send": can_chat and found.user_id == user.pk,
         "api_url": reverse("planner-api:session-detail", kwargs={"session": str(found.pk)}),
         "ws_path": f"/ws/planner/sessions/{found.pk}/",
     }

@@ -406,6 +406,8 @@
     loginUrl: root.dataset.loginUrl,
     user: root.dataset.user,
     canChat: root.dataset.canChat === "true",
+    canSend: root.dataset.canSend === "true", // the session's owner: sends, stops, approves
+    questionChat: Boolean(root.dataset.question), // a question's sub-chat: members answer its questions
   };
   const log = document.getElementById("chat-log");
   const statePill = document.getElementById("chat-state");
@@ -424,6 +426,7 @@
     tools: "Running tools…",
     stopping: "Stopping…",
     paused: "Paused — send a message to continue",
+    waiting: "Waiting for an answer",
     failed: "Failed",
   };
   const RUNNING = new Set(["thinking", "writing", "tools", "stopping"]);
@@ -446,6 +449,7 @@
     renderPending: false,
     lastSent: null,
     loaded: false,
+    requests: new Map(), // request id -> the request as last known (its status, who resolved it)
   };
   const socket = {
     ws: null,
@@ -528,7 +532,7 @@
     sendButton.disabled = socket.closed;
     input.disabled = socket.closed;
     const mode = running ? "running" : view.activity === "paused" ? "paused" : "idle";
-    input.placeholder = PLACEHOLDER[mode];
+    input.placeholder = waitingPlaceholder() || PLACEHOLDER[mode];
   }
 
   function setTitle(title) {
@@ -632,6 +636,324 @@
     if (reason === "failed") notice(error ? `The turn failed: ${error}` : "The turn failed", "failed", seq);
   }
 
+  // ---------------------------------------------------------------- questions and approvals
+
+  const OUTCOMES = {
+    answered: "Answered",
+    approved: "Approved",
+    declined: "Declined",
+    cancelled: "Cancelled",
+  };
+
+  function pendingRequests() {
+    return Array.from(view.requests.values()).filter((request) => request.status === "pending");
+  }
+
+  /** Whether this viewer may answer ``request``: its owner any, a member of a question's sub-chat its questions. */
+  function mayAnswer(request) {
+    if (config.canSend) return true;
+    return request.kind === "question" && config.questionChat && config.canChat;
+  }
+
+  /** What the composer's placeholder says while requests wait: a message answers or declines them. */
+  function waitingPlaceholder() {
+    const pending = pendingRequests();
+    if (!pending.length) return null;
+    const questions = pending.some((request) => request.kind === "question");
+    const approvals = pending.some((request) => request.kind === "approval");
+    if (questions && approvals) return "A message answers the planner's questions and declines its pending approvals (the message is the reason)";
+    if (questions) return "A message answers the planner's question";
+    return "A message declines the pending approval (the message is the reason)";
+  }
+
+  /** While the turn waits on requests the state says so; once none waits, a plain pause. */
+  function refreshWaiting() {
+    if (view.activity !== "paused" && view.activity !== "waiting") {
+      refreshControls();
+      return;
+    }
+    const pending = pendingRequests();
+    if (!pending.length) {
+      setActivity("paused");
+      return;
+    }
+    setActivity("waiting");
+    const approvals = pending.every((request) => request.kind === "approval");
+    statePill.textContent = approvals ? "Waiting for approval" : ACTIVITY.waiting;
+  }
+
+  function findCard(id) {
+    return Array.from(log.querySelectorAll(".request-card")).find((card) => card.dataset.request === id) || null;
+  }
+
+  /** A card per request: placed after the tool call that asked (from the transcript), or last (live). */
+  function showRequest(request) {
+    if (!request || typeof request.id !== "string" || (request.kind !== "question" && request.kind !== "approval")) return;
+    const known = view.requests.get(request.id);
+    const status = request.status || "pending";
+    // A replayed `request` frame of a request resolved since keeps what is known of it.
+    const replayed = known && known.status !== "pending" && status === "pending";
+    const merged = replayed ? known : { ...(known || {}), ...request, status };
+    view.requests.set(request.id, merged);
+    const old = findCard(request.id);
+    if (old && (replayed || (status === "pending" && old.classList.contains("pending")))) {
+      refreshWaiting(); // the card stands as it is, with whatever its reader was typing
+      return;
+    }
+    const card = requestCard(merged);
+    const fold = merged.tool_use_id ? findFold(merged.tool_use_id) : null;
+    if (old) {
+      old.replaceWith(card);
+    } else if (fold) {
+      if (fold.dataset.seq) card.dataset.seq = fold.dataset.seq;
+      clearPlaceholder();
+      changing(() => fold.after(card));
+    } else {
+      append(card);
+    }
+    refreshWaiting();
+  }
+
+  function resolveRequest(frame) {
+    const known = view.requests.get(frame.id);
+    if (!known) return;
+    const resolved = { ...known, status: frame.outcome, by: frame.by, answer: frame.answer ?? frame.reason ?? known.answer };
+    view.requests.set(frame.id, resolved);
+    const card = findCard(frame.id);
+    if (card) changing(() => card.replaceWith(requestCard(resolved)));
+    const outcome = frame.outcome;
+    if (!pendingRequests().length && outcome !== "cancelled" && (view.activity === "waiting" || view.activity === "paused")) {
+      setActivity("thinking"); // the turn resumes with the last answer
+    } else {
+      refreshWaiting();
+    }
+  }
+
+  function requestCard(request) {
+    const pending = request.status === "pending";
+    const card = el("section", `request-card ${request.kind} ${pending ? "pending" : `resolved outcome-${request.status}`}`);
+    card.dataset.request = request.id;
+    const headingId = `request-${request.id}-title`;
+    card.setAttribute("aria-labelledby", headingId);
+    if (request.kind === "question") questionBody(card, request, headingId);
+    else approvalBody(card, request, headingId);
+    if (!pending) card.append(outcomeLine(request));
+    else if (!mayAnswer(request)) card.append(el("p", "request-note", waitingFor(request)));
+    card.append(el("p", "request-sending visually-hidden"));
+    card.querySelector(".request-sending").setAttribute("role", "status");
+    return card;
+  }
+
+  function waitingFor(request) {
+    if (request.kind === "approval") return "Waiting for the chat's owner to approve or decline.";
+    return "Waiting for an answer from the chat's owner.";
+  }
+
+  function questionBody(card, request, headingId) {
+    const kicker = config.questionChat ? "The planner asks the project's members" : "The planner asks";
+    card.append(el("p", "card-kicker", kicker));
+    const question = el("div", "request-question md");
+    question.id = headingId;
+    question.append(renderMarkdown(request.question || ""));
+    card.append(question);
+    if (request.status !== "pending" || !mayAnswer(request)) {
+      const options = Array.isArray(request.options) ? request.options.filter((o) => typeof o === "string") : [];
+      if (options.length && request.status === "pending") card.append(el("p", "request-options-list", `Options: ${options.join(" · ")}`));
+      return;
+    }
+    const options = Array.isArray(request.options) ? request.options.filter((o) => typeof o === "string" && o) : [];
+    if (options.length) {
+      const group = el("div", "request-options");
+      group.setAttribute("role", "group");
+      group.setAttribute("aria-label", "Answer with an option");
+      for (const option of options) {
+        const button = el("button", "option", option);
+        button.type = "button";
+        button.addEventListener("click", () => answerRequest(card, request, { text: option }));
+        group.append(button);
+      }
+      card.append(group);
+    }
+    card.append(replyForm(card, request, {
+      label: options.length ? "Or answer in your own words" : "Your answer",
+      button: "Send answer",
+      required: true,
+      submit: (text) => ({ text }),
+    }));
+  }
+
+  function approvalBody(card, request, headingId) {
+    card.append(el("p", "card-kicker", request.status === "pending" ? "Approval needed" : "Approval"));
+    const title = el("h3", "card-title");
+    title.id = headingId;
+    title.append("The planner wants to run ", el("code", "tool-name", request.tool || "a tool"));
+    card.append(title);
+    const preview = previewNode(request);
+    if (request.status === "pending") {
+      card.append(preview);
+    } else {
+      const fold = el("details", "request-fold");
+      fold.append(el("summary", null, "What it asked to run"), preview);
+      card.append(fold);
+    }
+    if (request.status !== "pending" || !mayAnswer(request)) return;
+    const actions = el("div", "request-actions");
+    const approve = el("button", "approve", "Approve");
+    approve.type = "button";
+    approve.addEventListener("click", () => answerRequest(card, request, { approve: true }));
+    actions.append(approve);
+    card.append(actions);
+    card.append(replyForm(card, request, {
+      label: "Reason for declining (optional)",
+      button: "Decline",
+      required: false,
+      submit: (reason) => (reason.trim() ? { approve: false, reason } : { approve: false }),
+    }));
+  }
+
+  function replyForm(card, request, { label, button, required, submit }) {
+    const form = el("form", "request-reply");
+    const id = `request-${request.id}-${required ? "answer" : "reason"}`;
+    const labelNode = el("label", null, label);
+    labelNode.htmlFor = id;
+    const box = el("textarea");
+    box.id = id;
+    box.rows = required ? 2 : 1;
+    box.maxLength = 32000;
+    const send = el("button", required ? null : "secondary decline", button);
+    send.type = "submit";
+    const row = el("div", "request-reply-row");
+    row.append(box, send);
+    form.append(labelNode, row);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (required && !box.value.trim()) {
+        box.focus();
+        return;
+      }
+      answerRequest(card, request, submit(box.value));
+    });
+    box.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.altKey && !event.isComposing) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+    });
+    return form;
+  }
+
+  function answerRequest(card, request, body) {
+    if (card.classList.contains("sending")) return;
+    if (!connected()) {
+      toast("Not connected yet; your answer is kept. Reconnecting…");
+      reconnectNow();
+      return;
+    }
+    socket.ws.send(JSON.stringify({ type: "answer", request: request.id, ...body }));
+    card.classList.add("sending");
+    for (const control of card.querySelectorAll("button, textarea")) control.disabled = true;
+    card.querySelector(".request-sending").textContent = "Sending…";
+  }
+
+  /** An answer the server refused: the card's controls come back (the error frame says why). */
+  function answerRefused() {
+    for (const card of log.querySelectorAll(".request-card.sending")) {
+      card.classList.remove("sending");
+      for (const control of card.querySelectorAll("button, textarea")) control.disabled = false;
+      card.querySelector(".request-sending").textContent = "";
+    }
+  }
+
+  function outcomeLine(request) {
+    const box = el("div", "request-outcome");
+    const who = request.by ? ` by ${request.by}` : "";
+    box.append(el("p", "request-outcome-line", `${OUTCOMES[request.status] || request.status}${who}`));
+    if (request.answer) {
+      const answer = el("p", "request-answer", request.answer);
+      if (request.status === "declined") answer.prepend(el("span", "request-answer-label", "Reason: "));
+      box.append(answer);
+    }
+    return box;
+  }
+
+  // An approval's input, as the server's preview rows describe it (planner/previews.py); plain JSON else.
+
+  function previewNode(request) {
+    const box = el("div", "request-preview");
+    const rows = Array.isArray(request.preview) ? request.preview.filter((row) => row && typeof row === "object") : [];
+    let fields = null;
+    for (const row of rows) {
+      if (row.kind === "operation") {
+        fields = null;
+        box.append(operationNode(row));
+      } else {
+        if (!fields) fields = box.appendChild(el("dl", "preview-fields"));
+        fields.append(el("dt", null, row.label ?? ""), el("dd", "value", row.value ?? ""));
+      }
+    }
+    if (!rows.length) box.append(el("pre", "json", pretty(request.input ?? {})));
+    else {
+      const raw = el("details", "preview-raw");
+      raw.append(el("summary", null, "Input as JSON"), el("pre", "json", pretty(request.input ?? {})));
+      box.append(raw);
+    }
+    return box;
+  }
+
+  function operationNode(row) {
+    const op = el("div", "preview-op");
+    op.dataset.op = String(row.op || "unknown");
+    const number = Number.isInteger(row.index) ? `${row.index + 1}. ` : "";
+    op.append(el("h4", null, `${number}${row.label || "Operation"}${row.subject ? `: ${row.subject}` : ""}`));
+    if (row.warning) op.append(el("p", "op-warning", row.warning));
+    const fields = Array.isArray(row.fields) ? row.fields : [];
+    if (row.op === "update" || row.op === "create") {
+      const table = el("table", "preview-table");
+      const body = el("tbody");
+      for (const field of fields) {
+        const tr = el("tr");
+        const name = el("th", null, field.name ?? "");
+        name.scope = "row";
+        tr.append(name);
+        if (row.op === "update") {
+          tr.append(el("td", field.changed ? "value before" : "value before unchanged", field.current ?? ""), el("td", "arrow", "→"));
+        }
+        tr.append(el("td", "value after", `${field.proposed ?? ""}${row.op === "update" && !field.changed ? " (unchanged)" : ""}`));
+        body.append(tr);
+      }
+      table.append(body);
+      const wrap = el("div", "table-wrap");
+      wrap.append(table);
+      op.append(wrap);
+    } else if (row.op === "add_dependency" || row.op === "remove_dependency") {
+      const added = row.op === "add_dependency";
+      const sentence = added ? `${row.blocked} will wait for ${row.blocker}` : `${row.blocked} will no longer wait for ${row.blocker}`;
+      op.append(el("p", "dependency", sentence));
+    } else {
+      op.append(el("pre", "json", row.raw || ""));
+    }
+    const errors = Array.isArray(row.errors) ? row.errors : [];
+    if (errors.length) {
+      const list = el("ul", "op-errors");
+      for (const error of errors) list.append(el("li", null, error));
+      op.append(list);
+    }
+    return op;
+  }
+
+  function questionStatus(question) {
+    const node = document.getElementById("question-status");
+    if (!node || !question) return;
+    const labels = { open: "Open", answered: "Answered", withdrawn: "Withdrawn" };
+    node.textContent = labels[question.status] || String(question.status || "");
+    node.className = `badge question-${question.status}`;
+    const answer = document.getElementById("question-answer");
+    if (answer && question.answer) {
+      answer.hidden = false;
+      answer.replaceChildren(el("span", "request-answer-label", `Answer${question.answered_by ? ` (${question.answered_by})` : ""}: `), question.answer);
+    }
+  }
+
   // ---------------------------------------------------------------- streaming text
 
   function streamText(delta) {
@@ -701,6 +1023,10 @@
     view.loaded = true;
     view.bubble = null;
     view.text = "";
+    view.requests = new Map();
+    if (typeof data.can_send === "boolean") config.canSend = data.can_send;
+    if (data.question !== undefined) config.questionChat = Boolean(data.question);
+    if (form && !config.canSend) form.hidden = true;
     log.replaceChildren();
     const calls = new Map((data.tool_calls || []).map((call) => [call.tool_use_id, call]));
     let seq = 0;
@@ -716,6 +1042,8 @@
       }
     }
     view.renderedSeq = seq;
+    for (const request of Array.isArray(data.requests) ? data.requests : []) showRequest(request);
+    questionStatus(data.question);
     if (!log.children.length) {
       log.append(el("p", "chat-placeholder", `Ask the planner about ${config.project}: what can run next, what is blocked, or what to change.`));
     }
@@ -723,6 +1051,7 @@
     if (data.state === "running") setActivity("thinking");
     else if (data.state === "paused") setActivity("paused");
     else setActivity(lastEnd && lastEnd.reason === "failed" ? "failed" : "idle");
+    refreshWaiting();
     if (follow) window.scrollTo(0, document.documentElement.scrollHeight);
   }
 
@@ -789,6 +1118,7 @@
         return;
       }
       setActivity(frame.state === "paused" ? "paused" : view.activity === "failed" ? "failed" : "idle");
+      refreshWaiting();
       if (frame.last_seq > view.renderedSeq && !socket.resynced) {
         socket.resynced = true; // the turn ended between the transcript and the socket
         loadTranscript().catch(() => {});
@@ -845,6 +1175,13 @@
       endStream();
       notice("Earlier conversation summarized", "compacted");
     },
+    request(frame) {
+      endStream();
+      showRequest({ ...frame, status: "pending" });
+    },
+    request_resolved(frame) {
+      resolveRequest(frame);
+    },
     turn_ended(frame) {
       endStream();
       turnEndNotice(frame.reason, frame.error);
@@ -856,6 +1193,7 @@
     },
     error(frame) {
       toast(frame.message || "Something went wrong.");
+      answerRefused();
       if (input && view.lastSent && !input.value) input.value = view.lastSent;
       view.lastSent = null;
     },
