@@ -22,14 +22,14 @@ pytestmark = pytest.mark.browser
 CHAT_URL = re.compile(r"/projects/DEMO/chat/[0-9a-f-]{36}/$")
 EVIL = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 
-QUESTION = {
+QUESTION: dict[str, Any] = {
     "type": "request",
     "id": "11111111-1111-4111-8111-111111111111",
     "kind": "question",
     "question": f"Which **database** should the export read? {EVIL}",
     "options": ["PostgreSQL", f"SQLite {EVIL}"],
 }
-APPROVAL = {
+APPROVAL: dict[str, Any] = {
     "type": "request",
     "id": "22222222-2222-4222-8222-222222222222",
     "kind": "approval",
@@ -69,7 +69,7 @@ APPROVAL = {
         },
     ],
 }
-SECOND_APPROVAL = {
+SECOND_APPROVAL: dict[str, Any] = {
     "type": "request",
     "id": "33333333-3333-4333-8333-333333333333",
     "kind": "approval",
