@@ -3,13 +3,14 @@
 The server starts once per module (about ten seconds); each test opens its own
 chat. The fake model answers by script: a test registers the replies for a
 keyword with :func:`Script.on`, and a request is answered from the script of
-the last human message that names a keyword, one reply per model call.
+the last human message that names a keyword, one reply per model call. A reply
+may also be a function of the request (to answer with what the request says).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -22,14 +23,17 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
+ScriptedReply = Reply | Callable[[dict[str, Any]], Reply]
+
+
 class Script:
     """Replies by keyword: the n-th model call after a human message gets its n-th reply."""
 
     def __init__(self) -> None:
-        self.replies: dict[str, list[Reply]] = {}
+        self.replies: dict[str, list[ScriptedReply]] = {}
         self.lock = threading.Lock()
 
-    def on(self, keyword: str, *replies: Reply) -> str:
+    def on(self, keyword: str, *replies: ScriptedReply) -> str:
         with self.lock:
             self.replies[keyword] = list(replies)
         return keyword
@@ -41,10 +45,13 @@ class Script:
                 calls_since += 1
                 continue
             text = message_text(message)
+            if text.lstrip().startswith("<workspace-changes>"):
+                continue  # change notes quote what other tests wrote, keywords and all
             with self.lock:
                 for keyword, replies in self.replies.items():
                     if keyword in text:
-                        return replies[min(calls_since, len(replies) - 1)]
+                        reply = replies[min(calls_since, len(replies) - 1)]
+                        return reply(request) if callable(reply) else reply
         return TextReply("(unscripted)")
 
 

@@ -450,6 +450,7 @@
     lastSent: null,
     loaded: false,
     requests: new Map(), // request id -> the request as last known (its status, who resolved it)
+    answering: null, // the answer_question call in flight: its id and answer, for the question's banner
   };
   const socket = {
     ws: null,
@@ -1152,12 +1153,16 @@
     tool_call(frame) {
       endStream();
       toolFold(frame);
+      if (frame.name === "answer_question" && frame.input) view.answering = { id: frame.id, answer: frame.input.answer };
       if (view.activity !== "stopping") setActivity("tools");
     },
     tool_result(frame) {
       endStream();
       const fold = findFold(frame.id) || toolFold({ id: frame.id, name: frame.name, input: {} });
       setToolOutput(fold, frame.output, frame.is_error);
+      if (view.answering && view.answering.id === frame.id && !frame.is_error && typeof view.answering.answer === "string") {
+        questionStatus({ status: "answered", answer: view.answering.answer, answered_by: `planner:${config.sessionId}` });
+      }
       if (view.activity !== "stopping") setActivity("thinking");
     },
     draft(frame) {
