@@ -1,0 +1,146 @@
+"""The pages' side of SPEC § 13: chats waiting for the reader, question sub-chats, who may write."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from pytest_django.asserts import assertContains, assertNotContains
+
+from planner.models import HumanRequest, Question, RequestKind, RequestStatus, Session
+from planner.services import session_create
+from planner.waiting import sessions_waiting
+from tests.factories import MembershipFactory, UserFactory
+
+WAITING_BADGE = '<span class="badge waiting">waiting for you</span>'
+
+
+def chat_url(session: Session) -> str:
+    return f"/projects/{session.project.key}/chat/{session.pk}/"
+
+
+def pending(session: Session, kind: str = RequestKind.QUESTION) -> HumanRequest:
+    return HumanRequest.objects.create(
+        session=session,
+        turn=1,
+        tool_use_id=f"toolu_{HumanRequest.objects.count()}",
+        kind=kind,
+        question="Replica or primary?" if kind == RequestKind.QUESTION else "",
+        tool="" if kind == RequestKind.QUESTION else "propose_changeset",
+    )
+
+
+@pytest.fixture
+def agent(project):
+    user = UserFactory(username="agent")
+    MembershipFactory(project=project, user=user, role="member")
+    return user
+
+
+@pytest.fixture
+def sub_chat(chat_project, agent, make_item):
+    """An agent's question about an item, and its sub-chat, owned by the agent."""
+    item = make_item(title="Export bookings")
+    question = Question.objects.create(
+        project=chat_project, asker=agent, item=item, text="Which <b>database</b>?"
+    )
+    session = session_create(user=agent, project=chat_project, title="Which database?")
+    session.question = question
+    session.save(update_fields=["question"])
+    return session
+
+
+@pytest.fixture
+def signed_in(client: Client):
+    def sign_in(user) -> Client:
+        client.force_login(user)
+        return client
+
+    return sign_in
+
+
+def test_a_chat_waiting_for_its_owner_comes_first_and_is_marked(signed_in, session, member, chat_project):
+    waiting_chat = session
+    waiting_chat.title = "Waits for an answer"
+    waiting_chat.save(update_fields=["title"])
+    pending(waiting_chat)
+    newer = session_create(user=member, project=chat_project, title="A newer chat")
+    answered = session_create(user=member, project=chat_project, title="Answered already")
+    HumanRequest.objects.filter(pk=pending(answered).pk).update(status=RequestStatus.ANSWERED)
+
+    response = signed_in(member).get("/projects/BAL/chat/")
+    sessions = list(response.context["sessions"])
+    assert sessions[0] == waiting_chat
+    assert set(sessions[1:]) == {newer, answered}
+    assertContains(response, WAITING_BADGE, count=1, html=True)
+    assertContains(response, "1 chat waiting for you")
+
+
+def test_an_approval_waits_for_the_chats_owner_only(session, member, maintainer, chat_project):
+    pending(session, RequestKind.APPROVAL)
+    assert list(sessions_waiting(user=member, project=chat_project)) == [session]
+    assert list(sessions_waiting(user=maintainer, project=chat_project)) == []
+
+
+def test_a_question_sub_chat_waits_for_every_member_who_may_chat(sub_chat, users, agent, chat_project):
+    pending(sub_chat)
+    for name in ("member", "maintainer", "owner"):
+        assert list(sessions_waiting(user=users[name], project=chat_project)) == [sub_chat], name
+    assert list(sessions_waiting(user=agent, project=chat_project)) == [sub_chat]
+    assert list(sessions_waiting(user=users["viewer"], project=chat_project)) == []
+    assert list(sessions_waiting(user=users["stranger"], project=chat_project)) == []
+
+
+def test_an_approval_in_a_question_sub_chat_is_the_askers_alone(sub_chat, maintainer, agent, chat_project):
+    pending(sub_chat, RequestKind.APPROVAL)
+    assert list(sessions_waiting(user=maintainer, project=chat_project)) == []
+    assert list(sessions_waiting(user=agent, project=chat_project)) == [sub_chat]
+
+
+def test_the_chat_list_names_a_sub_chats_asker_and_item(signed_in, sub_chat, maintainer):
+    pending(sub_chat)
+    response = signed_in(maintainer).get("/projects/BAL/chat/")
+    item = sub_chat.question.item
+    assertContains(response, f"Question from agent about {item.key}")
+    assertContains(response, WAITING_BADGE, count=1, html=True)
+    assertContains(response, f'href="{chat_url(sub_chat)}"')
+
+
+def test_the_home_page_counts_the_chats_waiting_for_the_user(signed_in, session, member, sub_chat):
+    client = signed_in(member)
+    assertNotContains(client.get("/"), "waiting for you")
+    pending(session)
+    pending(sub_chat)
+    response = client.get("/")
+    assertContains(response, '<a href="/projects/BAL/chat/">2 chats waiting for you', html=False)
+
+
+def test_the_home_page_shows_no_count_to_a_viewer(signed_in, viewer, sub_chat):
+    pending(sub_chat)
+    assertNotContains(signed_in(viewer).get("/"), "waiting for you")
+
+
+def test_a_sub_chat_shows_its_question_to_its_asker_escaped(signed_in, sub_chat, agent):
+    response = signed_in(agent).get(chat_url(sub_chat))
+    assertContains(response, 'class="question-banner"')
+    assertContains(response, "Question from agent about")
+    assertContains(response, sub_chat.question.item.key)
+    assertContains(response, "Which &lt;b&gt;database&lt;/b&gt;?")
+    assertContains(response, f'data-question="{sub_chat.question.pk}"')
+    assertContains(response, 'data-can-send="true"')
+    assertContains(response, 'id="composer"')
+
+
+def test_an_ordinary_chat_has_no_question_banner(signed_in, session, member):
+    response = signed_in(member).get(chat_url(session))
+    assertNotContains(response, "question-banner")
+    assertContains(response, 'data-question=""')
+    assertContains(response, 'data-can-send="true"')
+
+
+def test_a_superuser_reads_someone_elses_chat_without_a_composer(signed_in, session):
+    admin = UserFactory(username="root", is_superuser=True, is_staff=True)
+    response = signed_in(admin).get(chat_url(session))
+    assert response.status_code == 200
+    assertContains(response, 'data-can-send="false"')
+    assertNotContains(response, 'id="composer"')
+    assertContains(response, "This is member's chat: you can read it but not write in it.")
