@@ -253,3 +253,24 @@ def test_a_request_frame_sent_again_on_reconnect_keeps_the_card_and_what_was_typ
     expect(page.locator("#chat-log .request-card")).to_have_count(1)
     expect(question.get_by_label("Your answer")).to_have_value("half an answer")
     expect(page.locator("#chat-state")).to_have_text("Waiting for an answer")
+
+
+def test_cards_fit_a_narrow_screen(browser, server, signed_in):
+    wide = {
+        **APPROVAL,
+        "preview": [*APPROVAL["preview"], {"kind": "field", "label": "x" * 80, "value": "y" * 400}],
+    }
+    context = browser.new_context(
+        base_url=server.url, storage_state=signed_in, viewport={"width": 375, "height": 740}
+    )
+    try:
+        page = context.new_page()
+        open_chat(page, [wide, {**QUESTION, "options": ["A rather long option " * 6, "B"]}])
+        expect(page.locator("#chat-log .request-card")).to_have_count(2)
+        page.screenshot(path="/tmp/ballet-cards-375.png", full_page=True)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+        decline = page.get_by_role("button", name="Decline").bounding_box()
+        assert decline is not None
+        assert decline["x"] + decline["width"] <= 375
+    finally:
+        context.close()
