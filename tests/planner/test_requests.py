@@ -15,7 +15,7 @@ from planner.histories import histories
 from planner.models import Event, HumanRequest, Session, ToolCall
 from planner.runner import Runner
 from planner.selectors import session_list
-from tests.fakes.scripted import call, say, tool_results
+from tests.fakes.scripted import ScriptedGateway, call, say, tool_results
 from tests.planner.api_client import client_for
 from tests.planner.conftest import frames_until, open_socket, sync
 from tracker.errors import ConflictError, NotFoundError, ValidationError
@@ -30,7 +30,9 @@ ASK = ("ask_human", {"question": "Ship on Friday or Monday?", "options": ["Frida
 
 async def pause(planner: Runner, session, user, *steps) -> HumanRequest:
     """Send a message whose turn pauses on ``steps``' requests; the first pending request."""
-    planner.gateway.add(*steps)
+    model = planner.gateway
+    assert isinstance(model, ScriptedGateway)
+    model.add(*steps)
     await planner.send(session_id=session.pk, user=user, text="Plan the release.")
     await planner.wait(session.pk)
     pending = await sync(lambda: list(HumanRequest.objects.filter(session=session, status="pending")))()
@@ -244,7 +246,8 @@ async def test_who_may_answer(planner, model, session, member, viewer, owner, us
     with pytest.raises(ValidationError):
         await planner.answer(session_id=session.pk, user=member, request=str(request.pk), approve=True)
     assert await state_of(session) == "paused"
-    waiting = await sync(lambda: [(s.pk, s.waiting) for s in session_list(user=member)])()
+    listed = session_list(user=member).values_list("pk", "waiting")
+    waiting = await sync(lambda: list(listed))()
     assert waiting == [(session.pk, True)]
 
 
