@@ -246,8 +246,8 @@ async def test_who_may_answer(planner, model, session, member, viewer, owner, us
     with pytest.raises(ValidationError):
         await planner.answer(session_id=session.pk, user=member, request=str(request.pk), approve=True)
     assert await state_of(session) == "paused"
-    listed = session_list(user=member).values_list("pk", "waiting")
-    waiting = await sync(lambda: list(listed))()
+    listed = await sync(lambda: list(session_list(user=member)))()
+    waiting = [(s.pk, s.waiting) for s in listed]  # type: ignore[attr-defined]
     assert waiting == [(session.pk, True)]
 
 
