@@ -247,7 +247,7 @@ async def test_who_may_answer(planner, model, session, member, viewer, owner, us
         await planner.answer(session_id=session.pk, user=member, request=str(request.pk), approve=True)
     assert await state_of(session) == "paused"
     listed = await sync(lambda: list(session_list(user=member)))()
-    waiting = [(s.pk, s.waiting) for s in listed]  # type: ignore[attr-defined]
+    waiting = [(s.pk, s.waiting) for s in listed]
     assert waiting == [(session.pk, True)]
 
 
