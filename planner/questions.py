@@ -152,7 +152,9 @@ def question_withdraw(*, user: User, project: Project, question_id: Any) -> With
     question = question_get(user=user, project=project, question_id=question_id)
     if question.asker_id != user.pk and not has_permission(user, project, PROJECT_ADMIN):
         raise PermissionDeniedError("Only the asker or a project admin may withdraw a question.")
-    question = Question.objects.select_for_update().select_related("project", "item").get(pk=question.pk)
+    question = (
+        Question.objects.select_for_update().select_related("project", "item", "asker").get(pk=question.pk)
+    )
     if question.status != QuestionStatus.OPEN:
         raise InvalidStateError(f"The question is already {question.status}.")
     question.status = QuestionStatus.WITHDRAWN
