@@ -14,7 +14,7 @@ close the ``<workspace-changes>`` wrapper.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -35,10 +35,9 @@ def quoted(value: Any) -> str:
 
 def _describe(event: ActivityEvent) -> str:
     data: dict[str, Any] = event.data or {}
-    if event.verb.startswith("changeset."):
-        return _changeset(event, data)
-    if event.verb.startswith("question."):
-        return _question(event, data)
+    special = _BY_PREFIX.get(event.verb.split(".", 1)[0])
+    if special is not None:
+        return special(event, data)
     who = quoted(event.actor)
     verb = event.verb
     target = quoted(event.target)
@@ -88,6 +87,12 @@ def _question(event: ActivityEvent, data: dict[str, Any]) -> str:
     if data.get("answer"):
         line += f"; answer: {quoted(data['answer'])}"
     return line
+
+
+_BY_PREFIX: dict[str, Callable[[ActivityEvent, dict[str, Any]], str]] = {
+    "changeset": _changeset,
+    "question": _question,
+}
 
 
 def _in_focus(event: ActivityEvent, focus: set[str], session_label: str) -> bool:
