@@ -125,7 +125,9 @@ def question_answer(*, session_id: uuid.UUID, user: User, answer: str) -> Questi
         raise InvalidStateError(
             "This session answers no question: answer_question is for question sub-chats."
         )
-    question = Question.objects.select_for_update(of=("self",)).select_related("project", "item").get(pk=question.pk)
+    question = (
+        Question.objects.select_for_update(of=("self",)).select_related("project", "item").get(pk=question.pk)
+    )
     if question.status != QuestionStatus.OPEN:
         raise InvalidStateError(f"The question is {question.status}; it takes no answer.")
     actor = Actor(user=user, planner_session=session_id)
@@ -153,7 +155,9 @@ def question_withdraw(*, user: User, project: Project, question_id: Any) -> With
     if question.asker_id != user.pk and not has_permission(user, project, PROJECT_ADMIN):
         raise PermissionDeniedError("Only the asker or a project admin may withdraw a question.")
     question = (
-        Question.objects.select_for_update(of=("self",)).select_related("project", "item", "asker").get(pk=question.pk)
+        Question.objects.select_for_update(of=("self",))
+        .select_related("project", "item", "asker")
+        .get(pk=question.pk)
     )
     if question.status != QuestionStatus.OPEN:
         raise InvalidStateError(f"The question is already {question.status}.")
