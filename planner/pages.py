@@ -22,9 +22,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from planner.models import Session
-from planner.selectors import session_get, session_list
+from planner.selectors import session_get, session_list, session_waiting_count
 from planner.services import session_create
-from planner.waiting import sessions_waiting
 from tracker.errors import NotFoundError, PermissionDeniedError
 from tracker.models import Project
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ, has_permission, require
@@ -91,14 +90,12 @@ def chat_list(request: HttpRequest, key: str) -> HttpResponse:
         session = session_create(user=user, project=project)
         return HttpResponseRedirect(reverse("planner-chat", args=[project.key, session.pk]))
     project = _project(user, key)
-    waiting = list(sessions_waiting(user=user, project=project).order_by("-updated_at")[:MAX_LISTED])
-    waiting_ids = {s.pk for s in waiting}
-    rest = session_list(user=user, project=project).exclude(pk__in=waiting_ids)
-    sessions = waiting + list(rest[: MAX_LISTED + 1 - len(waiting)])
+    listed = session_list(user=user, project=project).select_related("question__asker", "question__item")
+    sessions = list(listed.order_by("-waiting", "-updated_at")[: MAX_LISTED + 1])
     context = {
         "project": project,
         "sessions": sessions[:MAX_LISTED],
-        "waiting_ids": waiting_ids,
+        "waiting": session_waiting_count(user=user, project=project),
         "more": len(sessions) > MAX_LISTED,
         "can_chat": has_permission(user, project, PLANNER_CHAT),
     }

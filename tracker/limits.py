@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import time
 
+from django.conf import settings
 from django.core.cache import cache
+
+from tracker.errors import RateLimitedError
 
 
 def rate_hit(*, scope: str, key: object, limit: int, window_seconds: int) -> bool:
@@ -36,3 +39,13 @@ def _incremented(key: str) -> bool:
     except ValueError:  # expired since it was read
         return False
     return True
+
+
+def agent_request_count(*, user_id: int) -> None:
+    """Count one MCP or question request of a token's user; RateLimitedError past the limit
+    (``mcp_requests_per_minute``, SPEC § 12.4)."""
+    limit = settings.BALLET_LIMITS.mcp_requests_per_minute
+    if not rate_hit(scope="agent-request", key=user_id, limit=limit, window_seconds=60):
+        raise RateLimitedError(
+            f"At most {limit} MCP and question requests a minute per token; try again in a few seconds."
+        )

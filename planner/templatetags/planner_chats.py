@@ -10,7 +10,7 @@ from typing import Any
 
 from django import template
 
-from planner.waiting import sessions_waiting
+from planner.selectors import session_waiting_count
 from tracker.models import Project
 
 register = template.Library()
@@ -23,4 +23,4 @@ def waiting_chats(context: dict[str, Any], project: Project) -> int:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return 0
-    return sessions_waiting(user=user, project=project).count()
+    return session_waiting_count(user=user, project=project)

@@ -1044,7 +1044,7 @@
     }
     view.renderedSeq = seq;
     for (const request of Array.isArray(data.requests) ? data.requests : []) showRequest(request);
-    questionStatus(data.question);
+    questionStatus(data.about);
     if (!log.children.length) {
       log.append(el("p", "chat-placeholder", `Ask the planner about ${config.project}: what can run next, what is blocked, or what to change.`));
     }
@@ -1182,6 +1182,7 @@
     },
     request(frame) {
       endStream();
+      if (RUNNING.has(view.activity)) setActivity("paused"); // the turn waits on it: no turn_ended comes
       showRequest({ ...frame, status: "pending" });
     },
     request_resolved(frame) {
