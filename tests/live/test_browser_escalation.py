@@ -221,7 +221,9 @@ def test_an_agents_question_escalates_to_another_member_who_answers_in_the_brows
     expect(card.locator(".request-answer")).to_have_text("The replica, always.")
     expect(assistant(page).last).to_have_text("I answered the agent's question.")
     expect(page.locator("#question-status")).to_have_text("Answered")
-    expect(page.locator("#question-answer")).to_contain_text("demo says: The replica, always.")
+    expect(page.locator("#question-answer")).to_have_text(
+        "Answer by the planner: demo says: The replica, always."
+    )
     waiter.join(timeout=90)
 
     assert len(answers) == 1

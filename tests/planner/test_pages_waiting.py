@@ -150,3 +150,15 @@ def test_a_superuser_reads_someone_elses_chat_without_a_composer(signed_in, sess
     assertContains(response, 'data-can-send="false"')
     assertNotContains(response, 'id="composer"')
     assertContains(response, "This is member's chat: you can read it but not write in it.")
+
+
+def test_an_answered_sub_chat_shows_the_answer_and_who_gave_it(signed_in, sub_chat, agent):
+    question = sub_chat.question
+    Question.objects.filter(pk=question.pk).update(
+        status="answered", answer="Use the <i>replica</i>.", answered_by=f"planner:{sub_chat.pk}"
+    )
+    response = signed_in(agent).get(chat_url(sub_chat))
+    assertContains(response, "Answer by the planner: </span>Use the &lt;i&gt;replica&lt;/i&gt;.", html=False)
+    assertContains(response, '<span id="question-status" class="badge question-answered">Answered</span>')
+    Question.objects.filter(pk=question.pk).update(answered_by="user:maintainer")
+    assertContains(signed_in(agent).get(chat_url(sub_chat)), "Answer by maintainer: </span>")

@@ -942,6 +942,13 @@
     return op;
   }
 
+  /** Who answered an agent's question, readably: ``planner:SESSION`` is this chat's planner. */
+  function answererName(by) {
+    if (typeof by !== "string" || !by) return "";
+    if (by.startsWith("planner:")) return " by the planner";
+    return ` by ${by.replace(/^user:/, "")}`;
+  }
+
   function questionStatus(question) {
     const node = document.getElementById("question-status");
     if (!node || !question) return;
@@ -951,7 +958,7 @@
     const answer = document.getElementById("question-answer");
     if (answer && question.answer) {
       answer.hidden = false;
-      answer.replaceChildren(el("span", "request-answer-label", `Answer${question.answered_by ? ` (${question.answered_by})` : ""}: `), question.answer);
+      answer.replaceChildren(el("span", "request-answer-label", `Answer${answererName(question.answered_by)}: `), question.answer);
     }
   }
 
@@ -1161,7 +1168,7 @@
       const fold = findFold(frame.id) || toolFold({ id: frame.id, name: frame.name, input: {} });
       setToolOutput(fold, frame.output, frame.is_error);
       if (view.answering && view.answering.id === frame.id && !frame.is_error && typeof view.answering.answer === "string") {
-        questionStatus({ status: "answered", answer: view.answering.answer, answered_by: `planner:${config.sessionId}` });
+        questionStatus({ status: "answered", answer: view.answering.answer, answered_by: "planner:" });
       }
       if (view.activity !== "stopping") setActivity("thinking");
     },
