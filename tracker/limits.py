@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from django.conf import settings
 from django.core.cache import cache
 
 
@@ -36,3 +37,11 @@ def _incremented(key: str) -> bool:
     except ValueError:  # expired since it was read
         return False
     return True
+
+
+def token_request_hit(*, user_id: int) -> bool:
+    """Count one MCP or question request made with the API token of user ``user_id``; False when
+    ``mcp_requests_per_minute`` were made within the last minute. DRF keeps one token per user, so
+    the count is keyed by the user (no secret in a cache key) and shared by every surface."""
+    limit = settings.BALLET_LIMITS.mcp_requests_per_minute
+    return rate_hit(scope="token-requests", key=user_id, limit=limit, window_seconds=60)
