@@ -132,7 +132,7 @@ class LimitsConfig:
     steering_chars: int = 32_768  # ... and their characters in all
     frames_per_second: int = 20  # WebSocket frames a connection sends ...
     frames_excess_seconds: int = 10  # ... and how long it may exceed that before it is closed
-    mcp_requests_per_minute: int = 60  # MCP and question requests per token (one token per user)
+    mcp_requests_per_minute: int = 60  # MCP and question requests per token (SPEC § 12.4)
 
 
 def load_limits_config() -> LimitsConfig:

@@ -17,12 +17,22 @@ from rest_framework.response import Response
 
 from planner.models import SessionState
 from planner.runner import runner
-from planner.selectors import session_get, session_list, tokens_today, transcript, usage_by_day
+from planner.selectors import (
+    session_about,
+    session_get,
+    session_list,
+    tokens_today,
+    transcript,
+    usage_by_day,
+)
 from planner.serializers import (
+    AnsweredSerializer,
+    AnswerSerializer,
     MessageSendSerializer,
     MessageSentSerializer,
     SessionCreateSerializer,
     SessionFilterSerializer,
+    SessionListedSerializer,
     SessionSerializer,
     StopSerializer,
     TranscriptSerializer,
@@ -38,12 +48,12 @@ class SessionListApi(BalletApi):
     @extend_schema(
         summary="Your planner sessions, most recent first",
         parameters=[SessionFilterSerializer],
-        responses=with_errors({200: SessionSerializer(many=True)}, 400, *READ_ERRORS),
+        responses=with_errors({200: SessionListedSerializer(many=True)}, 400, *READ_ERRORS),
     )
     def get(self, request: Request) -> Response:
         filters = parse(SessionFilterSerializer, request.query_params)
         project = project_for(request, filters["project"], TRACKER_READ) if filters.get("project") else None
-        return self.paginated(session_list(user=caller(request), project=project), SessionSerializer)
+        return self.paginated(session_list(user=caller(request), project=project), SessionListedSerializer)
 
     @extend_schema(
         summary="Open a planner session (a sub-chat with a parent)",
@@ -71,11 +81,15 @@ class SessionDetailApi(BalletApi):
         if found.state == SessionState.RUNNING and async_to_sync(runner.recover)(found.pk):
             found = session_get(user=caller(request), session_id=session)
         body = {**SessionSerializer(found).data, **transcript(session=found)}
+        user = caller(request)
         body.update(
             summary=found.summary,
             summary_up_to=found.summary_up_to,
             context_tokens=found.context_tokens,
             last_seen_seq=found.last_seen_seq,
+            about=session_about(session=found),
+            can_send=found.user_id == user.pk,
+            waiting=getattr(found, "waiting", False),  # annotated by session_list
         )
         return Response(body)
 
@@ -113,6 +127,31 @@ class SessionStopApi(BalletApi):
         return Response({"stopped": stopped})
 
 
+class SessionAnswerApi(BalletApi):
+    @extend_schema(
+        summary="Answer a pending request: a question (text) or an approval (approve, reason)",
+        description="The body of the WebSocket answer frame less its type. The owner answers any request; "
+        "in a question's sub-chat every member with planner.chat may answer its questions. The turn resumes "
+        "once no request is pending.",
+        request=AnswerSerializer,
+        responses=with_errors({200: AnsweredSerializer}, *WRITE_ERRORS, 409, 503),
+    )
+    def post(self, request: Request, session: str) -> Response:
+        found = session_get(user=caller(request), session_id=session)
+        data = parse(AnswerSerializer, request.data)
+        resolution = async_to_sync(runner.answer)(
+            session_id=found.pk,
+            user=caller(request),
+            request=data["request"],
+            text=data.get("text"),
+            approve=data.get("approve"),
+            reason=data.get("reason"),
+        )
+        outcome = resolution.frames[0]
+        assert outcome["type"] == "request_resolved"
+        return Response({"outcome": outcome["outcome"], "resumed": resolution.begin is not None})
+
+
 class ProjectUsageApi(BalletApi):
     @extend_schema(
         summary="Metered model use of a project, by day and model, and today's use against the budget",
@@ -129,6 +168,7 @@ class ProjectUsageApi(BalletApi):
 
 __all__ = [
     "ProjectUsageApi",
+    "SessionAnswerApi",
     "SessionDetailApi",
     "SessionListApi",
     "SessionMessageApi",

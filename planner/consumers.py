@@ -170,6 +170,15 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
         try:
             if frame["type"] == "message":
                 await runner.send(session_id=self.session_id, user=self.user, text=frame["text"])
+            elif frame["type"] == "answer":
+                await runner.answer(
+                    session_id=self.session_id,
+                    user=self.user,
+                    request=frame.get("request"),
+                    text=frame.get("text"),
+                    approve=frame.get("approve"),
+                    reason=frame.get("reason"),
+                )
             else:
                 await runner.stop(session_id=self.session_id, user=self.user)
         except (NotFoundError, PermissionDeniedError) as exc:
@@ -203,10 +212,30 @@ def _parse(text_data: str | None) -> tuple[dict[str, Any], tuple[str, str] | Non
         frame = json.loads(text_data)
     except (ValueError, RecursionError):  # nested too deeply is not valid JSON either
         return {}, ("invalid_json", "The frame is not valid JSON (or is nested too deeply).")
-    if not isinstance(frame, dict) or frame.get("type") not in ("message", "stop"):
-        return {}, ("unknown_type", 'A frame is {"type": "message", "text": ...} or {"type": "stop"}.')
-    problem = _text_problem(frame.get("text")) if frame["type"] == "message" else None
+    if not isinstance(frame, dict) or frame.get("type") not in ("message", "stop", "answer"):
+        return {}, (
+            "unknown_type",
+            'A frame is {"type": "message", "text": ...}, {"type": "stop"} or '
+            '{"type": "answer", "request": ..., "text" or "approve": ...}.',
+        )
+    if frame["type"] == "answer":
+        problem = _answer_problem(frame)
+    else:
+        problem = _text_problem(frame.get("text")) if frame["type"] == "message" else None
     return (frame, None) if problem is None else ({}, problem)
+
+
+def _answer_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
+    unknown = sorted(set(frame) - {"type", "request", "text", "approve", "reason"})
+    if unknown:
+        return ("invalid", f"An answer frame has no field {unknown[0]!r}.")
+    if not isinstance(frame.get("request"), str):
+        return ("invalid", "An answer frame names its request: its id, a string.")
+    if ("text" in frame) == ("approve" in frame):
+        return ("invalid", "An answer frame has a text (a question) or approve (an approval).")
+    if "text" in frame:
+        return _text_problem(frame["text"])
+    return None
 
 
 def _text_problem(text: Any) -> tuple[str, str] | None:

@@ -97,13 +97,17 @@ class RequestFrame(_Envelope):
     options: NotRequired[list[str]]
     tool: NotRequired[str]
     input: NotRequired[dict[str, Any]]
+    preview: NotRequired[list[dict[str, Any]]]  # the input, readable (``planner/previews.py``)
 
 
 class RequestResolvedFrame(_Envelope):
+    """A request was answered, approved, declined or cancelled, ``by`` whom (empty: nobody)."""
+
     type: Literal["request_resolved"]
     id: str
     outcome: str
     by: str
+    answer: NotRequired[str]  # the answer, or why it was declined
 
 
 class ChangesetFrame(_Envelope):
@@ -182,6 +186,23 @@ def turn_ended(*, reason: TurnEndReason, error: str | None = None) -> TurnEndedF
     frame: TurnEndedFrame = {"type": "turn_ended", "reason": reason}
     if error:
         frame["error"] = error
+    return frame
+
+
+def request_question(*, id: str, question: str, options: list[str]) -> RequestFrame:
+    return {"type": "request", "id": id, "kind": "question", "question": question, "options": options}
+
+
+def request_approval(
+    *, id: str, tool: str, input: dict[str, Any], preview: list[dict[str, Any]]
+) -> RequestFrame:
+    return {"type": "request", "id": id, "kind": "approval", "tool": tool, "input": input, "preview": preview}
+
+
+def request_resolved(*, id: str, outcome: str, by: str, answer: str = "") -> RequestResolvedFrame:
+    frame: RequestResolvedFrame = {"type": "request_resolved", "id": id, "outcome": outcome, "by": by}
+    if answer:
+        frame["answer"] = answer
     return frame
 
 

@@ -19,10 +19,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Protocol, assert_never
+from typing import Literal, Protocol, assert_never
 
 from planner import compaction, frames
-from planner.frames import Frame, TurnEndReason
+from planner.frames import Frame, RequestFrame, TurnEndReason
 from planner.gateway import CallRecord, Gateway, GatewayError
 from planner.messages import (
     ChatMessage,
@@ -77,11 +77,14 @@ class ToolRound:
     runs: list[ToolRun]
     results: ChatMessage | None
     error: Exception | None = None
+    paused: list[RequestFrame] | None = None  # the turn paused on these requests (SPEC § 13)
 
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    reason: Reason
+    """How a turn's run ended: ``paused`` is no end, the turn waits for a human's answers."""
+
+    reason: Reason | Literal["paused"]
     error: str | None = None
 
 
@@ -223,7 +226,8 @@ class TurnLoop:
                 if await self.io.has_inputs():
                     continue
                 return TurnOutcome("completed")
-            await self._tool_round(response)
+            if await self._tool_round(response):
+                return TurnOutcome("paused")
             rounds += 1
             if rounds >= self.settings.max_rounds:
                 return TurnOutcome("max_rounds")
@@ -282,21 +286,30 @@ class TurnLoop:
         if text:
             await self._save_assistant(replace(response, content=text))
 
-    async def _tool_round(self, response: ModelResponse) -> None:
+    async def _tool_round(self, response: ModelResponse) -> bool:
+        """Run a round of tool calls; True if the turn paused on requests to a human."""
         calls = response.tool_uses
         answer = ChatMessage(role="assistant", content=response.content, kind="assistant")
         done = await self.io.tool_round(answer, response.usage, calls, lambda: self.stopping)
         self._answered(done.answer, response.usage)
         self.round.pending = list(calls)  # only now: a call is pending once its answer is stored
-        for call, run in zip(calls, done.runs, strict=False):
+        ran = {run.result.tool_use_id: run for run in done.runs}
+        for call in calls:
             await self.io.emit(frames.tool_call(id=call.id, name=call.name, input=call.input))
-            await self._record(call, run)
+            if (run := ran.get(call.id)) is not None:
+                await self._record(call, run)
         if done.error is not None:
             raise done.error
+        if done.paused:
+            for request in done.paused:
+                await self.io.emit(request)
+            self.round = _Round()  # the answers close the round, when they come
+            return True
         if done.results is None:
             raise _StoppedError
         self.history.messages.append(done.results)
         self.round = _Round()
+        return False
 
     async def _record(self, call: ToolUseBlock, run: ToolRun) -> None:
         self.round.pending.remove(call)

@@ -14,7 +14,7 @@ close the ``<workspace-changes>`` wrapper.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -35,6 +35,9 @@ def quoted(value: Any) -> str:
 
 def _describe(event: ActivityEvent) -> str:
     data: dict[str, Any] = event.data or {}
+    special = _BY_PREFIX.get(event.verb.split(".", 1)[0])
+    if special is not None:
+        return special(event, data)
     who = quoted(event.actor)
     verb = event.verb
     target = quoted(event.target)
@@ -52,8 +55,6 @@ def _describe(event: ActivityEvent) -> str:
     if verb.startswith("dependency."):
         action = "added" if verb.endswith("added") else "removed"
         return f"dependency {quoted(data.get('blocker'))} → {quoted(data.get('blocked'))} {action} by {who}"
-    if verb.startswith("changeset."):
-        return _changeset(event, data)
     if verb.startswith("knowledge."):
         action = (
             "created" if verb.endswith("created") else f"updated to version {quoted(data.get('version'))}"
@@ -74,6 +75,24 @@ def _changeset(event: ActivityEvent, data: dict[str, Any]) -> str:
         created = (f"{quoted('$' + str(ref))} = {quoted(key)}" for ref, key in data["created"].items())
         line += f"; created {', '.join(created)}"
     return line
+
+
+def _question(event: ActivityEvent, data: dict[str, Any]) -> str:
+    action = event.verb.split(".", 1)[1]  # asked, answered, withdrawn: the service's verb
+    line = f"{quoted(event.target)} {action} by {quoted(event.actor)}"
+    if data.get("item"):
+        line += f" about {quoted(data['item'])}"
+    if data.get("text"):
+        line += f": {quoted(data['text'])}"
+    if data.get("answer"):
+        line += f"; answer: {quoted(data['answer'])}"
+    return line
+
+
+_BY_PREFIX: dict[str, Callable[[ActivityEvent, dict[str, Any]], str]] = {
+    "changeset": _changeset,
+    "question": _question,
+}
 
 
 def _in_focus(event: ActivityEvent, focus: set[str], session_label: str) -> bool:

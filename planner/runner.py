@@ -31,18 +31,20 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from planner import frames, services, turn
+from planner import frames, questions, requests, services, turn
 from planner.executor import db
 from planner.frames import Frame
 from planner.gateway import AnthropicGateway, Gateway
 from planner.identity import stamped
 from planner.live import LiveTurn, turns
-from planner.models import SessionState
+from planner.models import Question, SessionState
 from planner.relay import link
+from planner.requests import Resolution
 from planner.selectors import TurnSetup, session_get
 from planner.services import Begin
 from planner.watching import Inbox, Seen
-from tracker.errors import NotFoundError, UnavailableError
+from tracker.errors import BalletError, NotFoundError, RateLimitedError, UnavailableError
+from tracker.models import Project
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,7 @@ class Runner:
         # Inboxes of this process's watchers, by session: local turns deliver to them directly.
         self.watchers: dict[uuid.UUID, set[Inbox]] = {}
         self.relay = link(deliver=self._deliver, control=self._control, lost=self._lost)
+        self.questions_waiting = False  # a question here waits for a free turn
 
     @property
     def gateway(self) -> Gateway:
@@ -68,7 +71,7 @@ class Runner:
 
     # ------------------------------------------------------------------ send, stop, watch
 
-    async def send(self, *, session_id: uuid.UUID, user: User, text: str) -> Begin:
+    async def send(self, *, session_id: uuid.UUID, user: User, text: str, question: bool = False) -> Begin:
         """Give ``text`` its meaning in the session (start, steer or continue).
 
         A turn must be stoppable from every process, so its control messages are
@@ -80,7 +83,9 @@ class Runner:
         live = None
         turns.claim(session_id)  # before the commit, so nobody takes the new turn for dead
         try:
-            begin: Begin = await db(services.session_begin)(session_id=session_id, user=user, text=text)
+            begin: Begin = await db(services.session_begin)(
+                session_id=session_id, user=user, text=text, question=question, reply=requests.requests_reply
+            )
             if begin.recovered:
                 await self._announce_recovered(session_id)
             if begin.meaning != "steered":
@@ -90,6 +95,7 @@ class Runner:
                     outbox=await self.relay.outbox(session_id),
                     user_id=user.pk,
                 )
+                live.inputs_waiting = bool(begin.frames)  # a reply resumed it: steering may wait
                 turns.start(live)
         finally:
             turns.release(session_id)
@@ -100,18 +106,78 @@ class Runner:
             if steered is not None:
                 steered.steered()  # deliver at the very next model call
             return begin
-        assert begin.message is not None
+        first = list(begin.frames)
+        if begin.message is not None:
+            kind = "continue" if begin.meaning == "continued" else "human"
+            first.insert(
+                0,
+                frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind),
+            )
+        self._start(live, begin, first)
+        return begin
+
+    def _start(self, live: LiveTurn, begin: Begin, first: list[Frame]) -> None:
+        """Send ``first`` to the watchers, then run the turn ``begin`` opened, as a task of its own."""
         assert begin.setup is not None
-        kind = "continue" if begin.meaning == "continued" else "human"
-        await self.emit(
-            live, frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind)
-        )
+        for frame in first:
+            numbered = stamped(frame)
+            live.remember(numbered)
+            for inbox in self.watchers.get(live.session_id, ()):
+                inbox.put([numbered])
+            live.outbox.put(numbered)
         # A fresh context: the turn outlives the request or connection that started it.
         live.task = asyncio.get_running_loop().create_task(
             self._drive(live, begin.setup, continued=begin.meaning == "continued"),
             context=contextvars.Context(),
         )
-        return begin
+
+    async def answer(
+        self,
+        *,
+        session_id: uuid.UUID,
+        user: User,
+        request: Any,
+        text: Any = None,
+        approve: Any = None,
+        reason: Any = None,
+    ) -> Resolution:
+        """Answer one pending request of the session (SPEC § 13.2, § 13.3); the turn resumes here
+        once none is pending. Every watcher, in every process, hears of it."""
+        await self.relay.serve(session_id)
+        live = None
+        turns.claim(session_id)
+        try:
+            resolution: Resolution = await db(requests.request_answer)(
+                session_id=session_id,
+                user=user,
+                request_id=request,
+                text=text,
+                approve=approve,
+                reason=reason,
+            )
+            if resolution.begin is not None:
+                live = await self._live(session_id, resolution.begin, owner_id=None)
+        finally:
+            turns.release(session_id)
+            if live is None:
+                await self.relay.unserve(session_id)
+        if live is None:
+            await self._announce(session_id, resolution.frames)
+        else:
+            assert resolution.begin is not None
+            self._start(live, resolution.begin, resolution.frames)
+        return resolution
+
+    async def _live(self, session_id: uuid.UUID, begin: Begin, *, owner_id: int | None) -> LiveTurn:
+        live = LiveTurn(
+            session_id=session_id,
+            turn=begin.turn,
+            outbox=await self.relay.outbox(session_id),
+            user_id=owner_id if owner_id is not None else (begin.setup.user.pk if begin.setup else None),
+        )
+        live.inputs_waiting = True  # steering may have waited while the turn was paused
+        turns.start(live)
+        return live
 
     async def stop(self, *, session_id: uuid.UUID, user: User) -> bool:
         """Stop the session's turn wherever it runs; False if none runs. Only its owner may."""
@@ -126,10 +192,62 @@ class Runner:
         if live is not None:
             live.stop()
             return True
+        if session.state == SessionState.PAUSED:
+            cancelled = await db(requests.requests_cancel)(session_id=session_id, user=user)
+            if cancelled is not None:
+                await self._announce(session_id, cancelled)
+            return cancelled is not None
         if session.state != SessionState.RUNNING or await self.recover(session_id):
             return False
         await self.relay.stop(session_id)
         return True
+
+    # ------------------------------------------------------------------ agents' questions
+
+    async def ask(self, *, user: User, project: Project, text: Any, item_key: Any = None) -> Question:
+        """Record ``user``'s question and start its sub-chat's first turn at once, or, past the
+        running-turn limits, leave it open until a turn frees up (SPEC § 13.1)."""
+        question: Question = await db(questions.question_create)(
+            user=user, project=project, text=text, item_key=item_key
+        )
+        await self._start_question(question)
+        return question
+
+    async def _start_question(self, question: Question) -> bool:
+        """Start the question's first turn; False if the running-turn limits keep it waiting."""
+        try:
+            await self.send(
+                session_id=question.session.pk,
+                user=question.asker,
+                text=questions.first_message(question),
+                question=True,
+            )
+        except RateLimitedError:
+            self.questions_waiting = True
+            return False
+        except BalletError as exc:  # the asker lost access meanwhile: it never starts
+            logger.warning("question %s cannot start: %s", question.pk, exc.message)
+            await db(questions.question_started)(question_id=question.pk)
+        return True
+
+    async def start_waiting_questions(self, *, force: bool = False) -> None:
+        """Start questions the running-turn limits kept waiting, oldest first, while turns are free.
+        Without ``force`` only when this process saw one wait (a turn just ended here)."""
+        if not (force or self.questions_waiting):
+            return
+        self.questions_waiting = False
+        for question in await db(questions.questions_waiting)():
+            if not await self._start_question(question):
+                return
+
+    async def withdraw(self, *, user: User, project: Project, question_id: Any) -> Question:
+        """Withdraw a question (its asker, or a project admin) and stop its sub-chat's turn."""
+        done: questions.Withdrawn = await db(questions.question_withdraw)(
+            user=user, project=project, question_id=question_id
+        )
+        if done.session_id is not None:
+            await self.stop(session_id=done.session_id, user=done.question.asker)
+        return done.question
 
     async def recover(self, session_id: uuid.UUID) -> bool:
         """Recover the session if its turn's process died, and tell its watchers; True if it did."""
@@ -171,6 +289,9 @@ class Runner:
             )
             if live is None and session.state == SessionState.RUNNING:
                 inbox.put_first(await self.relay.replay(session_id))
+            if live is None and session.state == SessionState.PAUSED:
+                for frame in await db(_pending_frames)(session_id):
+                    yield frame
             seen = Seen()
             while True:
                 # Everything waiting, with runs of text deltas joined: a watcher behind a busy
@@ -214,12 +335,16 @@ class Runner:
 
     async def _announce_recovered(self, session_id: uuid.UUID) -> None:
         """Tell the session's watchers everywhere that its dead turn ended."""
-        notice = stamped(services.recovered_frame())
-        self._deliver(session_id, [notice])  # before any frame of a new turn, here
+        await self._announce(session_id, [services.recovered_frame()])
+
+    async def _announce(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
+        """Tell the session's watchers everywhere what happened to it outside any running turn."""
+        notices = [stamped(frame) for frame in batch]
+        self._deliver(session_id, notices)  # before any frame of a new turn, here
         try:
-            await self.relay.publish(session_id, [notice])  # a watcher here drops the copy
+            await self.relay.publish(session_id, notices)  # a watcher here drops the copy
         except Exception:
-            logger.warning("could not tell other processes that session %s was recovered", session_id)
+            logger.warning("could not tell other processes about session %s", session_id)
 
     # ------------------------------------------------------------------ a turn
 
@@ -238,6 +363,11 @@ class Runner:
             await self.relay.unserve(live.session_id)
             await live.outbox.close()
             turns.end(live)
+        await self.start_waiting_questions()  # a turn is free
+
+
+def _pending_frames(session_id: uuid.UUID) -> list[Frame]:
+    return [requests.request_frame(r) for r in requests.pending_requests(session_id=session_id)]
 
 
 runner = Runner()

@@ -9,31 +9,40 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db.models import Count, F, QuerySet, Sum
+from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from planner.histories import Kept, histories
 from planner.loop import History, TurnSettings
 from planner.messages import ChatMessage, block_from_wire
-from planner.models import Message, Session, UsageRecord
+from planner.models import HumanRequest, Message, Question, RequestKind, RequestStatus, Session, UsageRecord
+from planner.previews import request_preview
 from planner.prompt import system_prompt
-from planner.tools import DEFINITIONS
+from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS
 from tracker.crypto import decrypt
 from tracker.errors import NotFoundError
 from tracker.models import Project
-from tracker.permissions import AnyUser, is_superuser, visible_projects
+from tracker.permissions import PLANNER_CHAT, AnyUser, is_superuser, project_ids_with, visible_projects
 from tracker.selectors import project_planner_config
 
 
 def session_list(*, user: AnyUser, project: Project | None = None) -> QuerySet[Session]:
-    """The user's own sessions in projects they can still read."""
+    """The user's own sessions in projects they can still read, and the question sub-chats of
+    projects where they may chat (SPEC § 13.2); ``waiting``: a request there waits for them."""
     qs = Session.objects.filter(project__in=visible_projects(user)).select_related("project", "user")
     if not is_superuser(user):
-        qs = qs.filter(user_id=user.pk or 0)
+        chat = project_ids_with(user, PLANNER_CHAT)
+        qs = qs.filter(Q(user_id=user.pk or 0) | Q(question__isnull=False, project_id__in=chat))
     if project is not None:
         qs = qs.filter(project=project)
-    return qs.order_by("-updated_at")
+    pending = HumanRequest.objects.filter(session=OuterRef("pk"), status=RequestStatus.PENDING)
+    waiting = Case(
+        When(user_id=user.pk or 0, then=Exists(pending)),
+        default=Exists(pending.filter(kind=RequestKind.QUESTION)),
+        output_field=BooleanField(),
+    )
+    return qs.annotate(waiting=waiting).order_by("-updated_at")
 
 
 def session_get(*, user: AnyUser, session_id: uuid.UUID | str) -> Session:
@@ -81,6 +90,8 @@ class TurnSetup:
     user: User
     project: Project
     focus: list[str]
+    approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval
+    question_id: int | None = None  # the question of a question's sub-chat
 
 
 def turn_setup(*, session: Session, history: History) -> TurnSetup:
@@ -97,7 +108,7 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         compact_at_tokens=config.compact_at_tokens,
         api_key=credential.api_key,
         system=prompt.text,
-        tools=DEFINITIONS,
+        tools=QUESTION_DEFINITIONS if session.question_id is not None else DEFINITIONS,
         credential_error=credential.error,
     )
     return TurnSetup(
@@ -107,6 +118,8 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         user=session.user,
         project=session.project,
         focus=list(session.focus),
+        approve_tools=config.approve_tools,
+        question_id=session.question_id,
     )
 
 
@@ -194,7 +207,50 @@ def transcript(*, session: Session) -> dict[str, Any]:
         {"kind": e.kind, "turn": e.turn, "data": e.data, "created_at": e.created_at}
         for e in session.events.order_by("pk")
     ]
-    return {"messages": messages, "tool_calls": calls, "events": events}
+    return {"messages": messages, "tool_calls": calls, "events": events, "requests": requests_of(session)}
+
+
+def requests_of(session: Session) -> list[dict[str, Any]]:
+    """The session's questions and approvals, oldest first, with their answers."""
+    return [
+        {
+            "id": str(r.pk),
+            "kind": r.kind,
+            "tool_use_id": r.tool_use_id,
+            "turn": r.turn,
+            "question": r.question,
+            "options": r.options,
+            "tool": r.tool,
+            "input": r.input,
+            "preview": request_preview(tool=r.tool, input=r.input, project=session.project) if r.tool else [],
+            "status": r.status,
+            "answer": r.answer,
+            "by": r.answered_by.username if r.answered_by else None,
+            "created_at": r.created_at,
+            "resolved_at": r.resolved_at,
+        }
+        for r in session.requests.select_related("answered_by").order_by("created_at", "tool_use_id")
+    ]
+
+
+def session_about(*, session: Session) -> dict[str, Any] | None:
+    """The question a question's sub-chat was opened for."""
+    question = (
+        Question.objects.select_related("asker", "item").filter(pk=session.question_id).first()
+        if session.question_id is not None
+        else None
+    )
+    if question is None:
+        return None
+    return {
+        "id": question.pk,
+        "text": question.text,
+        "item": question.item.key if question.item else None,
+        "status": question.status,
+        "asker": question.asker.username,
+        "answer": question.answer,
+        "answered_by": question.answered_by,
+    }
 
 
 def usage_by_day(*, project: Project, since: date | None = None) -> list[dict[str, Any]]:

@@ -6,7 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from planner.models import Session
+from planner.models import Question, QuestionStatus, Session
+from planner.questions import MAX_QUESTION_CHARS, MAX_WAIT_SECONDS
 from planner.services import MAX_MESSAGE_CHARS, MAX_TITLE
 from tracker.serializers import StrictCharField, StrictSerializer, no_nul_characters
 
@@ -19,6 +20,9 @@ class SessionSerializer(serializers.Serializer[Session]):
     title = serializers.CharField()
     state = serializers.CharField()
     turn_count = serializers.IntegerField()
+    question = serializers.IntegerField(
+        source="question_id", allow_null=True, help_text="A question's sub-chat."
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -35,6 +39,10 @@ class SessionFilterSerializer(serializers.Serializer[Any]):
     project = serializers.CharField(required=False, allow_blank=True, max_length=10)
 
 
+class SessionListedSerializer(SessionSerializer):
+    waiting = serializers.BooleanField(help_text="A request of this session waits for you.")
+
+
 class TranscriptSerializer(SessionSerializer):
     summary = serializers.CharField()
     summary_up_to = serializers.IntegerField(allow_null=True)
@@ -43,6 +51,68 @@ class TranscriptSerializer(SessionSerializer):
     messages = serializers.ListField(child=serializers.DictField())
     tool_calls = serializers.ListField(child=serializers.DictField())
     events = serializers.ListField(child=serializers.DictField())
+    requests = serializers.ListField(child=serializers.DictField(), help_text="Questions and approvals.")
+    about = serializers.DictField(allow_null=True, help_text="The question of a question's sub-chat.")
+    can_send = serializers.BooleanField(help_text="You own the session: you send, stop and approve.")
+    waiting = serializers.BooleanField(help_text="A request waits for you.")
+
+
+class AnswerSerializer(StrictSerializer):
+    """An answer to a pending request: a text for a question, approve (and a reason) for an approval."""
+
+    request = serializers.UUIDField()
+    text = StrictCharField(
+        required=False, max_length=MAX_MESSAGE_CHARS, trim_whitespace=False, validators=[no_nul_characters]
+    )
+    approve = serializers.BooleanField(required=False)
+    reason = StrictCharField(
+        required=False, allow_blank=True, max_length=2000, validators=[no_nul_characters]
+    )
+
+
+class AnsweredSerializer(serializers.Serializer[Any]):
+    outcome = serializers.CharField()
+    resumed = serializers.BooleanField(help_text="No request waits any more: the turn resumed.")
+
+
+class QuestionSerializer(serializers.Serializer[Question]):
+    id = serializers.IntegerField()
+    project = serializers.CharField(source="project.key")
+    text = serializers.CharField()
+    item = serializers.SerializerMethodField()
+    status = serializers.CharField()
+    answer = serializers.CharField()
+    answered_by = serializers.CharField()
+    asker = serializers.CharField(source="asker.username")
+    session = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    answered_at = serializers.DateTimeField(allow_null=True)
+
+    def get_item(self, question: Question) -> str | None:
+        return question.item.key if question.item is not None else None
+
+    def get_session(self, question: Question) -> str | None:
+        session = getattr(question, "session", None)
+        return str(session.pk) if session is not None else None
+
+
+class QuestionAskSerializer(StrictSerializer):
+    text = StrictCharField(max_length=MAX_QUESTION_CHARS, validators=[no_nul_characters])
+    item = StrictCharField(required=False, allow_null=True, max_length=30, validators=[no_nul_characters])
+
+
+class QuestionFilterSerializer(serializers.Serializer[Any]):
+    status = serializers.ChoiceField(choices=QuestionStatus.choices, required=False)
+
+
+class QuestionWaitSerializer(serializers.Serializer[Any]):
+    wait = serializers.FloatField(
+        required=False,
+        min_value=0,
+        max_value=MAX_WAIT_SECONDS,
+        default=0,
+        help_text="Seconds to wait for the answer.",
+    )
 
 
 class MessageSendSerializer(StrictSerializer):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, assert_never
 
@@ -22,18 +23,24 @@ from django.utils import timezone
 
 from ballet.env import LimitsConfig
 from planner import frames
-from planner.frames import TurnEndReason
+from planner.frames import Frame, TurnEndReason
 from planner.gateway import CallRecord
 from planner.identity import PROCESS_ID
 from planner.liveness import owner_alive
 from planner.loop import History
 from planner.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from planner.metrics import TOOL_CALLS, TURNS
-from planner.models import Event, Message, MessageKind, Session, SessionState, ToolCall, UsageRecord
+from planner.models import Event, Message, MessageKind, Question, Session, SessionState, ToolCall, UsageRecord
 from planner.notes import change_notes
 from planner.selectors import TurnSetup, session_history, turn_setup
 from planner.tools import ToolContext, ToolOutcome, call_tool
-from tracker.errors import ConflictError, NotFoundError, RateLimitedError, ValidationError
+from tracker.errors import (
+    ConflictError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ValidationError,
+)
 from tracker.inputs import refuse_nul
 from tracker.limits import rate_hit
 from tracker.models import Organization, Project
@@ -121,17 +128,29 @@ class Begin:
     message: ChatMessage | None  # None when steering: delivered at the next model call
     recovered: bool = False  # a dead turn of the session was recovered first
     setup: TurnSetup | None = None  # where the turn it started or continued starts from
+    # To send before the turn's own: the requests a reply resolved, the approved calls it ran.
+    frames: tuple[Frame, ...] = ()
+
+
+# The reply to a turn paused on requests (``planner/requests.py``), given by the runner: the turn it
+# resumes, or None when no request waits. It runs in session_begin's transaction, under its lock.
+Reply = Callable[[Session, User, str], "Begin | None"]
 
 
 @transaction.atomic
-def session_begin(*, session_id: uuid.UUID, user: User, text: str) -> Begin:
+def session_begin(
+    *, session_id: uuid.UUID, user: User, text: str, question: bool = False, reply: Reply | None = None
+) -> Begin:
     """Give a human message its meaning: start, steer or continue a turn.
 
     A running session whose process died is recovered first, so the message
     starts a new turn. The limits of SPEC § 12.4 (messages per minute, running
     turns, queued steering) refuse a message before anything is written. A
     turn it starts or continues is opened in the same transaction: change
-    notes delivered, ``turn_started`` recorded, its setup returned.
+    notes delivered, ``turn_started`` recorded, its setup returned. To a turn
+    paused on requests, the message is the reply (``planner/requests.py``).
+    A ``question``'s first message is not counted against the message rate
+    (only the running-turn limits keep it waiting, SPEC § 13.1).
     """
     session = _lock(session_id, user)
     recovered = _recover_if_dead(session)
@@ -142,9 +161,17 @@ def session_begin(*, session_id: uuid.UUID, user: User, text: str) -> Begin:
         session.steering = [*session.steering, {"text": text, "author": user.get_username()}]
         session.save(update_fields=["steering", "updated_at"])
         return Begin("steered", session.turn_count, None, recovered)
-    _check_running_turns(session, user, limits)
-    _count_message(user, limits)
     continuing = session.state == SessionState.PAUSED
+    if continuing and reply is not None:
+        _count_message(user, limits)
+        replied = reply(session, user, text)
+        if replied is not None:
+            return replied
+    _check_running_turns(session, user, limits)
+    if question and session.question_id is not None:
+        Question.objects.filter(pk=session.question_id).update(started=True)
+    elif not (continuing and reply is not None):
+        _count_message(user, limits)
     if not continuing:
         session.turn_count += 1
     if not session.title:
@@ -248,9 +275,14 @@ def _lock(session_id: uuid.UUID, user: User) -> Session:
         .filter(pk=session_id)
         .first()
     )
-    if session is None or session.user_id != user.pk:
+    if session is None or (session.user_id != user.pk and session.question_id is None):
         raise NotFoundError("Session not found.")
     require(user, session.project, PLANNER_CHAT)
+    if session.user_id != user.pk:
+        raise PermissionDeniedError(
+            "Only the agent that asked sends messages in a question's sub-chat; answer its questions "
+            "in place."
+        )
     session.user = user
     return session
 
@@ -449,6 +481,52 @@ def _advance(session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str
             raise TurnSupersededError(f"Session {session_id} no longer runs turn {turn} here.")
         raise ConflictError(f"Session {session_id} changed under its running turn.")
     return ended
+
+
+def advance(session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str, Any]) -> None:
+    """Change the row of the session whose running ``turn`` this process owns, if nothing was
+    stored since ``after_seq`` (a turn pausing on requests); the caller holds the transaction."""
+    _advance(session_id, turn, after_seq, changes, end=False)
+
+
+def turn_continue(session: Session, results: ChatMessage) -> Begin:
+    """Continue the session's turn that was paused on requests, now that none is pending: store
+    the round's ``results``, deliver change notes, open the turn again in this process. The caller
+    holds the session's row lock (its ``user`` loaded: the owner, as whom the turn acts)."""
+    history = session_history(session=session)
+    history.messages.append(_append(session, results, session.turn_count))
+    if session.project.organization.activity_seq > session.last_seen_seq:
+        history.messages.extend(m for m, _ in _append_notes(session, session.turn_count, session.focus))
+    session.state = SessionState.RUNNING
+    session.turn_owner = PROCESS_ID
+    session.heartbeat_at = timezone.now()
+    session.save(
+        update_fields=[
+            "last_message_seq",
+            "last_seen_seq",
+            "focus",
+            "state",
+            "turn_owner",
+            "heartbeat_at",
+            "updated_at",
+        ]
+    )
+    setup = _open(session, history, continued=True)
+    return Begin("continued", session.turn_count, None, setup=setup)
+
+
+def turn_close(session: Session, results: ChatMessage, *, reason: TurnEndReason) -> None:
+    """End the session's paused turn for ``reason`` (stopped): store the round's ``results`` so the
+    history stays valid. The caller holds the session's row lock."""
+    _append(session, results, session.turn_count)
+    session.state = _state_after(reason)
+    session.turn_owner = ""
+    session.heartbeat_at = None
+    session.save(
+        update_fields=["last_message_seq", "focus", "state", "turn_owner", "heartbeat_at", "updated_at"]
+    )
+    Event.objects.create(session=session, kind="turn_ended", turn=session.turn_count, data={"reason": reason})
+    transaction.on_commit(TURNS.labels(reason).inc)
 
 
 def tool_run(*, context: ToolContext, call: ToolUseBlock) -> ToolRecord:

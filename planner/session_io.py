@@ -16,15 +16,17 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from planner import frames, services
+from planner import frames, requests, services
 from planner.executor import db
-from planner.frames import Frame
+from planner.frames import Frame, RequestFrame
 from planner.gateway import CallRecord, Gateway, GatewayError, Meter, StreamSink
 from planner.live import LiveTurn
 from planner.loop import ToolRound, ToolRun, TurnIO
 from planner.messages import ChatMessage, ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock, Usage
+from planner.models import RequestKind
 from planner.selectors import TurnSetup, tokens_used_since, utc_day_start
 from planner.tools import TOOLS, ToolContext
+from tracker.inputs import nul_paths
 from tracker.permissions import access_scope
 from tracker.selectors import project_planner_config
 
@@ -38,6 +40,15 @@ class _RoundDone:
     results: ChatMessage | None
     last: services.Saved  # the round's last save: where the session stands
     error: Exception | None = None
+    paused: list[RequestFrame] | None = None  # the turn paused on these requests
+
+
+def _invalid(call: ToolUseBlock) -> bool:
+    """Would the call be refused for its input alone (so no human need see it)?"""
+    spec = TOOLS.get(call.name)
+    if spec is None or not isinstance(call.input, dict) or nul_paths(call.input):
+        return True
+    return any(spec.validator().iter_errors(call.input))
 
 
 def _results(runs: list[ToolRun]) -> ChatMessage:
@@ -53,7 +64,11 @@ class SessionIO(TurnIO):
         self.setup = setup
         self._emit = emit
         self.context = ToolContext(
-            user=setup.user, project=setup.project, session_id=live.session_id, focus=set(setup.focus)
+            user=setup.user,
+            project=setup.project,
+            session_id=live.session_id,
+            focus=set(setup.focus),
+            question_id=setup.question_id,
         )
         self.records = services.StepRecords(project_id=setup.project.pk)
         self.last_seq = setup.history.messages[-1].seq if setup.history.messages else 0
@@ -87,12 +102,17 @@ class SessionIO(TurnIO):
     ) -> ToolRound:
         done = await db(self._tool_round)(answer, usage, calls, stopping)
         self._saved(done.last)
-        return ToolRound(answer=done.answer, runs=done.runs, results=done.results, error=done.error)
+        return ToolRound(
+            answer=done.answer, runs=done.runs, results=done.results, error=done.error, paused=done.paused
+        )
 
     def _tool_round(
         self, answer: ChatMessage, usage: Usage, calls: list[ToolUseBlock], stopping: Callable[[], bool]
     ) -> _RoundDone:
         """On a database thread: store the answer, run its calls, store their results."""
+        asks = [(c, k) for c in calls if (k := requests.human_kind(c, self.setup.approve_tools))]
+        if asks:
+            return self._pausing_round(answer, usage, calls, stopping, asks)
         if any(spec.writes for call in calls if (spec := TOOLS.get(call.name)) is not None):
             return self._writing_round(answer, usage, calls, stopping)
         try:
@@ -129,6 +149,43 @@ class SessionIO(TurnIO):
         except Exception as exc:  # the answer is stored: the loop must know, then fail the turn
             return _RoundDone(saved.message, runs, None, saved, exc)
         return _RoundDone(saved.message, runs, stored.message, stored)
+
+    def _pausing_round(
+        self,
+        answer: ChatMessage,
+        usage: Usage,
+        calls: list[ToolUseBlock],
+        stopping: Callable[[], bool],
+        asks: list[tuple[ToolUseBlock, RequestKind]],
+    ) -> _RoundDone:
+        """A round with calls that wait for a human: the answer is stored, the other calls run, and
+        the turn pauses on a request per waiting call (``planner/requests.py``). A waiting call
+        whose input is invalid is answered at once with the error, like any call."""
+        waiting = {call.id for call, _ in asks if not _invalid(call)}
+        asks = [(call, kind) for call, kind in asks if call.id in waiting]
+        saved = self._store(answer, after_seq=self.last_seq, usage=usage, ask=False)
+        runs: list[ToolRun] = []
+        try:
+            runs = self._calls([c for c in calls if c.id not in waiting], stopping)
+            if len(runs) < len(calls) - len(waiting):
+                return _RoundDone(saved.message, runs, None, saved)
+            if not asks:  # every waiting call was refused: an ordinary round
+                stored = self._store(
+                    _results(runs), after_seq=saved.message.seq, focus=sorted(self.context.focus)
+                )
+                return _RoundDone(saved.message, runs, stored.message, stored)
+            paused = requests.turn_pause(
+                session_id=self.live.session_id,
+                turn=self.live.turn,
+                after_seq=saved.message.seq,
+                asks=asks,
+                records=self.records,
+                focus=sorted(self.context.focus),
+            )
+        except Exception as exc:
+            return _RoundDone(saved.message, runs, None, saved, exc)
+        frames_out = [requests.request_frame(r) for r in paused]
+        return _RoundDone(saved.message, runs, None, saved, paused=frames_out)
 
     def _calls(self, calls: list[ToolUseBlock], stopping: Callable[[], bool]) -> list[ToolRun]:
         """Run ``calls`` in order until ``stopping()``; the human's access is read once for them."""

@@ -56,7 +56,7 @@ async def drive(live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: G
         if ended == "superseded":
             outcome = None
     finally:
-        if outcome is not None:
+        if outcome is not None and outcome.reason != "paused":  # a paused turn has not ended
             TURNS.labels(outcome.reason).inc()
             await emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
 
@@ -84,6 +84,9 @@ async def _rounds(live: LiveTurn, io: SessionIO) -> TurnOutcome | None:
     outcome = TurnOutcome("completed")
     for _ in range(MAX_RESTARTS):
         outcome = await live.loop.run()
+        if outcome.reason == "paused":  # stored as paused by the round's save; it waits for answers
+            histories.keep(live.session_id, live.loop.history)
+            return outcome
         if not io.ended:  # its last answer's save ends a completed turn by itself
             ended = await db(services.turn_end)(
                 session_id=live.session_id,

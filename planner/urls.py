@@ -2,7 +2,15 @@
 
 from django.urls import path, re_path
 
-from planner.apis import ProjectUsageApi, SessionDetailApi, SessionListApi, SessionMessageApi, SessionStopApi
+from planner.apis import (
+    ProjectUsageApi,
+    SessionAnswerApi,
+    SessionDetailApi,
+    SessionListApi,
+    SessionMessageApi,
+    SessionStopApi,
+)
+from planner.question_apis import QuestionListApi, QuestionWithdrawApi, question_detail
 
 app_name = "planner-api"
 
@@ -14,5 +22,13 @@ urlpatterns = [
     re_path(SESSION + r"/?$", SessionDetailApi.as_view(), name="session-detail"),
     re_path(SESSION + r"/messages/$", SessionMessageApi.as_view(), name="session-messages"),
     re_path(SESSION + r"/stop/$", SessionStopApi.as_view(), name="session-stop"),
+    re_path(SESSION + r"/answers/$", SessionAnswerApi.as_view(), name="session-answers"),
+    path("projects/<str:key>/questions/", QuestionListApi.as_view(), name="question-list"),
+    path("projects/<str:key>/questions/<str:question>/", question_detail, name="question-detail"),
+    path(
+        "projects/<str:key>/questions/<str:question>/withdraw/",
+        QuestionWithdrawApi.as_view(),
+        name="question-withdraw",
+    ),
     path("projects/<str:key>/usage/", ProjectUsageApi.as_view(), name="project-usage"),
 ]

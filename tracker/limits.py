@@ -12,6 +12,8 @@ import time
 from django.conf import settings
 from django.core.cache import cache
 
+from tracker.errors import RateLimitedError
+
 
 def rate_hit(*, scope: str, key: object, limit: int, window_seconds: int) -> bool:
     """Count one event of ``key`` in ``scope``; False, counting nothing, when ``limit`` events
@@ -39,9 +41,11 @@ def _incremented(key: str) -> bool:
     return True
 
 
-def token_request_hit(*, user_id: int) -> bool:
-    """Count one MCP or question request made with the API token of user ``user_id``; False when
-    ``mcp_requests_per_minute`` were made within the last minute. DRF keeps one token per user, so
-    the count is keyed by the user (no secret in a cache key) and shared by every surface."""
+def agent_request_count(*, user_id: int) -> None:
+    """Count one MCP or question request of a token's user; RateLimitedError past the limit
+    (``mcp_requests_per_minute``, SPEC § 12.4)."""
     limit = settings.BALLET_LIMITS.mcp_requests_per_minute
-    return rate_hit(scope="token-requests", key=user_id, limit=limit, window_seconds=60)
+    if not rate_hit(scope="agent-request", key=user_id, limit=limit, window_seconds=60):
+        raise RateLimitedError(
+            f"At most {limit} MCP and question requests a minute per token; try again in a few seconds."
+        )

@@ -2,10 +2,11 @@
 
 Every request is authenticated before the SDK sees it: ``Authorization: Bearer
 TOKEN`` or ``Token TOKEN`` with the user's REST token (an active user's), else
-HTTP 401; then counted against ``mcp_requests_per_minute`` of the token
-(SPEC § 12.4), else HTTP 429. Both refusals are JSON-RPC error bodies, so MCP
-clients show their message and anything else reads ``error.message``. The
-Host header is checked against ``ALLOWED_HOSTS`` as Django checks it.
+HTTP 401; then counted against ``mcp_requests_per_minute`` of the token, one
+count with its REST question requests (SPEC § 12.4), else HTTP 429. Both
+refusals are JSON-RPC error bodies, so MCP clients show their message and
+anything else reads ``error.message``. The Host header is checked against
+``ALLOWED_HOSTS`` as Django checks it.
 
 The transport runs stateless with JSON responses: each POST is served on its
 own, so any daphne process of a deployment can serve any request, and nothing
@@ -38,7 +39,8 @@ from rest_framework.authtoken.models import Token
 from starlette.types import Receive, Scope, Send
 
 from planner.mcp_server.tools import DEFINITIONS, tool_call
-from tracker.limits import token_request_hit
+from tracker.errors import RateLimitedError
+from tracker.limits import agent_request_count
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +83,10 @@ def admit(authorization: str | None) -> User | Refusal:
         return Refusal(401, "authentication_failed", "Invalid token.")
     if not token.user.is_active:
         return Refusal(401, "authentication_failed", "User inactive or deleted.")
-    if not token_request_hit(user_id=token.user.pk):
-        limit = settings.BALLET_LIMITS.mcp_requests_per_minute
-        return Refusal(
-            429,
-            "rate_limited",
-            f"Too many requests: at most {limit} MCP and question requests a minute per token; "
-            "try again in a minute.",
-        )
+    try:
+        agent_request_count(user_id=token.user.pk)  # one count with the REST question requests
+    except RateLimitedError as exc:
+        return Refusal(429, exc.code, exc.message)
     return token.user
 
 

@@ -1,14 +1,21 @@
-"""The planner's twelve tools, by name, in the order the model is shown them."""
+"""The planner's tools, by name, in the order the model is shown them: the twelve of the seed,
+``ask_human`` in every session and ``answer_question`` in a question's sub-chat (SPEC § 6.3)."""
 
 from __future__ import annotations
 
 from planner.messages import ToolDefinition
-from planner.tools import knowledge, plan, skills
+from planner.tools import asking, knowledge, plan, skills
 from planner.tools.base import ToolContext, ToolOutcome, ToolSpec, run_tool
 from tracker.permissions import access_scope
 
-TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (*plan.SPECS, *skills.SPECS, *knowledge.SPECS)}
-DEFINITIONS: tuple[ToolDefinition, ...] = tuple(spec.definition() for spec in TOOLS.values())
+TOOLS: dict[str, ToolSpec] = {
+    spec.name: spec for spec in (*plan.SPECS, *skills.SPECS, *knowledge.SPECS, *asking.SPECS)
+}
+# What a session's model is shown: answer_question only in a question's sub-chat.
+DEFINITIONS: tuple[ToolDefinition, ...] = tuple(
+    spec.definition() for spec in TOOLS.values() if spec is not asking.ANSWER_QUESTION
+)
+QUESTION_DEFINITIONS: tuple[ToolDefinition, ...] = (*DEFINITIONS, asking.ANSWER_QUESTION.definition())
 
 
 def call_tool(name: str, arguments: object, context: ToolContext) -> ToolOutcome:
@@ -22,4 +29,4 @@ def call_tool(name: str, arguments: object, context: ToolContext) -> ToolOutcome
         return run_tool(TOOLS.get(name), name, arguments, context)
 
 
-__all__ = ["DEFINITIONS", "TOOLS", "ToolContext", "ToolOutcome", "call_tool"]
+__all__ = ["DEFINITIONS", "QUESTION_DEFINITIONS", "TOOLS", "ToolContext", "ToolOutcome", "call_tool"]

@@ -52,6 +52,7 @@ class ToolContext:
     session_id: uuid.UUID | None = None  # None: a call outside any planner session (MCP), as the user
     focus: set[str] = field(default_factory=set)
     drafts: list[Draft] = field(default_factory=list)
+    question_id: int | None = None  # the question of a question's sub-chat (answer_question)
 
     @property
     def actor(self) -> Actor:
@@ -82,6 +83,8 @@ class ToolSpec:
     # A tool that writes runs in a transaction of its own, so a failure leaves nothing half-written;
     # one that only reads needs none (on SQLite a transaction would take the write lock).
     writes: bool = False
+    # A call waits for a human's answer (ask_human): the turn pauses instead of running it.
+    asks_human: bool = False
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(name=self.name, description=self.description, input_schema=self.input_schema)

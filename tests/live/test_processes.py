@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes.client import Client, frames_until
-from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply
+from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import PASSWORD, Deployment, Server, production_mode
 
 pytestmark = pytest.mark.live
@@ -154,3 +154,37 @@ async def _healthz_while_watching(fake: FakeMessagesAPI, server: Server) -> None
     assert (status, body["checks"]) == (200, {"database": True, "channel_layer": True})
     status, _ = await asyncio.to_thread(_healthz, server)  # and after the watcher left
     assert status == 200
+
+
+def test_a_pending_request_survives_a_sigkill_and_is_answered_after_the_restart(tmp_path, fake, deployment):
+    server = start(deployment, tmp_path, "paused")
+    try:
+        client = Client(server.url, "demo", PASSWORD)
+        session = client.post("/api/v1/planner/sessions/", {"project": "DEMO"})["id"]
+        ask = {"question": "Beta on Friday or Monday?", "options": ["Friday", "Monday"]}
+        fake.enqueue(ToolUseReply([ToolCallSpec("ask_human", ask)], text_before="Let me ask."))
+        client.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": "Plan the beta"})
+        paused = client.wait_for(session, lambda b: b["state"] == "paused")
+        (request,) = paused["requests"]
+        assert (request["status"], request["options"]) == ("pending", ["Friday", "Monday"])
+        server.kill()
+    finally:
+        server.stop()
+    restarted = start(deployment, tmp_path, "resumed")
+    try:
+        client = Client(restarted.url, "demo", PASSWORD)
+        body = client.transcript(session)
+        assert (body["state"], body["requests"][0]["status"]) == ("paused", "pending")  # not "dead"
+        fake.enqueue(TextReply("Monday, then.", chunks=2))
+        answered = client.post(
+            f"/api/v1/planner/sessions/{session}/answers/", {"request": request["id"], "text": "Monday"}
+        )
+        assert answered == {"outcome": "answered", "resumed": True}
+        body = client.wait_for(session, lambda b: b["state"] == "idle")
+        assert body["messages"][-1]["content"] == [{"type": "text", "text": "Monday, then."}]
+        assert [e["data"]["reason"] for e in body["events"] if e["kind"] == "turn_ended"] == ["completed"]
+        (result,) = fake.requests[-1].json["messages"][-1]["content"]
+        assert result["type"] == "tool_result"
+        assert json.loads(result["content"]) == {"answer": "Monday", "answered_by": "demo"}
+    finally:
+        restarted.stop()

@@ -146,7 +146,7 @@ async def test_requests_past_the_limit_per_token_get_429(users, limits):
     assert statuses == [200, 200, 200]
     assert status == 429
     assert body["error"]["data"]["code"] == "rate_limited"
-    assert body["error"]["message"].startswith("Too many requests: at most 3 MCP and question requests")
+    assert body["error"]["message"].startswith("At most 3 MCP and question requests a minute per token")
     assert other == 200  # counted per token
 
 
@@ -160,7 +160,7 @@ async def test_the_sdk_client_past_the_limit_reads_the_message(users, limits):
             await session.call_tool("list_runnable", {"project": "BAL"})
 
     [message] = await refusals(use)
-    assert message.startswith("Too many requests: at most 3 MCP and question requests a minute per token")
+    assert message.startswith("At most 3 MCP and question requests a minute per token")
 
 
 # --- the tools -------------------------------------------------------------------------------

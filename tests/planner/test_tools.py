@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from knowledge.services import knowledge_create
-from planner.tools import DEFINITIONS, TOOLS, ToolContext, call_tool
+from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS, ToolContext, call_tool
 from tests.factories import MembershipFactory
 from tracker.models import ActivityEvent, Changeset, Dependency, Item
 from tracker.services.activity import Actor
@@ -59,7 +59,7 @@ def plan(project, make_item, indexed):
     return {"milestone": milestone, "epic": epic, "login": login, "reset": reset}
 
 
-def test_there_are_twelve_tools_with_closed_schemas():
+def test_the_twelve_tools_ask_human_and_answer_question_have_closed_schemas():
     assert list(TOOLS) == [
         "list_items",
         "get_item",
@@ -73,8 +73,12 @@ def test_there_are_twelve_tools_with_closed_schemas():
         "get_knowledge",
         "create_knowledge",
         "update_knowledge",
+        "ask_human",
+        "answer_question",
     ]
-    for definition in DEFINITIONS:
+    assert [d.name for d in DEFINITIONS] == list(TOOLS)[:-1]  # answer_question: in question sub-chats
+    assert [d.name for d in QUESTION_DEFINITIONS] == list(TOOLS)
+    for definition in QUESTION_DEFINITIONS:
         assert definition.input_schema["type"] == "object"
         assert definition.input_schema["additionalProperties"] is False
         assert len(definition.description) > 30

@@ -12,8 +12,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models import Model
 from django.urls import reverse
+from rest_framework.authtoken.models import Token
 
 from knowledge.models import KnowledgeEntry, KnowledgeRevision
+from planner.models import HumanRequest, Question
+from planner.selectors import session_list
 from tracker.models import (
     ActivityEvent,
     Changeset,
@@ -26,7 +29,7 @@ from tracker.models import (
     Skill,
     SkillVersion,
 )
-from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE, has_permission
+from tracker.permissions import CHANGESET_APPLY, PLANNER_CHAT, TRACKER_READ, TRACKER_WRITE, has_permission
 from tracker.selectors import project_planner_config, runnable_tickets, skill_resolve
 from tracker.services.activity import Actor
 from tracker.services.changeset_validation import changeset_validate
@@ -93,7 +96,10 @@ def test_history_goes_through_the_services(demo):
     assert all(item.version > 1 for item in done)
     verbs = set(ActivityEvent.objects.filter(project=demo).values_list("verb", flat=True))
     assert {"item.created", "item.updated", "dependency.added", "changeset.proposed"} <= verbs
-    assert set(ActivityEvent.objects.values_list("actor", flat=True)) == {"user:demo"}
+    # The demo owner built it all; the agent asked its question.
+    assert set(ActivityEvent.objects.values_list("actor", flat=True)) == {"user:demo", "user:agent"}
+    asked = ActivityEvent.objects.filter(actor="user:agent").values_list("verb", flat=True)
+    assert list(asked) == ["question.asked"]
 
 
 def test_dependencies_make_the_runnable_query_non_trivial(demo):
@@ -230,3 +236,36 @@ def test_a_counter_behind_its_items_is_a_readable_conflict(demo):
         == "operations[0]: DEMO-3 already exists: the project's item counter is behind."
     )
     assert not Item.objects.filter(project=demo, title=changeset.operations[0]["fields"]["title"]).exists()
+
+
+def test_the_agent_has_a_token_and_an_open_question_waiting_for_a_human():
+    out = seed("--password", "pw-for-tests")
+    agent = User.objects.get(username="agent")
+    token = Token.objects.get(user=agent)
+    assert f"agent (member, a worker): API token: {token.key}" in out
+    assert not agent.has_usable_password()
+    demo = Project.objects.get(key="DEMO")
+    assert has_permission(agent, demo, PLANNER_CHAT)
+    question = Question.objects.get(asker=agent)
+    assert question.item is not None
+    assert (question.status, question.item.title, question.started) == (
+        "open",
+        "Export a week's bookings as CSV for the front desk",
+        True,
+    )
+    session = question.session
+    assert (session.state, session.user, session.last_message_seq) == ("paused", agent, 2)
+    (request,) = HumanRequest.objects.filter(session=session, status="pending")
+    assert request.kind == "question"
+    assert request.options == ["Include them, marked as cancelled", "Leave them out"]
+    demo_user = User.objects.get(username="demo")
+    listed = list(session_list(user=demo_user, project=demo))
+    assert [(s.pk, getattr(s, "waiting", None)) for s in listed] == [(session.pk, True)]
+    again = seed()
+    assert "agent (member, a worker): exists, token unchanged" in again
+    assert Question.objects.count() == 1
+    assert Token.objects.get(user=agent).key == token.key
+    reset = seed("--reset-passwords")
+    new = Token.objects.get(user=agent).key
+    assert new != token.key
+    assert f"agent (member, a worker): new API token: {new}" in reset

@@ -5,7 +5,9 @@ found or created; the content (plan, knowledge, planner skill, a proposed
 changeset) is written through the services, as the demo owner, only while the
 project has no items, so a second run changes nothing. A created user gets a
 generated password, printed once; ``--reset-passwords`` prints new ones and
-``--password`` sets a given one for both users.
+``--password`` sets a given one for both users. The worker ``agent``, a member,
+has no password but a REST token (printed when created or reset) and one open
+question, waiting for a human (``planner/demo.py``).
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from rest_framework.authtoken.models import Token
 
 from knowledge.models import KnowledgeEntry
 from knowledge.services import knowledge_create, knowledge_update
+from planner.demo import demo_question_ensure
+from planner.models import Question, QuestionStatus
 from tracker.errors import BalletError
 from tracker.management import demo_content as content
 from tracker.models import ChangesetStatus, Dependency, Item, Membership, Organization, Project, Role
@@ -41,10 +46,14 @@ class DemoUser:
 
 OWNER = DemoUser(username="demo", role=Role.OWNER, is_staff=True)
 VIEWER = DemoUser(username="viewer", role=Role.VIEWER, is_staff=False)
+AGENT = DemoUser(username="agent", role=Role.MEMBER, is_staff=False)
 
 
 class Command(BaseCommand):
-    help = "Build the demo organization, project DEMO and the users demo (owner) and viewer. Idempotent."
+    help = (
+        "Build the demo organization, project DEMO, the users demo (owner) and viewer, and the worker "
+        "agent (a member with a token) with an open question. Idempotent."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--password", help="Set this password for both demo users.")
@@ -69,6 +78,7 @@ class Command(BaseCommand):
                 built = not project.items.exists()
                 if built:
                     _content_build(Actor(user=owner), project)
+                lines.append(_agent_ensure(owner, project, reset=options["reset_passwords"]))
         except BalletError as exc:
             raise CommandError(f"Cannot seed the demo: {exc.message}") from exc
         self.stdout.write("\n".join(lines))
@@ -92,6 +102,27 @@ def _user_ensure(spec: DemoUser, *, password: str | None, reset: bool) -> str:
         user.save(update_fields=["password"])
         return f"{spec.username} ({spec.role}): {'created' if created else 'new'} password: {generated}"
     return f"{spec.username} ({spec.role}): exists, password unchanged (--reset-passwords prints a new one)"
+
+
+def _agent_ensure(owner: User, project: Project, *, reset: bool) -> str:
+    """The worker ``agent``: a member of the project with a token and one open question; the
+    line to print about its token."""
+    agent, created = User.objects.get_or_create(
+        username=AGENT.username, defaults={"email": f"{AGENT.username}@example.com"}
+    )
+    if created:
+        agent.set_unusable_password()  # a worker signs in with its token only
+        agent.save(update_fields=["password"])
+    if not Membership.objects.filter(project=project, user=agent).exists():
+        membership_set(actor=Actor(user=owner), project=project, username=AGENT.username, role=AGENT.role)
+    demo_question_ensure(agent=agent, project=project)
+    if reset:
+        Token.objects.filter(user=agent).delete()
+    token, made = Token.objects.get_or_create(user=agent)
+    who = f"{AGENT.username} ({AGENT.role}, a worker)"
+    if made:
+        return f"{who}: {'new ' if not created else ''}API token: {token.key}"
+    return f"{who}: exists, token unchanged (--reset-passwords prints a new one)"
 
 
 def _project_ensure(owner: User) -> Project:
@@ -210,9 +241,11 @@ def _summary(project: Project) -> str:
     entries = KnowledgeEntry.objects.filter(projects=project).count()
     skills = ", ".join(f"{s.name} v{s.version.version}" for s in skill_effective_list(project=project))
     proposed = changeset_list(project=project, status=ChangesetStatus.PROPOSED).count()
+    waiting = Question.objects.filter(project=project, status=QuestionStatus.OPEN).count()
     return (
         f"project {project.key} ({project.name}) in {project.organization.name}: "
         f"{kinds['milestone']} milestones, {kinds['epic']} epics, {kinds['ticket']} tickets, "
         f"{dependencies} dependencies, runnable: {runnable}; {entries} knowledge entries; "
-        f"skills: {skills or 'none'}; {proposed} changeset(s) awaiting review."
+        f"skills: {skills or 'none'}; {proposed} changeset(s) awaiting review; "
+        f"{waiting} open question(s) from agents."
     )

@@ -1,0 +1,216 @@
+"""Agents' questions (SPEC § 13.1): ask, read, answer, withdraw, and wait for the answer.
+
+A worker asks about the project or one item; the question gets a sub-chat, a
+planner session owned by the asker whose first message is the question, and
+the runner starts its turn (``runner.ask``). The planner answers with the tool
+``answer_question`` (:func:`question_answer`), or asks the project's humans with
+``ask_human`` first. Asking, answering and withdrawing are activity events, so
+other sessions' change notes mention them. A question whose first turn the
+running-turn limits keep waiting stays ``open`` and unstarted until a turn
+frees up (:func:`questions_waiting`).
+
+Waiting for the answer (:func:`question_await`) holds no thread and no
+database connection: it sleeps on an event this process sets when a question
+is answered here, and reads the question again at least every second for
+answers given in other processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from planner.executor import db
+from planner.models import Question, QuestionStatus, Session
+from tracker.errors import InvalidStateError, NotFoundError, PermissionDeniedError, ValidationError
+from tracker.inputs import refuse_nul
+from tracker.models import Organization, Project
+from tracker.permissions import PLANNER_CHAT, PROJECT_ADMIN, TRACKER_READ, has_permission, require
+from tracker.selectors import item_get
+from tracker.services.activity import Actor, activity_record
+
+MAX_QUESTION_CHARS = 8_000
+MAX_WAIT_SECONDS = 60
+POLL_SECONDS = 1.0
+
+
+def _text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError({"text": ["Write the question."]})
+    if len(text) > MAX_QUESTION_CHARS:
+        raise ValidationError({"text": [f"At most {MAX_QUESTION_CHARS} characters."]})
+    refuse_nul(text=text)
+    return text.strip()
+
+
+def first_message(question: Question) -> str:
+    """The sub-chat's first message: the question, and the item it is about."""
+    about = f"About {question.item.key}: {question.item.title}\n\n" if question.item else ""
+    return f"{about}{question.text}"
+
+
+@transaction.atomic
+def question_create(*, user: User, project: Project, text: Any, item_key: Any = None) -> Question:
+    """Record ``user``'s question and open its sub-chat (needs ``planner.chat``)."""
+    require(user, project, PLANNER_CHAT)
+    text = _text(text)
+    item = None
+    if item_key not in (None, ""):
+        if not isinstance(item_key, str):
+            raise ValidationError({"item": ["Expected an item key such as DEMO-3."]})
+        try:
+            item = item_get(project=project, key=item_key)
+        except NotFoundError as exc:
+            raise ValidationError({"item": [exc.message]}) from exc
+    question = Question.objects.create(project=project, asker=user, item=item, text=text)
+    head = Organization.objects.values_list("activity_seq", flat=True).get(pk=project.organization_id)
+    title = " ".join(text.split())[:50]
+    question.session = Session.objects.create(
+        project=project, user=user, question=question, title=f"Question: {title}", last_seen_seq=head
+    )
+    _record(question, Actor(user=user), "question.asked", {"text": text[:200], "item": _key(question)})
+    return question
+
+
+def _key(question: Question) -> str | None:
+    return question.item.key if question.item is not None else None
+
+
+def _record(question: Question, actor: Actor, verb: str, data: dict[str, Any]) -> None:
+    activity_record(
+        actor=actor,
+        organization_id=question.project.organization_id,
+        project=question.project,
+        verb=verb,
+        target=f"question:{question.pk}",
+        data=data,
+    )
+
+
+def question_list(*, user: User, project: Project, status: str | None = None) -> QuerySet[Question]:
+    """The project's questions, newest first (needs ``tracker.read``)."""
+    require(user, project, TRACKER_READ)
+    qs = Question.objects.filter(project=project).select_related("project", "asker", "item", "session")
+    return qs.filter(status=status) if status else qs
+
+
+def question_get(*, user: User, project: Project, question_id: Any) -> Question:
+    """One question of the project; NotFoundError for an unknown id or project."""
+    require(user, project, TRACKER_READ)
+    try:
+        number = int(question_id)
+    except (TypeError, ValueError):
+        raise NotFoundError("Question not found.") from None
+    found = question_list(user=user, project=project).filter(pk=number).first()
+    if found is None:
+        raise NotFoundError("Question not found.")
+    return found
+
+
+@transaction.atomic
+def question_answer(*, session_id: uuid.UUID, user: User, answer: str) -> Question:
+    """The planner answers its sub-chat's question (``answer_question``), acting for ``user``."""
+    session = Session.objects.select_related("question__project", "question__item").get(pk=session_id)
+    question = session.question
+    if question is None:
+        raise InvalidStateError(
+            "This session answers no question: answer_question is for question sub-chats."
+        )
+    question = (
+        Question.objects.select_for_update(of=("self",)).select_related("project", "item").get(pk=question.pk)
+    )
+    if question.status != QuestionStatus.OPEN:
+        raise InvalidStateError(f"The question is {question.status}; it takes no answer.")
+    actor = Actor(user=user, planner_session=session_id)
+    question.status = QuestionStatus.ANSWERED
+    question.answer = answer
+    question.answered_by = actor.label
+    question.answered_at = timezone.now()
+    question.save(update_fields=["status", "answer", "answered_by", "answered_at"])
+    _record(question, actor, "question.answered", {"answer": answer[:200], "item": _key(question)})
+    transaction.on_commit(lambda: _answered(question.pk))
+    return question
+
+
+@dataclass(frozen=True)
+class Withdrawn:
+    question: Question
+    session_id: uuid.UUID | None
+
+
+@transaction.atomic
+def question_withdraw(*, user: User, project: Project, question_id: Any) -> Withdrawn:
+    """The asker (or a project admin) withdraws an open question; its sub-chat's turn is stopped
+    by the caller (``runner.withdraw``)."""
+    question = question_get(user=user, project=project, question_id=question_id)
+    if question.asker_id != user.pk and not has_permission(user, project, PROJECT_ADMIN):
+        raise PermissionDeniedError("Only the asker or a project admin may withdraw a question.")
+    question = (
+        Question.objects.select_for_update(of=("self",))
+        .select_related("project", "item", "asker")
+        .get(pk=question.pk)
+    )
+    if question.status != QuestionStatus.OPEN:
+        raise InvalidStateError(f"The question is already {question.status}.")
+    question.status = QuestionStatus.WITHDRAWN
+    question.answered_at = timezone.now()
+    question.save(update_fields=["status", "answered_at"])
+    _record(question, Actor(user=user), "question.withdrawn", {"item": _key(question)})
+    transaction.on_commit(lambda: _answered(question.pk))
+    session_id = Session.objects.filter(question=question).values_list("pk", flat=True).first()
+    return Withdrawn(question, session_id)
+
+
+def question_started(*, question_id: int) -> None:
+    Question.objects.filter(pk=question_id).update(started=True)
+
+
+def questions_waiting(*, limit: int = 20) -> list[Question]:
+    """Open questions whose first turn has not started, oldest first."""
+    qs = Question.objects.filter(status=QuestionStatus.OPEN, started=False).select_related(
+        "project", "asker", "item", "session"
+    )
+    return list(qs.order_by("created_at", "pk")[:limit])
+
+
+# ---------------------------------------------------------------------- waiting for the answer
+
+_waiters: dict[int, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+
+
+def _answered(question_id: int) -> None:
+    """Wake this process's waiters of the question (from any thread)."""
+    for loop, event in list(_waiters.get(question_id, ())):
+        loop.call_soon_threadsafe(event.set)
+
+
+async def question_await(*, user: User, project: Project, question_id: Any, seconds: float) -> Question:
+    """The question once it is no longer open, or as it is after ``seconds`` (at most 60)."""
+    question: Question = await db(question_get)(user=user, project=project, question_id=question_id)
+    deadline = time.monotonic() + max(0.0, min(float(seconds), MAX_WAIT_SECONDS))
+    entry = (asyncio.get_running_loop(), asyncio.Event())
+    _waiters.setdefault(question.pk, set()).add(entry)
+    try:
+        for _ in range(int(MAX_WAIT_SECONDS / POLL_SECONDS) + 2):  # bounded: the deadline ends it first
+            remaining = deadline - time.monotonic()
+            if question.status != QuestionStatus.OPEN or remaining <= 0:
+                break
+            entry[1].clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(entry[1].wait(), timeout=min(remaining, POLL_SECONDS))
+            question = await db(question_get)(user=user, project=project, question_id=question.pk)
+    finally:
+        waiters = _waiters[question.pk]
+        waiters.discard(entry)
+        if not waiters:
+            del _waiters[question.pk]
+    return question
