@@ -16,6 +16,7 @@ from rest_framework.authtoken.models import Token
 
 from ballet.asgi import application
 from planner.mcp_server.app import mcp_app
+from tests.planner.conftest import chat_project, scripted  # noqa: F401 - fixtures of these tests too
 
 BASE = "http://testserver"
 ACCEPT = {"accept": "application/json, text/event-stream"}

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from planner.mcp_server.tools import DEFINITIONS, PROJECT_HINT, READ_TOOLS
+from planner.mcp_server.tools import DEFINITIONS, PROJECT_HINT, READ_TOOLS, SPECS
 from planner.tools import TOOLS
 from planner.tools.base import ToolContext
 from tests.factories import MembershipFactory
@@ -119,7 +119,7 @@ async def test_the_rest_token_authenticates_as_bearer_or_token(users, scheme):
     async with connected(token, scheme=scheme) as session:
         listed = await session.list_tools()
 
-    assert [tool.name for tool in listed.tools] == list(READ_TOOLS)
+    assert [tool.name for tool in listed.tools] == [*READ_TOOLS, "ask_question", "get_question"]
 
 
 async def test_a_host_outside_allowed_hosts_is_refused(users):
@@ -172,18 +172,19 @@ async def test_each_tool_is_the_planners_with_a_required_project(users):
     async with connected(token) as session:
         listed = {tool.name: tool for tool in (await session.list_tools()).tools}
 
+    assert [tool.name for tool in DEFINITIONS] == list(listed) == list(SPECS)
     for name in READ_TOOLS:
-        planner = TOOLS[name]
+        assert SPECS[name] is TOOLS[name]  # the planner's own spec: schema, permission, handler
+    for name, spec in SPECS.items():
         schema = listed[name].input_schema
-        assert listed[name].description == planner.description
+        assert listed[name].description == spec.description
         assert schema["properties"].pop("project")["type"] == "string"
         assert schema["required"][0] == "project"
         assert {**schema, "required": schema["required"][1:]} == {
-            **planner.input_schema,
-            "required": planner.input_schema.get("required", []),
+            **spec.input_schema,
+            "required": spec.input_schema.get("required", []),
         }
-        assert "project" not in planner.input_schema["properties"]  # derived, the planner's untouched
-    assert [tool.name for tool in DEFINITIONS] == list(listed)
+        assert "project" not in spec.input_schema["properties"]  # derived, the planner's untouched
 
 
 @pytest.fixture
