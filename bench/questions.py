@@ -8,12 +8,14 @@ project; in production mode PostgreSQL and Redis).
 
 1. **Latency** (``--questions``, 100): one after another over REST, ``POST
    /api/v1/projects/DEMO/questions/`` then ``GET .../questions/ID/?wait=30``; the time from
-   sending the POST to reading the answered question. Median and p99.
+   sending the POST to reading the answered question. Median and p99. Then as many over MCP,
+   ``ask_question`` in one client session.
 2. **Agents at once** (``--agents``, 50): as many users, each a member of DEMO with its own
    token, each connect with the SDK's own MCP client (Streamable HTTP) and call
    ``ask_question`` with ``wait_seconds=60`` at the same moment. Every agent must get its own
    answer (the tag of its question); REST's list of answered questions is checked too. Daphne's
-   RSS before and after, and its peak.
+   RSS before and after, and its peak. ``--over rest`` has them ask over REST instead (POST,
+   then GET with ``?wait=60``), to tell what MCP adds from what the questions cost.
 
     .venv/bin/python bench/questions.py                       # SQLite, in-memory channel layer
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ballet REDIS_URL=redis://127.0.0.1:6379/0 \\
@@ -109,6 +111,32 @@ def latency(base_url: str, token: str, count: int) -> list[float]:
     return [rest_question(base_url, token, f"rest-{n}") for n in range(count)]
 
 
+async def mcp_latency(url: str, token: str, count: int) -> list[float]:
+    """The same questions over MCP, one after another in one client session."""
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"}
+    times = []
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=120) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        for n in range(count):
+            tag = f"mcp-one-{n}"
+            started = time.perf_counter()
+            arguments = {"project": "DEMO", "text": f"Which delimiter? [q:{tag}]", "wait_seconds": 30}
+            result = await session.call_tool("ask_question", arguments)
+            times.append((time.perf_counter() - started) * 1000)
+            body = json.loads(result.content[0].text)  # type: ignore[union-attr]
+            if body.get("status") != "answered" or f"[q:{tag}]" not in body.get("answer", ""):
+                raise RuntimeError(f"an MCP question was not answered in time: {body}")
+    return times
+
+
 # --- 2. agents at once over MCP --------------------------------------------------------------
 
 MAKE_AGENTS = """
@@ -151,12 +179,30 @@ async def agent(url: str, token: str, tag: str, start: asyncio.Event) -> tuple[f
     return elapsed, body
 
 
-async def agents_at_once(url: str, tokens: list[str]) -> tuple[list[float], list[dict[str, Any]], float]:
+async def rest_agent(url: str, token: str, tag: str, start: asyncio.Event) -> tuple[float, dict[str, Any]]:
+    """The same agent over REST: POST the question, then GET it with ``?wait=60``."""
+    import httpx2
+
+    path = f"{url}/api/v1/projects/DEMO/questions/"
+    async with httpx2.AsyncClient(headers={"Authorization": f"Token {token}"}, timeout=120) as http:
+        await start.wait()
+        started = time.perf_counter()
+        asked = await http.post(path, json={"text": f"Which columns go in the export? [q:{tag}]"})
+        answered = await http.get(f"{path}{asked.json()['id']}/?wait=60")
+        elapsed = (time.perf_counter() - started) * 1000
+    body: dict[str, Any] = answered.json()
+    return elapsed, body
+
+
+async def agents_at_once(
+    url: str, tokens: list[str], over: str
+) -> tuple[list[float], list[dict[str, Any]], float]:
     start = asyncio.Event()
     run = uuid.uuid4().hex[:6]
-    tags = [f"mcp-{run}-{n}" for n in range(len(tokens))]
+    tags = [f"{over}-{run}-{n}" for n in range(len(tokens))]
+    ask = agent if over == "mcp" else rest_agent
     tasks = [
-        asyncio.create_task(agent(url, token, tag, start)) for token, tag in zip(tokens, tags, strict=True)
+        asyncio.create_task(ask(url, token, tag, start)) for token, tag in zip(tokens, tags, strict=True)
     ]
     await asyncio.sleep(1.0)  # every client connected and initialized
     began = time.perf_counter()
@@ -184,18 +230,22 @@ def measure(server: Any, args: argparse.Namespace) -> None:
     rest = latency(server.url, token, args.questions)
     print(f"  {len(rest)} questions one after another over REST (POST, then GET ?wait=30): ask → answered")
     print(f"    {_ms(rest)}")
+    one = asyncio.run(mcp_latency(server.url, token, args.questions))
+    print(f"  {len(one)} questions one after another over MCP (one SDK client session, ask_question)")
+    print(f"    {_ms(one)}")
 
     printed = server.deployment.manage("shell", "-c", MAKE_AGENTS.format(count=args.agents))
     tokens = json.loads(printed.strip().splitlines()[-1])
     before = proc_status_kb(pid, "VmRSS")
-    latencies, bodies, wall = asyncio.run(agents_at_once(server.url, tokens))
+    latencies, bodies, wall = asyncio.run(agents_at_once(server.url, tokens, args.over))
     after, peak = proc_status_kb(pid, "VmRSS"), proc_status_kb(pid, "VmHWM")
     listed = api(server.url, "GET", "/api/v1/projects/DEMO/questions/?status=answered", token=token)
     answered = sum(body["status"] == "answered" for body in bodies)
-    print(f"  {len(tokens)} agents asking at once over MCP (SDK client, ask_question with wait_seconds=60)")
+    how = "MCP (SDK client, ask_question with wait_seconds=60)" if args.over == "mcp" else "REST (?wait=60)"
+    print(f"  {len(tokens)} agents asking at once over {how}")
     print(f"    answered {answered} of {len(tokens)}, each its own answer; lost {len(tokens) - answered}")
     print(f"    ask → answer {_ms(latencies)}; the last answered {wall:.0f} ms after they all asked")
-    expected = args.questions + 5 + len(tokens)  # the warm-up's 5 too; the demo's own stays open
+    expected = 2 * args.questions + 5 + len(tokens)  # the warm-up's 5 too; the demo's own stays open
     if listed["count"] != expected:
         raise RuntimeError(f"REST lists {listed['count']} answered questions, not {expected}")
     print(f"    answered questions listed over REST: {listed['count']} of {expected} asked in all")
@@ -210,6 +260,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=100, help="questions one after another over REST")
     parser.add_argument("--agents", type=int, default=50, help="agents asking at once over MCP")
+    parser.add_argument("--over", choices=["mcp", "rest"], default="mcp", help="how the agents ask at once")
     parser.add_argument("--keep-turn-limits", action="store_true", help="the default running-turn limits")
     parser.add_argument("--log-dir", type=Path, default=None, help="keep daphne's log here")
     args = parser.parse_args()
