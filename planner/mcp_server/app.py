@@ -39,6 +39,7 @@ from rest_framework.authtoken.models import Token
 from starlette.types import Receive, Scope, Send
 
 from planner.mcp_server.tools import DEFINITIONS, tool_call
+from planner.tools.base import ToolOutcome, error_output
 from tracker.errors import RateLimitedError
 from tracker.limits import agent_request_count
 
@@ -104,21 +105,30 @@ async def _call_tool(
     try:
         outcome = await tool_call(user, params.name, params.arguments or {})
     except Exception:  # the client gets a readable answer; the log keeps the traceback
-        logger.exception("MCP tool %s failed", params.name)
-        message = f"The tool {params.name} failed unexpectedly; the error was logged."
-        body = {"error": {"code": "internal_error", "message": message}}
-        return types.CallToolResult(content=[types.TextContent(text=json.dumps(body))], is_error=True)
+        logger.exception("MCP tool %.100s failed", params.name)
+        message = f"The tool {params.name[:100]} failed unexpectedly; the error was logged."
+        outcome = ToolOutcome(error_output("internal_error", message), True)
     content = outcome.content
     return types.CallToolResult(
         content=[types.TextContent(text=content)],
-        structured_content=json.loads(content),
+        structured_content=json.loads(content),  # JSON's own types, whatever the handler returned
         is_error=outcome.is_error,
     )
 
 
+SCHEMAS = {tool.name: tool.input_schema for tool in DEFINITIONS}
+
+
 def build_server() -> Server[Any]:
     server: Server[Any] = Server(
-        "ballet", version="1", instructions=INSTRUCTIONS, on_list_tools=_list_tools, on_call_tool=_call_tool
+        "ballet",
+        version="1",
+        instructions=INSTRUCTIONS,
+        on_list_tools=_list_tools,
+        on_call_tool=_call_tool,
+        # What the 2026 transport checks Mcp-Param headers against; without it, it lists the tools
+        # for every call.
+        get_tool_input_schema=SCHEMAS.get,
     )
     server.middleware = []  # no OpenTelemetry span per message: nothing here exports them
     return server

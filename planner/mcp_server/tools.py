@@ -20,7 +20,6 @@ the answer up to ``wait_seconds`` on the event loop, holding no thread.
 from __future__ import annotations
 
 import copy
-import logging
 from typing import Any
 
 import mcp_types as types
@@ -49,8 +48,6 @@ from tracker.errors import BalletError
 from tracker.models import Project
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, require
 from tracker.selectors import project_get
-
-logger = logging.getLogger(__name__)
 
 READ_TOOLS = (
     "list_runnable",
@@ -163,8 +160,6 @@ def project_named(user: User, arguments: JsonObject) -> tuple[Project, JsonObjec
 
 
 def refused(exc: BalletError) -> ToolOutcome:
-    if isinstance(exc, ToolError):
-        return ToolOutcome(error_output(exc.code, exc.message), True)
     return ToolOutcome(domain_error(exc), True)
 
 

@@ -3,11 +3,14 @@ planner (a scripted model) answers in the question's sub-chat, and the asker wai
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
 import pytest
 
+from planner import questions
+from planner.models import HumanRequest
 from planner.runner import runner
 from tests.fakes.scripted import call, say
 from tests.mcp.conftest import connected, token_of
@@ -71,22 +74,29 @@ async def test_an_answer_later_than_the_wait_leaves_the_question_open_with_its_i
     assert read["status"] == "open"
 
 
-async def test_get_question_waits_for_the_answer(scripted, chat_project, member):
-    scripted.add(call("answer_question", {"answer": "Redis."}), say("Answered."))
+async def test_get_question_waits_for_the_answer(scripted, chat_project, member, owner):
+    scripted.add(call("ask_human", {"question": "Redis or Memcached?"}))
     token = await sync(token_of)(member)
 
     async with connected(token) as session:
-        asked = output(
-            await session.call_tool(
-                "ask_question", {"project": "BAL", "text": "Which cache?", "wait_seconds": 0}
-            )
-        )
-        waited = await session.call_tool(
-            "get_question", {"project": "BAL", "id": asked["id"], "wait_seconds": 20}
-        )
-        await runner.wait(uuid.UUID(asked["session"]))
+        arguments = {"project": "BAL", "text": "Which cache?", "wait_seconds": 0}
+        asked = output(await session.call_tool("ask_question", arguments))
+        sub = uuid.UUID(asked["session"])
+        await runner.wait(sub)  # paused on the humans (the test database cannot be read while written)
+        arguments = {"project": "BAL", "id": asked["id"], "wait_seconds": 20}
+        waiting = asyncio.ensure_future(session.call_tool("get_question", arguments))
+        for _ in range(250):  # until the agent waits
+            if asked["id"] in questions._waiters:
+                break
+            await asyncio.sleep(0.02)
+        pending = await sync(lambda: HumanRequest.objects.get(session_id=sub).pk)()
+        scripted.add(call("answer_question", {"answer": "Redis, says the owner."}), say("Answered."))
+        await runner.answer(session_id=sub, user=owner, request=pending, text="Redis")
+        waited = output(await waiting)
+        await runner.wait(sub)
 
-    assert (output(waited)["status"], output(waited)["answer"]) == ("answered", "Redis.")
+    assert asked["status"] == "open"
+    assert (waited["status"], waited["answer"]) == ("answered", "Redis, says the owner.")
 
 
 async def test_a_viewer_may_not_ask(scripted, chat_project, viewer):

@@ -338,3 +338,22 @@ async def test_a_viewer_of_two_projects_reads_each_by_its_key(users, other_proje
         results = [await session.call_tool("list_items", {"project": key}) for key in ("BAL", "OTH")]
 
     assert [result.is_error for result in results] == [False, False]
+
+
+async def test_a_tool_that_fails_unexpectedly_is_an_internal_error_result(users, monkeypatch, caplog):
+    async def broken(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("planner.mcp_server.app.tool_call", broken)
+    token = await sync(token_of)(users["viewer"])
+
+    async with connected(token) as session:
+        result = await session.call_tool("list_runnable", {"project": "BAL"})
+
+    assert result.is_error
+    assert output(result)["error"] == {
+        "code": "internal_error",
+        "message": "The tool list_runnable failed unexpectedly; the error was logged.",
+    }
+    assert "boom" not in json.dumps(output(result))
+    assert "MCP tool list_runnable failed" in caplog.text
