@@ -52,10 +52,17 @@ def _text(text: Any) -> str:
     return text.strip()
 
 
+HOW_TO_ANSWER = (
+    "(A question from the agent {asker}. Answer it with the answer_question tool, from the plan and "
+    "the knowledge base; if they do not settle it, ask the project's humans with ask_human first.)"
+)
+
+
 def first_message(question: Question) -> str:
-    """The sub-chat's first message: the question, and the item it is about."""
+    """The sub-chat's first message: the question, the item it is about, and how to answer."""
     about = f"About {question.item.key}: {question.item.title}\n\n" if question.item else ""
-    return f"{about}{question.text}"
+    how = HOW_TO_ANSWER.format(asker=question.asker.get_username())
+    return f"{about}{question.text}\n\n{how}"
 
 
 @transaction.atomic

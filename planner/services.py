@@ -177,33 +177,29 @@ def session_begin(
     if not session.title:
         session.title = " ".join(text.split())[:60]
     history = session_history(session=session)  # as it stands before this turn's first messages
-    message = _append(
-        session,
-        _human(text, MessageKind.CONTINUE if continuing else MessageKind.HUMAN),
-        session.turn_count,
-        user,
-    )
-    history.messages.append(message)
+    kind = MessageKind.CONTINUE if continuing else MessageKind.HUMAN
+    message = _run_here(session, history, _human(text, kind), user, also=("turn_count", "title"))
+    meaning: Meaning = "continued" if continuing else "started"
+    setup = _open(session, history, continued=continuing)
+    return Begin(meaning, session.turn_count, message, recovered, setup)
+
+
+def _run_here(
+    session: Session, history: History, first: ChatMessage, author: User | None, *, also: tuple[str, ...]
+) -> ChatMessage:
+    """Store ``first`` (and the change notes since the session last looked) as the turn's next
+    messages, in the session and its ``history``, and make this process the turn's runner; the
+    row is saved with the fields in ``also``. The caller holds the session's row lock."""
+    stored = _append(session, first, session.turn_count, author)
+    history.messages.append(stored)
     if session.project.organization.activity_seq > session.last_seen_seq:
         history.messages.extend(m for m, _ in _append_notes(session, session.turn_count, session.focus))
     session.state = SessionState.RUNNING
     session.turn_owner = PROCESS_ID
     session.heartbeat_at = timezone.now()
-    session.save(
-        update_fields=[
-            "turn_count",
-            "title",
-            "last_message_seq",
-            "last_seen_seq",
-            "state",
-            "turn_owner",
-            "heartbeat_at",
-            "updated_at",
-        ]
-    )
-    meaning: Meaning = "continued" if continuing else "started"
-    setup = _open(session, history, continued=continuing)
-    return Begin(meaning, session.turn_count, message, recovered, setup)
+    fields = ["last_message_seq", "last_seen_seq", "state", "turn_owner", "heartbeat_at", "updated_at"]
+    session.save(update_fields=[*also, *fields])
+    return stored
 
 
 def _open(session: Session, history: History, *, continued: bool) -> TurnSetup:
@@ -494,23 +490,7 @@ def turn_continue(session: Session, results: ChatMessage) -> Begin:
     the round's ``results``, deliver change notes, open the turn again in this process. The caller
     holds the session's row lock (its ``user`` loaded: the owner, as whom the turn acts)."""
     history = session_history(session=session)
-    history.messages.append(_append(session, results, session.turn_count))
-    if session.project.organization.activity_seq > session.last_seen_seq:
-        history.messages.extend(m for m, _ in _append_notes(session, session.turn_count, session.focus))
-    session.state = SessionState.RUNNING
-    session.turn_owner = PROCESS_ID
-    session.heartbeat_at = timezone.now()
-    session.save(
-        update_fields=[
-            "last_message_seq",
-            "last_seen_seq",
-            "focus",
-            "state",
-            "turn_owner",
-            "heartbeat_at",
-            "updated_at",
-        ]
-    )
+    _run_here(session, history, results, None, also=("focus",))
     setup = _open(session, history, continued=True)
     return Begin("continued", session.turn_count, None, setup=setup)
 

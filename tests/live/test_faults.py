@@ -21,7 +21,14 @@ from typing import Any
 import pytest
 
 from tests.fakes.client import Client
-from tests.fakes.messages_api import FakeMessagesAPI, HangReply, RecordedRequest, TextReply
+from tests.fakes.messages_api import (
+    FakeMessagesAPI,
+    HangReply,
+    RecordedRequest,
+    TextReply,
+    ToolCallSpec,
+    ToolUseReply,
+)
 from tests.fakes.servers import PASSWORD, Deployment, RedisServer, Server, Worker, production_mode
 from tests.fakes.watchers import Frame, Watcher
 from tests.live.conftest import Script
@@ -409,4 +416,41 @@ def test_a_dropped_database_connection_does_not_discard_a_paid_answer(cluster: C
         "turn ends": ["completed"],
         "last message": ("assistant", [{"type": "text", "text": "The paid answer"}]),
         "model requests": 1,
+    }
+
+
+# -- e. requests to humans across processes ----------------------------------------------------------------
+
+
+def test_a_request_and_its_answer_reach_watchers_in_every_process(cluster: Cluster) -> None:
+    word = keyword("ask")
+    ask = {"question": f"Which court {word}?", "options": ["One", "Two"]}
+    cluster.script.on(
+        word, ToolUseReply([ToolCallSpec("ask_human", ask)]), TextReply(f"Court two it is {word}.", chunks=2)
+    )
+    session = cluster.session()
+    with cluster.watch(cluster.a, session, name="on A") as on_a, cluster.watch(cluster.b, session) as on_b:
+        cluster.on_a.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": f"Book {word}"})
+        request_on_b = on_b.frame(lambda f: f["type"] == "request", STREAM_SECONDS, "the request on B")
+        on_a.frame(lambda f: f["type"] == "request", STREAM_SECONDS, "the request on A")
+        # Answered through B: the turn resumes there, and A's watcher hears all of it.
+        cluster.on_b.post(
+            f"/api/v1/planner/sessions/{session}/answers/", {"request": request_on_b["id"], "text": "Two"}
+        )
+        resolved = _frame_or_none(on_a, "request_resolved", STREAM_SECONDS)
+        ended = _frame_or_none(on_a, "turn_ended", STREAM_SECONDS)
+    with cluster.watch(cluster.a, session, name="late on A") as late:
+        first = late.frames[0]
+    assert {
+        "resolved on A": (resolved or {}).get("outcome"),
+        "by": (resolved or {}).get("by"),
+        "ended on A": _reason(ended, STREAM_SECONDS),
+        "text on A": _connection_text(on_a, ended) if ended is not None else "",
+        "late watcher": (first["type"], first.get("state")),
+    } == {
+        "resolved on A": "answered",
+        "by": "demo",
+        "ended on A": "completed",
+        "text on A": f"Court two it is {word}.",
+        "late watcher": ("state", "idle"),
     }
