@@ -1,4 +1,5 @@
-"""The ASGI application daphne serves: Django over HTTP, Channels over WebSocket."""
+"""The ASGI application daphne serves: Django over HTTP, the MCP server at ``/mcp``, Channels
+over WebSocket."""
 
 import gc
 import os
@@ -11,13 +12,14 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from planner.mcp_server.app import mcp_app, with_mcp  # noqa: E402
 from planner.routing import websocket_urlpatterns  # noqa: E402
 from planner.ws_auth import SessionUserMiddleware  # noqa: E402
 
 # Static files come through Django's middleware: WhiteNoise (ballet/static.py).
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": with_mcp(django_asgi_app, mcp_app),
         "websocket": AllowedHostsOriginValidator(SessionUserMiddleware(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema
@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
+from planner.executor import db
 from planner.models import QuestionStatus
 from planner.questions import question_await, question_get, question_list
 from planner.runner import runner
@@ -93,8 +94,12 @@ class QuestionDetailApi(BalletApi):
 
 
 async def question_detail(request: HttpRequest, key: str, question: str) -> HttpResponse:
-    """``QuestionDetailApi``, and the wait for an open question's answer, off every thread."""
-    response: HttpResponse = await sync_to_async(_detail)(request, key=key, question=question)
+    """``QuestionDetailApi``, and the wait for an open question's answer, off every thread.
+
+    The DRF view runs on the planner's database threads (``executor.py``), whose connections
+    are few and kept: a request's own thread would keep a connection of its own open for as
+    long as the request waits, and fifty waiting agents would use up PostgreSQL's."""
+    response: HttpResponse = await db(_detail)(request, key=key, question=question)
     wait: _Wait | None = getattr(request, "ballet_wait", None)
     if wait is None:
         return response

@@ -159,7 +159,7 @@ def _answer_body(kind: str, text: Any, approve: Any, reason: Any) -> tuple[Reque
 
 def _locked(session_id: uuid.UUID, user: User) -> Session:
     session = (
-        Session.objects.select_for_update()
+        Session.objects.select_for_update(of=("self",))
         .select_related("project__organization", "user")
         .filter(pk=session_id)
         .first()

@@ -266,7 +266,7 @@ def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> 
 def _lock(session_id: uuid.UUID, user: User) -> Session:
     """The session, locked, for its owner alone: nobody else speaks in someone's session."""
     session = (
-        Session.objects.select_for_update()
+        Session.objects.select_for_update(of=("self",))
         .select_related("project__organization")
         .filter(pk=session_id)
         .first()
@@ -315,7 +315,7 @@ def _deliver_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> li
 
     Returns each new message with its author's name ("" for change notes).
     """
-    session = Session.objects.select_for_update().select_related("project").get(pk=session_id)
+    session = Session.objects.select_for_update(of=("self",)).select_related("project").get(pk=session_id)
     _check_current(session, turn)
     seen = session.last_seen_seq
     delivered = _append_steering(session, turn)

@@ -272,5 +272,7 @@ LOGGING = {
         # Eager indexing tasks would log every success, burying the output of commands like seed_demo.
         "celery.app.trace": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # The MCP transport logs every stateless request's end ("Terminating session: None").
+        "mcp.server.streamable_http": {"level": "WARNING"},
     },
 }

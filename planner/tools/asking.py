@@ -24,6 +24,8 @@ def _asked(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 
 def answer_question(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    if ctx.session_id is None:  # a call outside any planner session (MCP offers no such tool)
+        raise ToolError("invalid_state", "answer_question answers in a question's sub-chat only.")
     try:
         question = question_answer(session_id=ctx.session_id, user=ctx.user, answer=args["answer"])
     except InvalidStateError as exc:

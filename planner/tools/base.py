@@ -49,7 +49,7 @@ class ToolContext:
 
     user: User
     project: Project
-    session_id: uuid.UUID
+    session_id: uuid.UUID | None = None  # None: a call outside any planner session (MCP), as the user
     focus: set[str] = field(default_factory=set)
     drafts: list[Draft] = field(default_factory=list)
     question_id: int | None = None  # the question of a question's sub-chat (answer_question)
@@ -163,13 +163,18 @@ def _is_tag(error: SchemaError) -> bool:
     )
 
 
+def input_problem(spec: ToolSpec, arguments: Any) -> str | None:
+    """What makes ``arguments`` no valid input of ``spec`` (its schema, a NUL anywhere), or None."""
+    if refused := nul_paths(arguments):  # no NUL reaches the database (PostgreSQL stores none)
+        return f"{', '.join(where or 'input' for where in refused)}: {NUL_MESSAGE}"
+    return _input_errors(spec, arguments)
+
+
 def run_tool(spec: ToolSpec | None, name: str, arguments: Any, context: ToolContext) -> ToolOutcome:
     """Validate, authorize and run one call; never raises for a domain failure."""
     if spec is None:
         return ToolOutcome(error_output("unknown_tool", f"There is no tool named {name!r}."), True)
-    problem = _input_errors(spec, arguments)
-    if refused := nul_paths(arguments):  # no NUL reaches the database (PostgreSQL stores none)
-        problem = f"{', '.join(where or 'input' for where in refused)}: {NUL_MESSAGE}"
+    problem = input_problem(spec, arguments)
     if problem:
         return ToolOutcome(error_output("invalid_input", problem), True)
     if not has_permission(context.user, context.project, spec.permission):
@@ -180,7 +185,7 @@ def run_tool(spec: ToolSpec | None, name: str, arguments: Any, context: ToolCont
         with transaction.atomic() if spec.writes else contextlib.nullcontext():
             return ToolOutcome(spec.handler(context, arguments), False)
     except BalletError as exc:
-        output = _domain_error(exc)
+        output = domain_error(exc)
     except Exception:  # the model gets a plain answer and the turn goes on; the log keeps the traceback
         logger.exception("Tool %s failed in session %s", name, context.session_id)
         message = (
@@ -191,7 +196,8 @@ def run_tool(spec: ToolSpec | None, name: str, arguments: Any, context: ToolCont
     return ToolOutcome(output, True)
 
 
-def _domain_error(exc: BalletError) -> JsonObject:
+def domain_error(exc: BalletError) -> JsonObject:
+    """The error body of a refused call."""
     if isinstance(exc, ValidationError):
         return error_output("invalid", exc.message, fields=exc.errors)
     if isinstance(exc, ConflictError) and exc.current is not None:

@@ -132,7 +132,7 @@ def list_changesets(ctx: ToolContext, args: JsonObject) -> JsonObject:
                 "title": r["title"],
                 "status": r["status"],
                 "proposed_by": r["proposed_by__username"],
-                "by_this_session": r["planner_session"] == ctx.session_id,
+                "by_this_session": ctx.session_id is not None and r["planner_session"] == ctx.session_id,
                 "created_at": r["created_at"].isoformat(),
                 "note": r["decision_note"] or r["conflict_reason"] or None,
             }

@@ -1,0 +1,250 @@
+"""``/mcp``: the SDK's Streamable HTTP transport behind the REST token and the request limit.
+
+Every request is authenticated before the SDK sees it: ``Authorization: Bearer
+TOKEN`` or ``Token TOKEN`` with the user's REST token (an active user's), else
+HTTP 401; then counted against ``mcp_requests_per_minute`` of the token, one
+count with its REST question requests (SPEC § 12.4), else HTTP 429. Both
+refusals are JSON-RPC error bodies, so MCP clients show their message and
+anything else reads ``error.message``. The Host header is checked against
+``ALLOWED_HOSTS`` as Django checks it.
+
+The transport runs stateless with JSON responses: each POST is served on its
+own, so any daphne process of a deployment can serve any request, and nothing
+is kept between requests (no GET stream, no DELETE: 405). The user rides in the ASGI scope to the tool
+handlers; who may do what is decided per call (``tools.py``).
+
+The SDK's session manager needs a task group that outlives every request,
+which an ASGI lifespan would open; daphne sends no lifespan events, so the
+first request of an event loop opens it in a task of its own (:class:`Lifetime`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.http.request import split_domain_port, validate_host
+from mcp.server import Server, ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from rest_framework.authtoken.models import Token
+from starlette.types import Receive, Scope, Send
+
+from planner.mcp_server.tools import DEFINITIONS, tool_call
+from planner.tools.base import ToolOutcome, error_output
+from tracker.errors import RateLimitedError
+from tracker.limits import agent_request_count
+
+logger = logging.getLogger(__name__)
+
+
+PATH = "/mcp"
+USER_KEY = "ballet.user"  # where the authenticated user rides in the ASGI scope
+TOKEN_CHARS = Token._meta.get_field("key").max_length or 40
+INSTRUCTIONS = (
+    "Ballet's plan and knowledge base. Every tool names its project by key (such as DEMO): "
+    "list_runnable for the tickets ready to work on, get_item for one ticket's description, "
+    "acceptance criteria and policy, search_project and search_knowledge to find things, and "
+    "ask_question when the plan does not say: the project's planner answers, or asks its humans."
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    code: str
+    message: str
+
+
+def token_key(authorization: str | None) -> str | None:
+    """The token of ``Bearer TOKEN`` or ``Token TOKEN``; None for anything else."""
+    parts = (authorization or "").split()
+    if len(parts) != 2 or parts[0].lower() not in ("bearer", "token"):
+        return None
+    key = parts[1]
+    return key if len(key) <= TOKEN_CHARS and key.isascii() and key.isalnum() else None
+
+
+def admit(authorization: str | None) -> User | Refusal:
+    """The active user whose token the request carries, counted against the request limit."""
+    key = token_key(authorization)
+    if key is None:
+        how = "send your Ballet API token as Authorization: Bearer TOKEN (POST /api/v1/auth/token/ gives it)"
+        return Refusal(401, "not_authenticated", f"Authentication required: {how}.")
+    token = Token.objects.select_related("user").filter(key=key).first()
+    if token is None:
+        return Refusal(401, "authentication_failed", "Invalid token.")
+    if not token.user.is_active:
+        return Refusal(401, "authentication_failed", "User inactive or deleted.")
+    try:
+        agent_request_count(user_id=token.user.pk)  # one count with the REST question requests
+    except RateLimitedError as exc:
+        return Refusal(429, exc.code, exc.message)
+    return token.user
+
+
+async def _list_tools(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=list(DEFINITIONS))
+
+
+async def _call_tool(
+    ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    user = ctx.request.scope[USER_KEY] if ctx.request is not None else None
+    assert isinstance(user, User), "every request is authenticated before the SDK sees it"
+    try:
+        outcome = await tool_call(user, params.name, params.arguments or {})
+    except Exception:  # the client gets a readable answer; the log keeps the traceback
+        logger.exception("MCP tool %.100s failed", params.name)
+        message = f"The tool {params.name[:100]} failed unexpectedly; the error was logged."
+        outcome = ToolOutcome(error_output("internal_error", message), True)
+    content = outcome.content
+    return types.CallToolResult(
+        content=[types.TextContent(text=content)],
+        structured_content=json.loads(content),  # JSON's own types, whatever the handler returned
+        is_error=outcome.is_error,
+    )
+
+
+SCHEMAS = {tool.name: tool.input_schema for tool in DEFINITIONS}
+
+
+def build_server() -> Server[Any]:
+    server: Server[Any] = Server(
+        "ballet",
+        version="1",
+        instructions=INSTRUCTIONS,
+        on_list_tools=_list_tools,
+        on_call_tool=_call_tool,
+        # What the 2026 transport checks Mcp-Param headers against; without it, it lists the tools
+        # for every call.
+        get_tool_input_schema=SCHEMAS.get,
+    )
+    server.middleware = []  # no OpenTelemetry span per message: nothing here exports them
+    return server
+
+
+class Lifetime:
+    """One session manager per event loop, running as long as the loop does."""
+
+    def __init__(self, server: Server[Any]) -> None:
+        self.server = server
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._manager: StreamableHTTPSessionManager | None = None
+        self._ready: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def manager(self) -> StreamableHTTPSessionManager:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._task is None or self._task.done():
+            self._loop, self._ready = loop, asyncio.Event()
+            self._manager = StreamableHTTPSessionManager(
+                app=self.server,
+                json_response=True,
+                stateless=True,
+                # Host is checked with ALLOWED_HOSTS before; a token, not a cookie, authenticates,
+                # so a page of another origin cannot act for anybody.
+                security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            )
+            self._task = loop.create_task(self._run(self._manager, self._ready), name="mcp-session-manager")
+        assert self._ready is not None
+        assert self._manager is not None
+        assert self._task is not None
+        await self._ready.wait()
+        if self._task.done():
+            raise RuntimeError("the MCP session manager did not start; see the log")
+        return self._manager
+
+    @staticmethod
+    async def _run(manager: StreamableHTTPSessionManager, ready: asyncio.Event) -> None:
+        try:
+            async with manager.run():
+                ready.set()
+                await asyncio.Event().wait()  # until the loop ends (cancelled with it)
+        finally:
+            ready.set()  # a manager that failed to start fails the requests waiting for it
+
+    async def close(self) -> None:
+        """Stop the session manager of this loop (tests, which run a loop per test)."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _answer(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+    payload = json.dumps(body).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def refuse(send: Send, refusal: Refusal) -> None:
+    """A JSON-RPC error (no id: the body was not read) with Ballet's code in ``data``."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": refusal.message, "data": {"code": refusal.code}},
+    }
+    headers = {
+        401: [(b"www-authenticate", b'Bearer realm="ballet"')],
+        405: [(b"allow", b"POST")],
+    }.get(refusal.status, [])
+    await _answer(send, refusal.status, body, headers)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+class McpApp:
+    """The ASGI app of ``/mcp``."""
+
+    def __init__(self, server: Server[Any] | None = None) -> None:
+        self.lifetime = Lifetime(server or build_server())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        domain, _ = split_domain_port(_header(scope, b"host") or "")
+        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            await refuse(send, Refusal(400, "bad_host", "Invalid Host header."))
+            return
+        if scope["method"] != "POST":
+            # Stateless: no stream for the server to talk on (a GET would hold one open, idle, forever).
+            await refuse(send, Refusal(405, "method_not_allowed", "Send JSON-RPC requests with POST."))
+            return
+        admitted = await database_sync_to_async(admit)(_header(scope, b"authorization"))
+        if isinstance(admitted, Refusal):
+            await refuse(send, admitted)
+            return
+        manager = await self.lifetime.manager()
+        await manager.handle_request({**scope, USER_KEY: admitted}, receive, send)
+
+
+def with_mcp(
+    app: Callable[..., Awaitable[None]], mcp: McpApp
+) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """``app`` with ``/mcp`` (and ``/mcp/``) served by ``mcp``."""
+
+    async def route(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/") == PATH:
+            await mcp(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return route
+
+
+mcp_app = McpApp()  # the process's one: ``ballet/asgi.py`` mounts it

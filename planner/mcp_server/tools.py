@@ -1,0 +1,232 @@
+"""The MCP tools: the planner's read tools and the questions, each naming its project (SPEC § 13.4).
+
+A planner tool runs in its session's project; an MCP client names the project
+in every call. A tool's MCP input schema is the planner's schema plus a
+required ``project`` string, computed from the planner's spec (never copied).
+A call resolves the project with the one permission check (an unknown project
+and one the caller cannot read are the same "Project X not found."), strips
+``project`` and runs the planner's spec with ``run_tool``: validation, the
+tool's permission, the handler, as the token's user outside any planner
+session (the activity log says ``user:NAME``). A refused call is an error
+outcome with the planner's JSON body ``{"error": {"code", "message"}}``.
+
+``ask_question`` and ``get_question`` are specs of the same kind (a schema
+without the project, a permission): ``get_question`` runs through ``run_tool``;
+``ask_question`` is validated here, then the runner asks (``runner.ask``:
+``planner.chat`` is checked there, the sub-chat starts) and the call waits for
+the answer up to ``wait_seconds`` on the event loop, holding no thread.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import mcp_types as types
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
+
+from planner.executor import db
+from planner.models import Question, QuestionStatus
+from planner.questions import MAX_QUESTION_CHARS, MAX_WAIT_SECONDS, question_await, question_get
+from planner.runner import runner
+from planner.serializers import QuestionSerializer
+from planner.tools import TOOLS
+from planner.tools.base import (
+    JsonObject,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+    ToolSpec,
+    domain_error,
+    error_output,
+    input_problem,
+    run_tool,
+)
+from planner.tools.plan import ITEM_KEY
+from tracker.errors import BalletError
+from tracker.models import Project
+from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, require
+from tracker.selectors import project_get
+
+READ_TOOLS = (
+    "list_runnable",
+    "get_item",
+    "list_items",
+    "search_project",
+    "search_knowledge",
+    "get_knowledge",
+)
+PROJECT_KEY_CHARS = Project._meta.get_field("key").max_length or 10
+PROJECT: JsonObject = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": PROJECT_KEY_CHARS,
+    "description": "The key of the project, such as DEMO.",
+}
+PROJECT_HINT = "the key of a project you can read, such as DEMO"
+
+
+def with_project(schema: JsonObject) -> JsonObject:
+    """A planner tool's input ``schema`` with the required ``project`` in front."""
+    derived = copy.deepcopy(schema)
+    properties = derived.get("properties", {})
+    assert "project" not in properties, "a planner tool's own input cannot be named project"
+    derived["properties"] = {"project": PROJECT, **properties}
+    derived["required"] = ["project", *derived.get("required", [])]
+    return derived
+
+
+def _definition(spec: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=with_project(spec.input_schema),
+        annotations=types.ToolAnnotations(read_only_hint=not spec.writes, open_world_hint=False),
+    )
+
+
+ASK_WAIT_SECONDS = 30
+WAIT: JsonObject = {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS}
+
+
+def _asked(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    raise ToolError("internal_error", "ask_question is asked through the runner, never run as a handler.")
+
+
+def _question(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    return _serialized(question_get(user=ctx.user, project=ctx.project, question_id=args["id"]))
+
+
+def _serialized(question: Question) -> JsonObject:
+    return dict(QuestionSerializer(question).data)
+
+
+ASK_QUESTION = ToolSpec(
+    name="ask_question",
+    description="Ask the project's planner about the project, or about one item (its key in item), "
+    "when the plan does not say. The planner answers from the plan and knowledge base, or asks the "
+    "project's humans first. Returns the question with its answer if the answer comes within "
+    f"wait_seconds (default {ASK_WAIT_SECONDS}, at most {MAX_WAIT_SECONDS}); else its id with status "
+    "open: read the answer later with get_question. Needs planner.chat (members).",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS},
+            "item": ITEM_KEY,
+            "wait_seconds": WAIT,
+        },
+        "required": ["text"],
+        "additionalProperties": False,
+    },
+    permission=PLANNER_CHAT,
+    handler=_asked,
+    writes=True,
+)
+
+GET_QUESTION = ToolSpec(
+    name="get_question",
+    description="Read a question asked with ask_question: its status (open, answered, withdrawn), the "
+    "answer and who answered. With wait_seconds (at most "
+    f"{MAX_WAIT_SECONDS}), an open question is read once it is answered or when the wait is over.",
+    input_schema={
+        "type": "object",
+        "properties": {"id": {"type": "integer", "minimum": 1}, "wait_seconds": WAIT},
+        "required": ["id"],
+        "additionalProperties": False,
+    },
+    permission=TRACKER_READ,
+    handler=_question,
+)
+
+SPECS: dict[str, ToolSpec] = {
+    **{name: TOOLS[name] for name in READ_TOOLS},
+    ASK_QUESTION.name: ASK_QUESTION,
+    GET_QUESTION.name: GET_QUESTION,
+}
+DEFINITIONS: tuple[types.Tool, ...] = tuple(_definition(spec) for spec in SPECS.values())
+
+
+def project_named(user: User, arguments: JsonObject) -> tuple[Project, JsonObject]:
+    """The project the call names, if ``user`` may read it, and the rest of the arguments."""
+    key = arguments.get("project")
+    if not isinstance(key, str) or not key:
+        raise ToolError("invalid_input", f"project: required: {PROJECT_HINT}.")
+    if len(key) > PROJECT_KEY_CHARS:
+        raise ToolError("invalid_input", f"project: at most {PROJECT_KEY_CHARS} characters: {PROJECT_HINT}.")
+    project = project_get(key=key)
+    require(user, project, TRACKER_READ)  # unreadable answers as unknown does: "Project X not found."
+    return project, {name: value for name, value in arguments.items() if name != "project"}
+
+
+def refused(exc: BalletError) -> ToolOutcome:
+    return ToolOutcome(domain_error(exc), True)
+
+
+@database_sync_to_async
+def _run(user: User, spec: ToolSpec, arguments: JsonObject) -> tuple[Project | None, ToolOutcome]:
+    with access_scope():
+        try:
+            project, rest = project_named(user, arguments)
+        except BalletError as exc:
+            return None, refused(exc)
+        return project, run_tool(spec, spec.name, rest, ToolContext(user=user, project=project))
+
+
+@database_sync_to_async
+def _checked(user: User, spec: ToolSpec, arguments: JsonObject) -> tuple[Project, JsonObject] | ToolOutcome:
+    """The project and the rest of valid ``arguments``; an error outcome otherwise."""
+    with access_scope():
+        try:
+            project, rest = project_named(user, arguments)
+        except BalletError as exc:
+            return refused(exc)
+    problem = input_problem(spec, rest)
+    if problem:
+        return ToolOutcome(error_output("invalid_input", problem), True)
+    return project, rest
+
+
+async def _ask(user: User, arguments: JsonObject) -> ToolOutcome:
+    checked = await _checked(user, ASK_QUESTION, arguments)
+    if isinstance(checked, ToolOutcome):
+        return checked
+    project, args = checked
+    try:
+        asked = await runner.ask(user=user, project=project, text=args["text"], item_key=args.get("item"))
+    except BalletError as exc:
+        return refused(exc)
+    return await _awaited(user, project, asked.pk, args.get("wait_seconds", ASK_WAIT_SECONDS))
+
+
+async def _get(user: User, arguments: JsonObject) -> ToolOutcome:
+    project, outcome = await _run(user, GET_QUESTION, arguments)
+    seconds = arguments.get("wait_seconds", 0)
+    if project is None or outcome.is_error or not seconds or outcome.output["status"] != QuestionStatus.OPEN:
+        return outcome
+    await runner.start_waiting_questions(force=True)  # the running-turn limits may have kept it waiting
+    return await _awaited(user, project, outcome.output["id"], seconds)
+
+
+async def _awaited(user: User, project: Project, question_id: int, seconds: float) -> ToolOutcome:
+    """The question once answered or withdrawn, or as it is after ``seconds``."""
+    try:
+        question = await question_await(user=user, project=project, question_id=question_id, seconds=seconds)
+    except BalletError as exc:
+        return refused(exc)
+    return ToolOutcome(await db(_serialized)(question), False)
+
+
+async def tool_call(user: User, name: str, arguments: Any) -> ToolOutcome:
+    """Run the MCP tool ``name`` as ``user``; a refusal comes back as an error outcome."""
+    spec = SPECS.get(name)
+    if spec is None:
+        message = f"There is no tool named {name[:100]!r}; there are {', '.join(SPECS)}."
+        return ToolOutcome(error_output("unknown_tool", message), True)
+    if not isinstance(arguments, dict):
+        return ToolOutcome(error_output("invalid_input", "The input must be a JSON object."), True)
+    if spec is ASK_QUESTION:
+        return await _ask(user, arguments)
+    if spec is GET_QUESTION:
+        return await _get(user, arguments)
+    return (await _run(user, spec, arguments))[1]
