@@ -204,16 +204,20 @@ async def question_await(*, user: User, project: Project, question_id: Any, seco
     """The question once it is no longer open, or as it is after ``seconds`` (at most 60)."""
     question: Question = await db(question_get)(user=user, project=project, question_id=question_id)
     deadline = time.monotonic() + max(0.0, min(float(seconds), MAX_WAIT_SECONDS))
+    if question.status != QuestionStatus.OPEN or seconds <= 0:
+        return question
     entry = (asyncio.get_running_loop(), asyncio.Event())
     _waiters.setdefault(question.pk, set()).add(entry)
     try:
+        # Waiting from before the second read: an answer given meanwhile is read, or wakes it.
+        question = await db(question_get)(user=user, project=project, question_id=question.pk)
         for _ in range(int(MAX_WAIT_SECONDS / POLL_SECONDS) + 2):  # bounded: the deadline ends it first
             remaining = deadline - time.monotonic()
             if question.status != QuestionStatus.OPEN or remaining <= 0:
                 break
-            entry[1].clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(entry[1].wait(), timeout=min(remaining, POLL_SECONDS))
+            entry[1].clear()
             question = await db(question_get)(user=user, project=project, question_id=question.pk)
     finally:
         waiters = _waiters[question.pk]
