@@ -53,8 +53,8 @@ def _text(text: Any) -> str:
 
 
 HOW_TO_ANSWER = (
-    "(A question from the agent {asker}. Answer it with the answer_question tool, from the plan and "
-    "the knowledge base; if they do not settle it, ask the project's humans with ask_human first.)"
+    "(Asked by {asker}, a worker. Answer with the answer_question tool, from the plan and the "
+    "knowledge base; if they do not settle it, ask the project's humans with ask_human first.)"
 )
 
 
@@ -80,7 +80,8 @@ def question_create(*, user: User, project: Project, text: Any, item_key: Any = 
             raise ValidationError({"item": [exc.message]}) from exc
     question = Question.objects.create(project=project, asker=user, item=item, text=text)
     head = Organization.objects.values_list("activity_seq", flat=True).get(pk=project.organization_id)
-    title = " ".join(text.split())[:50]
+    words = " ".join(text.split())
+    title = words if len(words) <= 60 else words[:59].rstrip() + "…"
     question.session = Session.objects.create(
         project=project, user=user, question=question, title=f"Question: {title}", last_seen_seq=head
     )
