@@ -45,6 +45,7 @@ from planner.services import Begin, StepRecords, ToolRecord
 from planner.tools import TOOLS, ToolContext
 from tracker.errors import ConflictError, NotFoundError, PermissionDeniedError, ValidationError
 from tracker.inputs import refuse_nul
+from tracker.models import Project
 from tracker.permissions import PLANNER_CHAT, has_permission, require
 
 MAX_REASON = 2_000
@@ -63,9 +64,8 @@ def human_kind(call: ToolUseBlock, approve_tools: tuple[str, ...]) -> RequestKin
 def request_frame(request: HumanRequest) -> RequestFrame:
     if request.kind == RequestKind.QUESTION:
         return frames.request_question(id=str(request.pk), question=request.question, options=request.options)
-    preview = request_preview(tool=request.tool, input=request.input, project=request.session.project)
     return frames.request_approval(
-        id=str(request.pk), tool=request.tool, input=request.input, preview=preview
+        id=str(request.pk), tool=request.tool, input=request.input, preview=request.preview
     )
 
 
@@ -86,6 +86,7 @@ def turn_pause(
     asks: list[tuple[ToolUseBlock, RequestKind]],
     records: StepRecords,
     focus: list[str],
+    project: Project,
 ) -> list[HumanRequest]:
     """Pause the session's running ``turn`` on a request per call of ``asks``; the calls of the
     round that ran are recorded (``records``) so that their results are written on resumption."""
@@ -107,6 +108,11 @@ def turn_pause(
                 options=call.input.get("options", []) if kind == RequestKind.QUESTION else [],
                 tool=call.name if kind == RequestKind.APPROVAL else "",
                 input=call.input if kind == RequestKind.APPROVAL else {},
+                preview=(
+                    request_preview(tool=call.name, input=call.input, project=project)
+                    if kind == RequestKind.APPROVAL
+                    else []
+                ),
             )
             for call, kind in asks
         ]

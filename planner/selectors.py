@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, When
+from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -17,7 +17,6 @@ from planner.histories import Kept, histories
 from planner.loop import History, TurnSettings
 from planner.messages import ChatMessage, block_from_wire
 from planner.models import HumanRequest, Message, Question, RequestKind, RequestStatus, Session, UsageRecord
-from planner.previews import request_preview
 from planner.prompt import system_prompt
 from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS
 from tracker.crypto import decrypt
@@ -37,9 +36,10 @@ def session_list(*, user: AnyUser, project: Project | None = None) -> QuerySet[S
     if project is not None:
         qs = qs.filter(project=project)
     pending = HumanRequest.objects.filter(session=OuterRef("pk"), status=RequestStatus.PENDING)
-    waiting = Case(
+    waiting = Case(  # the owner answers every request; others only a sub-chat's questions
         When(user_id=user.pk or 0, then=Exists(pending)),
-        default=Exists(pending.filter(kind=RequestKind.QUESTION)),
+        When(question__isnull=False, then=Exists(pending.filter(kind=RequestKind.QUESTION))),
+        default=Value(False),
         output_field=BooleanField(),
     )
     return qs.annotate(waiting=waiting).order_by("-updated_at")
@@ -227,7 +227,7 @@ def requests_of(session: Session) -> list[dict[str, Any]]:
             "options": r.options,
             "tool": r.tool,
             "input": r.input,
-            "preview": request_preview(tool=r.tool, input=r.input, project=session.project) if r.tool else [],
+            "preview": r.preview,
             "status": r.status,
             "answer": r.answer,
             "by": r.answered_by.username if r.answered_by else None,

@@ -181,6 +181,7 @@ class SessionIO(TurnIO):
                 asks=asks,
                 records=self.records,
                 focus=sorted(self.context.focus),
+                project=self.setup.project,
             )
         except Exception as exc:
             return _RoundDone(saved.message, runs, None, saved, exc)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth.models import User
 
 from planner import services
 from planner.histories import histories
@@ -249,6 +250,10 @@ async def test_who_may_answer(planner, model, session, member, viewer, owner, us
     listed = await sync(lambda: list(session_list(user=member)))()
     waiting = [(s.pk, s.waiting) for s in listed]
     assert waiting == [(session.pk, True)]
+    # A superuser sees the chat, but its question is for its owner alone: it does not wait for them.
+    admin = await sync(User.objects.create_superuser)("root", "root@example.com", "pw")
+    listed = await sync(lambda: list(session_list(user=admin)))()
+    assert [(s.pk, s.waiting) for s in listed] == [(session.pk, False)]
 
 
 async def test_answers_over_rest(scripted, session, member, viewer):
