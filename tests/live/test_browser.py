@@ -14,26 +14,9 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.fakes.messages_api import ErrorReply, HangReply, TextReply, ToolCallSpec, ToolUseReply
+from tests.live.chat_page import CHAT_URL, assistant, new_chat, send
 
 pytestmark = pytest.mark.browser
-
-CHAT_URL = re.compile(r"/projects/DEMO/chat/[0-9a-f-]{36}/$")
-
-
-def new_chat(page: Any) -> None:
-    page.goto("/projects/DEMO/chat/")
-    page.get_by_role("button", name="New chat").click()
-    page.wait_for_url(CHAT_URL)
-    expect(page.locator("#chat-connection")).to_have_text("Live")
-
-
-def send(page: Any, text: str) -> None:
-    page.get_by_label("Message to the planner").fill(text)
-    page.get_by_label("Message to the planner").press("Enter")
-
-
-def assistant(page: Any) -> Any:
-    return page.locator("#chat-log .entry.assistant .bubble")
 
 
 def state(page: Any) -> Any:

@@ -24,10 +24,10 @@ from playwright.sync_api import expect
 
 from tests.fakes.messages_api import Reply, TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import PASSWORD, Server
+from tests.live.chat_page import CHAT_URL, assistant, new_chat, send
 
 pytestmark = pytest.mark.browser
 
-CHAT_URL = re.compile(r"/projects/DEMO/chat/[0-9a-f-]{36}/$")
 
 # A worker of its own (the seed's ``agent`` has a question of its own waiting): a member with a token.
 MAKE_WORKER = """
@@ -116,22 +116,6 @@ def approving(demo_api: Api) -> Iterator[None]:
     set_approve_tools(demo_api, ["propose_changeset"])
     yield
     set_approve_tools(demo_api, [])
-
-
-def new_chat(page: Any) -> None:
-    page.goto("/projects/DEMO/chat/")
-    page.get_by_role("button", name="New chat").click()
-    page.wait_for_url(CHAT_URL)
-    expect(page.locator("#chat-connection")).to_have_text("Live")
-
-
-def send(page: Any, text: str) -> None:
-    page.get_by_label("Message to the planner").fill(text)
-    page.get_by_label("Message to the planner").press("Enter")
-
-
-def assistant(page: Any) -> Any:
-    return page.locator("#chat-log .entry.assistant .bubble")
 
 
 def changesets_titled(demo_api: Api, title: str) -> int:
