@@ -46,7 +46,7 @@ from planner.tools import TOOLS, ToolContext
 from tracker.errors import ConflictError, NotFoundError, PermissionDeniedError, ValidationError
 from tracker.inputs import refuse_nul
 from tracker.models import Project
-from tracker.permissions import PLANNER_CHAT, has_permission, require
+from tracker.permissions import PLANNER_CHAT, require
 
 MAX_REASON = 2_000
 
@@ -123,16 +123,14 @@ def turn_pause(
         turn=turn,
         data={"requests": [{"id": str(r.pk), "kind": r.kind, "tool_use_id": r.tool_use_id} for r in created]},
     )
-    return list(
-        HumanRequest.objects.filter(pk__in=[r.pk for r in created]).select_related("session__project")
-    )
+    return created
 
 
 def pending_requests(*, session_id: uuid.UUID) -> list[HumanRequest]:
     return list(
-        HumanRequest.objects.filter(session_id=session_id, status=RequestStatus.PENDING)
-        .select_related("session__project")
-        .order_by("created_at", "tool_use_id")
+        HumanRequest.objects.filter(session_id=session_id, status=RequestStatus.PENDING).order_by(
+            "created_at", "tool_use_id"
+        )
     )
 
 
@@ -342,11 +340,3 @@ def _run_approved(
     if context.focus != set(session.focus):
         session.focus = sorted(context.focus)
     return ToolResultBlock(use.id, outcome.content, is_error=outcome.is_error), emitted
-
-
-def may_answer(user: User, session: Session) -> bool:
-    """May ``user`` answer the session's pending questions? (Its owner, or in a question's
-    sub-chat any member with planner.chat.)"""
-    return has_permission(user, session.project_id, PLANNER_CHAT) and (
-        session.user_id == user.pk or session.question_id is not None
-    )
