@@ -6,3 +6,10 @@ from django.apps import AppConfig
 class PlannerConfig(AppConfig):
     name = "planner"
     verbose_name = "Planner"
+
+    def ready(self) -> None:
+        from planner.changesets import changeset_decided_receiver  # noqa: PLC0415 - models are ready now
+        from tracker.signals import changeset_decided  # noqa: PLC0415
+
+        # A chat's changeset cards follow the decision live (SPEC § 8, the ``changeset`` frame).
+        changeset_decided.connect(changeset_decided_receiver, dispatch_uid="planner.changeset_frames")

@@ -113,12 +113,16 @@ class RequestResolvedFrame(_Envelope):
 
 
 class ChangesetFrame(_Envelope):
-    """A changeset the session proposed was applied, rejected or conflicts, wherever that happened."""
+    """A changeset the session proposed was applied, rejected or conflicts, wherever that happened:
+    ``decided_by`` (a username), the reviewer's ``note`` or, when it conflicts, the ``reason``."""
 
     type: Literal["changeset"]
     number: int
     status: str
     decided_by: str
+    decided_at: str | None
+    note: str
+    reason: str
 
 
 class ErrorFrame(_Envelope):
@@ -204,6 +208,20 @@ def request_resolved(*, id: str, outcome: str, by: str, answer: str = "") -> Req
     if answer:
         frame["answer"] = answer
     return frame
+
+
+def changeset(
+    *, number: int, status: str, decided_by: str, decided_at: str | None, note: str, reason: str
+) -> ChangesetFrame:
+    return {
+        "type": "changeset",
+        "number": number,
+        "status": status,
+        "decided_by": decided_by,
+        "decided_at": decided_at,
+        "note": note,
+        "reason": reason,
+    }
 
 
 def error(*, code: str, message: str) -> ErrorFrame:

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth.models import User
 
@@ -48,6 +49,7 @@ from tracker.models import Project
 
 logger = logging.getLogger(__name__)
 
+ANNOUNCE_WAIT_SECONDS = 5.0
 LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."
 
 
@@ -58,6 +60,8 @@ class Runner:
         self.watchers: dict[uuid.UUID, set[Inbox]] = {}
         self.relay = link(deliver=self._deliver, control=self._control, lost=self._lost)
         self.questions_waiting = False  # a question here waits for a free turn
+        self._loop: asyncio.AbstractEventLoop | None = None  # where this process's watchers wait
+        self._notices: set[asyncio.Task[None]] = set()
 
     @property
     def gateway(self) -> Gateway:
@@ -278,6 +282,7 @@ class Runner:
             and await self.recover(session_id)
         ):
             session = await db(session_get)(user=user, session_id=session_id)
+        self._loop = asyncio.get_running_loop()
         await self.relay.watch(session_id)
         # Joining and taking a local turn's frames so far happen at once, so they come first.
         live = turns.get(session_id)
@@ -345,6 +350,32 @@ class Runner:
             await self.relay.publish(session_id, notices)  # a watcher here drops the copy
         except Exception:
             logger.warning("could not tell other processes about session %s", session_id)
+
+    def announce_from_thread(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
+        """:meth:`_announce`, for synchronous code on any thread: an admin view, a REST view.
+
+        The frames go through the event loop this process's watchers wait on, waiting for
+        them to be handed over (a moment: no model call, no database), so a page that reloads
+        right after sees them. With no such loop here nobody watches here, and only the other
+        processes are told. Failing to tell anyone is logged: what was decided stays decided,
+        and a page that reconnects reads the transcript.
+        """
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        try:
+            if running is not None:  # on the loop itself: tell them as soon as this code yields
+                task = running.create_task(self._announce(session_id, batch))
+                self._notices.add(task)
+                task.add_done_callback(self._notices.discard)
+            elif self._loop is not None and self._loop.is_running():
+                call = asyncio.run_coroutine_threadsafe(self._announce(session_id, batch), self._loop)
+                call.result(timeout=ANNOUNCE_WAIT_SECONDS)
+            else:
+                async_to_sync(self.relay.publish)(session_id, [stamped(frame) for frame in batch])
+        except Exception:
+            logger.warning("could not tell the watchers of session %s", session_id, exc_info=True)
 
     # ------------------------------------------------------------------ a turn
 

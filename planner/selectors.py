@@ -13,6 +13,7 @@ from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, 
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from planner.changesets import changesets_of
 from planner.histories import Kept, histories
 from planner.loop import History, TurnSettings
 from planner.messages import ChatMessage, block_from_wire
@@ -212,7 +213,13 @@ def transcript(*, session: Session) -> dict[str, Any]:
         {"kind": e.kind, "turn": e.turn, "data": e.data, "created_at": e.created_at}
         for e in session.events.order_by("pk")
     ]
-    return {"messages": messages, "tool_calls": calls, "events": events, "requests": requests_of(session)}
+    return {
+        "messages": messages,
+        "tool_calls": calls,
+        "events": events,
+        "requests": requests_of(session),
+        "changesets": changesets_of(project_id=session.project_id, session_id=session.pk),
+    }
 
 
 def requests_of(session: Session) -> list[dict[str, Any]]:

@@ -52,6 +52,9 @@ class TranscriptSerializer(SessionSerializer):
     tool_calls = serializers.ListField(child=serializers.DictField())
     events = serializers.ListField(child=serializers.DictField())
     requests = serializers.ListField(child=serializers.DictField(), help_text="Questions and approvals.")
+    changesets = serializers.ListField(
+        child=serializers.DictField(), help_text="The changesets the session proposed, as they stand now."
+    )
     about = serializers.DictField(allow_null=True, help_text="The question of a question's sub-chat.")
     can_send = serializers.BooleanField(help_text="You own the session: you send, stop and approve.")
     waiting = serializers.BooleanField(help_text="A request waits for you.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.changesets import review_url
 from planner.tools.base import Draft, JsonObject, ToolContext, ToolError, ToolSpec
 from tracker.models import Item
 from tracker.models.plan import ALL_STATES
@@ -149,7 +150,7 @@ def propose_changeset(ctx: ToolContext, args: JsonObject) -> JsonObject:
         rationale=args.get("rationale", ""),
         operations=args["operations"],
     )
-    review_url = f"/admin/tracker/changeset/{changeset.pk}/change/"
+    url = review_url(changeset)
     snapshot = {
         "project": ctx.project.key,
         "number": changeset.number,
@@ -157,12 +158,12 @@ def propose_changeset(ctx: ToolContext, args: JsonObject) -> JsonObject:
         "rationale": changeset.rationale,
         "status": changeset.status,
         "operations": changeset.operations,
-        "review_url": review_url,
+        "review_url": url,
     }
     ctx.drafts.append(Draft(kind="changeset", snapshot=snapshot, artifact_id=f"changeset:{changeset.number}"))
     ctx.follow(*_keys_in(changeset.operations), f"changeset:{changeset.number}")
     return {
-        "changeset": {"number": changeset.number, "status": changeset.status, "review_url": review_url},
+        "changeset": {"number": changeset.number, "status": changeset.status, "review_url": url},
         "message": "Proposed. A human with changeset.apply reviews it and applies or rejects it.",
     }
 

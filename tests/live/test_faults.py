@@ -454,3 +454,36 @@ def test_a_request_and_its_answer_reach_watchers_in_every_process(cluster: Clust
         "text on A": f"Court two it is {word}.",
         "late watcher": ("state", "idle"),
     }
+
+
+def test_a_changeset_decided_in_one_process_reaches_the_chat_s_watchers_in_every_process(
+    cluster: Cluster,
+) -> None:
+    word = keyword("propose")
+    operations = [{"op": "create", "kind": "ticket", "fields": {"title": f"Export {word}"}}]
+    cluster.script.on(
+        word,
+        ToolUseReply(
+            [ToolCallSpec("propose_changeset", {"title": f"Export {word}", "operations": operations})]
+        ),
+        TextReply(f"Proposed {word}."),
+    )
+    session = cluster.session()
+    cluster.on_a.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": f"Plan {word}"})
+    _wait(
+        lambda: cluster.on_a.get(f"/api/v1/planner/sessions/{session}")["state"] == "idle",
+        STREAM_SECONDS,
+        "the proposing turn",
+    )
+    number = cluster.on_a.get(f"/api/v1/planner/sessions/{session}")["changesets"][0]["number"]
+    with cluster.watch(cluster.a, session, name="on A") as on_a, cluster.watch(cluster.b, session) as on_b:
+        # Applied through B, as the admin or REST of any process would: A's watcher hears it too.
+        cluster.on_b.post(f"/api/v1/projects/DEMO/changesets/{number}/apply/", {})
+        heard = {
+            name: watcher.frame(lambda f: f["type"] == "changeset", STREAM_SECONDS, f"the decision on {name}")
+            for name, watcher in (("A", on_a), ("B", on_b))
+        }
+    assert {name: (f["number"], f["status"], f["decided_by"]) for name, f in heard.items()} == {
+        "A": (number, "applied", "demo"),
+        "B": (number, "applied", "demo"),
+    }

@@ -9,6 +9,7 @@ nothing of it stays applied.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -35,6 +36,7 @@ from tracker.services.changeset_validation import (
     changeset_validate,
 )
 from tracker.services.items import dependency_add, dependency_remove, item_create, item_update
+from tracker.signals import changeset_decided
 
 MAX_NOTE = 5_000
 # A database constraint caught what the checks before each write did not (a concurrent writer).
@@ -257,6 +259,9 @@ def _decide(
         verb=f"changeset.{status}",
         target=f"changeset:{changeset.number}",
         data=data,
+    )
+    transaction.on_commit(
+        partial(changeset_decided.send_robust, sender=Changeset, changeset=changeset), robust=True
     )
     return changeset
 

@@ -601,18 +601,31 @@
     fold.querySelector(".tool-status").textContent = isError ? "error" : "done";
   }
 
-  function changesetCard({ number, title, operations, status, reviewUrl, seq }) {
+  const CHANGESET_STATUS = {
+    proposed: "proposed",
+    applied: "applied",
+    rejected: "rejected",
+    conflicted: "conflicts with the plan",
+  };
+  const DECISIONS = { applied: "Applied", rejected: "Rejected", conflicted: "Apply failed" };
+
+  function findChangesetCard(number) {
     const key = `changeset:${number}`;
-    if (Array.from(log.querySelectorAll(".changeset-card")).some((card) => card.dataset.artifact === key)) return null;
+    return Array.from(log.querySelectorAll(".changeset-card")).find((card) => card.dataset.artifact === key) || null;
+  }
+
+  function changesetCard({ number, title, operations, status, reviewUrl, seq }) {
+    if (!Number.isInteger(number) || findChangesetCard(number)) return null;
     const card = el("article", "changeset-card");
-    card.dataset.artifact = key;
+    card.dataset.artifact = `changeset:${number}`;
     if (seq) card.dataset.seq = String(seq);
     card.append(el("p", "card-kicker", "Proposed changeset"));
     card.append(el("h3", "card-title", `#${number}${title ? ` · ${title}` : ""}`));
-    const facts = [];
-    if (typeof operations === "number") facts.push(`${operations} operation${operations === 1 ? "" : "s"}`);
-    if (status) facts.push(status);
-    if (facts.length) card.append(el("p", "card-meta", facts.join(" · ")));
+    card.append(el("p", "card-meta"));
+    if (typeof operations === "number") card.dataset.operations = String(operations);
+    const decision = el("p", "card-decision");
+    decision.setAttribute("role", "status");
+    card.append(decision);
     const url = safeUrl(reviewUrl || "");
     if (url) {
       const review = el("a", "card-action", "Review changeset");
@@ -621,7 +634,36 @@
       review.target = "_blank";
       card.append(review);
     }
+    setChangesetStatus(card, { status: status || "proposed" });
     return append(card);
+  }
+
+  /** The card's status as it stands: a decision says who made it, and their note or the conflict. */
+  function setChangesetStatus(card, { status, decided_by: decidedBy, note, reason }) {
+    const known = Object.hasOwn(CHANGESET_STATUS, status) ? status : "proposed";
+    for (const name of Object.keys(CHANGESET_STATUS)) card.classList.toggle(`status-${name}`, name === known);
+    const facts = [];
+    const operations = Number(card.dataset.operations);
+    if (card.dataset.operations) facts.push(`${operations} operation${operations === 1 ? "" : "s"}`);
+    facts.push(CHANGESET_STATUS[known]);
+    card.querySelector(".card-meta").textContent = facts.join(" · ");
+    const decision = card.querySelector(".card-decision");
+    decision.replaceChildren();
+    if (known === "proposed") return;
+    decision.append(el("span", "decision-line", `${DECISIONS[known]}${decidedBy ? ` by ${decidedBy}` : ""}`));
+    const why = known === "conflicted" ? reason : note;
+    if (typeof why === "string" && why.trim()) {
+      decision.append(el("span", "decision-note", `${known === "conflicted" ? "Why" : "Note"}: ${why}`));
+    }
+    const review = card.querySelector(".card-action");
+    if (review) review.textContent = "Open changeset";
+  }
+
+  /** A changeset the session proposed, as it stands now (a `changeset` frame, or the transcript). */
+  function changesetStatus(state) {
+    if (!state || !Number.isInteger(state.number)) return;
+    const card = findChangesetCard(state.number);
+    if (card) changing(() => setChangesetStatus(card, state));
   }
 
   function changesNote(text, seq) {
@@ -1051,6 +1093,7 @@
     }
     view.renderedSeq = seq;
     for (const request of Array.isArray(data.requests) ? data.requests : []) showRequest(request);
+    for (const state of Array.isArray(data.changesets) ? data.changesets : []) changesetStatus(state);
     questionStatus(data.about);
     if (!log.children.length) {
       log.append(el("p", "chat-placeholder", `Ask the planner about ${config.project}: what can run next, what is blocked, or what to change.`));
@@ -1194,6 +1237,9 @@
     },
     request_resolved(frame) {
       resolveRequest(frame);
+    },
+    changeset(frame) {
+      changesetStatus(frame);
     },
     turn_ended(frame) {
       endStream();

@@ -1,0 +1,14 @@
+"""Signals the tracker sends for other apps to follow (the tracker never imports them).
+
+``changeset_decided`` is sent once a changeset's decision — applied, rejected or
+conflicted — has been committed, with ``changeset`` as it was saved. The planner
+follows it to tell the chat that proposed the changeset (SPEC § 8, the ``changeset``
+frame). A receiver runs in the thread that decided, after the commit; what it raises
+is logged, never undoes the decision.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+changeset_decided = Signal()
