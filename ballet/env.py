@@ -202,8 +202,14 @@ def _model_price(model: str, table: Any, default: ModelPrice | None) -> ModelPri
     missing = [key for key in PRICE_KEYS if key not in table and default is None]
     if missing:
         raise ConfigError(f"{where} misses {', '.join(missing)} (USD per million tokens)")
-    values = {key: _usd(f"{where} {key}", table[key]) for key in PRICE_KEYS if key in table}
-    return ModelPrice(**{key: values.get(key, getattr(default, key, None)) for key in PRICE_KEYS})
+    prices: list[Decimal] = []
+    for key in PRICE_KEYS:
+        if key in table:
+            prices.append(_usd(f"{where} {key}", table[key]))
+        else:
+            assert default is not None  # a model without a default gives all four (checked above)
+            prices.append(getattr(default, key))
+    return ModelPrice(*prices)
 
 
 def load_prices() -> dict[str, ModelPrice]:

@@ -11,6 +11,7 @@ ever escaped: by the templates' autoescape and ``format_html``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +26,10 @@ from planner.models import Session, ToolCall, UsageRecord
 from planner.selectors import transcript
 from planner.spend import record_cost
 from planner.usage_chart import usd
-from tracker.admin.base import BalletAdmin
+from tracker.admin.base import Action, BalletAdmin
 from tracker.permissions import PROJECT_ADMIN
 
-READ_ONLY = {"view": PROJECT_ADMIN, "add": None, "change": None, "delete": None}
+READ_ONLY: Mapping[Action, str | None] = {"view": PROJECT_ADMIN, "add": None, "change": None, "delete": None}
 
 
 def pretty_json(value: Any) -> str:

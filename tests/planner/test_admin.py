@@ -70,7 +70,7 @@ def superuser(db):
 @pytest.fixture
 def world(project, other_project, staff):
     """A session with a tool call and a usage record in BAL and in OTH (owned by ``outsider``)."""
-    outsider = UserFactory(username="outsider", is_staff=True)
+    outsider: Any = UserFactory(username="outsider", is_staff=True)
     MembershipFactory(project=other_project, user=outsider, role=Role.OWNER)
     own = session_create(user=staff["member"], project=project, title="Plan the BAL release")
     foreign = session_create(user=outsider, project=other_project, title="Secret OTH plans")

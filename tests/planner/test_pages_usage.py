@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -111,7 +112,7 @@ def test_usage_is_not_shown_to_those_who_cannot_read_the_project(
 ):
     metered(project, tokens=(4_321, 1))
     if who == "other_project_owner":
-        user = UserFactory(username="elsewhere")
+        user: Any = UserFactory(username="elsewhere")
         MembershipFactory(project=other_project, user=user, role=Role.OWNER)
     elif who == "removed":
         user = users["member"]
