@@ -91,6 +91,16 @@ class Spend:
         """Input + output tokens: what the daily budget counts."""
         return self.input_tokens + self.output_tokens
 
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cost=self.cost + other.cost,
+            unpriced=self.unpriced or other.unpriced,
+        )
+
     def plus(self, *, model: str, sums: dict[str, int | None]) -> Spend:
         """This spend with one model's summed tokens added."""
         counts = {name: int(sums.get(name) or 0) for name in _SUMS}

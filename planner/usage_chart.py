@@ -92,19 +92,8 @@ def usage_chart(days: list[DaySpend]) -> UsageChart:
                 output_height=output_height,
             )
         )
-        total = _added(total, day.spend)
+        total += day.spend
     return UsageChart(bars=bars, width=len(days) * BAR_STEP, height=PLOT_HEIGHT, peak=peak, total=total)
-
-
-def _added(a: Spend, b: Spend) -> Spend:
-    return Spend(
-        input_tokens=a.input_tokens + b.input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        cache_write_tokens=a.cache_write_tokens + b.cache_write_tokens,
-        cache_read_tokens=a.cache_read_tokens + b.cache_read_tokens,
-        cost=a.cost + b.cost,
-        unpriced=a.unpriced or b.unpriced,
-    )
 
 
 def usd(amount: Decimal) -> str:
