@@ -7,10 +7,12 @@ variables; per-project overrides live on the project and are resolved by
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import tomllib
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +154,76 @@ def load_limits_config() -> LimitsConfig:
         if os.environ.get(env_name):
             values[name] = coerce(env_name, os.environ[env_name], int)
     return LimitsConfig(**values)
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """What one model's tokens cost, in USD per million tokens (``[prices."MODEL-ID"]``)."""
+
+    input: Decimal
+    output: Decimal
+    cache_write: Decimal  # tokens written to the prompt cache (cache_creation_input_tokens)
+    cache_read: Decimal  # tokens read from it (cache_read_input_tokens)
+
+
+PRICE_KEYS: tuple[str, ...] = ("input", "output", "cache_write", "cache_read")
+
+
+def _price(input: str, output: str, cache_write: str, cache_read: str) -> ModelPrice:
+    return ModelPrice(Decimal(input), Decimal(output), Decimal(cache_write), Decimal(cache_read))
+
+
+# Estimates from Anthropic's list prices (5-minute cache writes) for the models Ballet names;
+# deployments adjust them in ballet.toml. A model without a price shows tokens, cost unknown.
+DEFAULT_PRICES: dict[str, ModelPrice] = {
+    DEFAULT_MODEL: _price("3", "15", "3.75", "0.30"),
+    "claude-sonnet-4-5": _price("3", "15", "3.75", "0.30"),
+    "claude-haiku-4-5": _price("1", "5", "1.25", "0.10"),
+    "claude-opus-4-5": _price("5", "25", "6.25", "0.50"),
+}
+
+
+def _usd(name: str, value: Any) -> Decimal:
+    """A price: a finite, non-negative number (toml integer or float)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{name}: expected a number of USD per million tokens, got {value!r}")
+    if value < 0:
+        raise ConfigError(f"{name}: must not be negative, got {value!r}")
+    return Decimal(str(value))
+
+
+def _model_price(model: str, table: Any, default: ModelPrice | None) -> ModelPrice:
+    where = f'[prices."{model}"]'
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} in ballet.toml must be a table of {', '.join(PRICE_KEYS)}")
+    unknown = sorted(set(table) - set(PRICE_KEYS))
+    if unknown:
+        raise ConfigError(f"{where} has unknown keys: {', '.join(unknown)} (known: {', '.join(PRICE_KEYS)})")
+    missing = [key for key in PRICE_KEYS if key not in table and default is None]
+    if missing:
+        raise ConfigError(f"{where} misses {', '.join(missing)} (USD per million tokens)")
+    prices: list[Decimal] = []
+    for key in PRICE_KEYS:
+        if key in table:
+            prices.append(_usd(f"{where} {key}", table[key]))
+        else:
+            assert default is not None  # a model without a default gives all four (checked above)
+            prices.append(getattr(default, key))
+    return ModelPrice(*prices)
+
+
+def load_prices() -> dict[str, ModelPrice]:
+    """The price table: the defaults, with ``[prices."MODEL-ID"]`` tables of ballet.toml over them
+    (a table for a model with a default may give only the prices it changes)."""
+    table = _read_toml().get("prices", {})
+    if not isinstance(table, dict):
+        raise ConfigError('[prices] in ballet.toml must hold tables like [prices."claude-sonnet-5-5"]')
+    prices = dict(DEFAULT_PRICES)
+    for model, entry in table.items():
+        if not model.strip():
+            raise ConfigError("[prices] has a table without a model id")
+        prices[model] = _model_price(model, entry, DEFAULT_PRICES.get(model))
+    return prices
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,7 @@ from planner.selectors import (
     session_about,
     session_get,
     session_list,
-    tokens_today,
     transcript,
-    usage_by_day,
 )
 from planner.serializers import (
     AnsweredSerializer,
@@ -40,6 +38,7 @@ from planner.serializers import (
     UsageSerializer,
 )
 from planner.services import session_create
+from planner.spend import project_today, usage_rows_priced
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ
 
@@ -162,8 +161,8 @@ class ProjectUsageApi(BalletApi):
         project = project_for(request, key, TRACKER_READ)
         filters = parse(UsageFilterSerializer, request.query_params)
         since = (timezone.now() - timedelta(days=filters["days"] - 1)).date()
-        rows = usage_by_day(project=project, since=since)
-        return Response(UsageSerializer({"results": rows, "today": tokens_today(project=project)}).data)
+        rows = usage_rows_priced(project=project, since=since)
+        return Response(UsageSerializer({"results": rows, "today": project_today(project=project)}).data)
 
 
 __all__ = [

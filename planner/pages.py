@@ -24,12 +24,15 @@ from django.views.decorators.http import require_GET, require_http_methods
 from planner.models import Session
 from planner.selectors import session_get, session_list, session_waiting_count
 from planner.services import session_create
+from planner.spend import daily_usage, project_today
+from planner.usage_chart import BAR_WIDTH, today_figures, usage_chart
 from tracker.errors import NotFoundError, PermissionDeniedError
 from tracker.models import Project
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ, has_permission, require
 from tracker.selectors import project_get
 
 MAX_LISTED = 100
+USAGE_DAYS = 30  # the usage chart's days, today included
 
 View = Callable[..., HttpResponse]
 
@@ -98,6 +101,10 @@ def chat_list(request: HttpRequest, key: str) -> HttpResponse:
         "waiting": session_waiting_count(user=user, project=project),
         "more": len(sessions) > MAX_LISTED,
         "can_chat": has_permission(user, project, PLANNER_CHAT),
+        # Whoever reads the project reads its usage, as on projects/{key}/usage/ (tracker.read).
+        "chart": usage_chart(daily_usage(project=project, days=USAGE_DAYS)),
+        "today": today_figures(project_today(project=project)),
+        "bar_width": BAR_WIDTH,
     }
     return render(request, "planner/chat_list.html", context)
 

@@ -11,7 +11,6 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncDate
-from django.utils import timezone
 
 from planner.changesets import changesets_of
 from planner.histories import Kept, histories
@@ -285,19 +284,6 @@ def usage_by_day(*, project: Project, since: date | None = None) -> list[dict[st
     return list(rows)
 
 
-@dataclass(frozen=True)
-class TokensToday:
-    """A project's model tokens on the current UTC day against its daily budget (SPEC § 12.4)."""
-
-    date: date
-    tokens: int
-    budget: int | None
-
-    @property
-    def remaining(self) -> int | None:
-        return None if self.budget is None else max(0, self.budget - self.tokens)
-
-
 def utc_day_start(moment: datetime) -> datetime:
     """00:00 UTC of ``moment``'s UTC day: where the daily token budget starts again."""
     return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -310,12 +296,3 @@ def tokens_used_since(*, project_id: int, since: datetime) -> int:
         tokens=Sum(F("input_tokens") + F("output_tokens"))
     )["tokens"]
     return int(total or 0)
-
-
-def tokens_today(*, project: Project) -> TokensToday:
-    start = utc_day_start(timezone.now())
-    return TokensToday(
-        date=start.date(),
-        tokens=tokens_used_since(project_id=project.pk, since=start),
-        budget=project_planner_config(project).daily_token_budget,
-    )

@@ -142,6 +142,9 @@ class UsageRowSerializer(serializers.Serializer[Any]):
     output_tokens = serializers.IntegerField()
     cache_creation_input_tokens = serializers.IntegerField()
     cache_read_input_tokens = serializers.IntegerField()
+    estimated_cost = serializers.FloatField(
+        allow_null=True, help_text="USD at the configured prices ([prices] in ballet.toml); null: no price."
+    )
 
 
 class TokensTodaySerializer(serializers.Serializer[Any]):
@@ -149,6 +152,17 @@ class TokensTodaySerializer(serializers.Serializer[Any]):
     tokens = serializers.IntegerField(help_text="Input + output tokens metered today.")
     budget = serializers.IntegerField(allow_null=True, help_text="daily_token_budget; null: none.")
     remaining = serializers.IntegerField(allow_null=True, help_text="Left today; null: no budget.")
+    fraction_used = serializers.FloatField(allow_null=True, help_text="tokens / budget; null: no budget.")
+    input_tokens = serializers.IntegerField(source="spend.input_tokens")
+    output_tokens = serializers.IntegerField(source="spend.output_tokens")
+    cache_creation_input_tokens = serializers.IntegerField(source="spend.cache_write_tokens")
+    cache_read_input_tokens = serializers.IntegerField(source="spend.cache_read_tokens")
+    estimated_cost = serializers.FloatField(
+        source="spend.cost", help_text="USD of today's tokens of models with a configured price."
+    )
+    unpriced = serializers.BooleanField(
+        source="spend.unpriced", help_text="Some of today's tokens are of a model without a price."
+    )
 
 
 class UsageSerializer(serializers.Serializer[Any]):

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
 
-from ballet.env import ConfigError, load_limits_config, load_planner_config, load_server_config
+from ballet.env import (
+    DEFAULT_MODEL,
+    ConfigError,
+    ModelPrice,
+    load_limits_config,
+    load_planner_config,
+    load_prices,
+    load_server_config,
+)
 from tracker.crypto import decrypt
 from tracker.errors import ValidationError
 from tracker.selectors import project_planner_config
@@ -78,6 +88,54 @@ def test_the_search_embedding_backend_comes_from_the_environment(monkeypatch):
     assert load_server_config().search_embedding_backend is None
     monkeypatch.setenv("BALLET_SEARCH_EMBEDDING_BACKEND", "myco.embeddings.HostedBackend")
     assert load_server_config().search_embedding_backend == "myco.embeddings.HostedBackend"
+
+
+def toml_config(tmp_path, monkeypatch, text: str) -> None:
+    path = tmp_path / "ballet.toml"
+    path.write_text(text)
+    monkeypatch.setenv("BALLET_CONFIG", str(path))
+
+
+def test_the_default_model_has_a_price(monkeypatch):
+    monkeypatch.delenv("BALLET_CONFIG", raising=False)
+    prices = load_prices()
+    assert prices[DEFAULT_MODEL] == ModelPrice(Decimal(3), Decimal(15), Decimal("3.75"), Decimal("0.30"))
+    assert {"claude-haiku-4-5", "claude-opus-4-5", "claude-sonnet-4-5"} <= set(prices)
+
+
+def test_prices_from_the_file_add_models_and_change_defaults(tmp_path, monkeypatch):
+    toml_config(
+        tmp_path,
+        monkeypatch,
+        '[prices."claude-sonnet-5-5"]\noutput = 12.5\n'
+        '[prices."my-model"]\ninput = 1\noutput = 2\ncache_write = 0.5\ncache_read = 0\n',
+    )
+    prices = load_prices()
+    sonnet = prices["claude-sonnet-5-5"]
+    assert (sonnet.input, sonnet.output) == (Decimal(3), Decimal("12.5"))  # only output changed
+    assert prices["my-model"] == ModelPrice(Decimal(1), Decimal(2), Decimal("0.5"), Decimal(0))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[prices."m"]\ninput = -1\noutput = 1\ncache_write = 1\ncache_read = 1\n',
+            'prices."m"] input: must not',
+        ),
+        ('[prices."m"]\ninput = "3"\noutput = 1\ncache_write = 1\ncache_read = 1\n', "expected a number"),
+        ('[prices."m"]\ninput = true\noutput = 1\ncache_write = 1\ncache_read = 1\n', "expected a number"),
+        ('[prices."m"]\ninput = nan\noutput = 1\ncache_write = 1\ncache_read = 1\n', "expected a number"),
+        ('[prices."m"]\ninput = 1\noutput = 1\n', "misses cache_write, cache_read"),
+        ('[prices."claude-sonnet-5-5"]\ninptu = 1\n', "unknown keys: inptu"),
+        ("prices = 3\n", "must hold tables"),
+        ('[prices]\n"m" = 3\n', 'prices."m"] in ballet.toml must be a table'),
+    ],
+)
+def test_bad_prices_are_refused_with_a_clear_message(tmp_path, monkeypatch, text, message):
+    toml_config(tmp_path, monkeypatch, text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_prices()
 
 
 def test_production_mode_needs_both_urls(monkeypatch):

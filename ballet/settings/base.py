@@ -19,6 +19,7 @@ from ballet.env import (
     load_keys,
     load_limits_config,
     load_planner_config,
+    load_prices,
     load_server_config,
     share_metrics,
 )
@@ -31,6 +32,8 @@ PRODUCTION_MODE = SERVER.production
 METRICS_DIR = share_metrics(SERVER)
 BALLET_PLANNER = load_planner_config()
 BALLET_LIMITS = load_limits_config()
+# USD per million tokens per model id: the estimated cost of metered use (planner/spend.py).
+BALLET_PRICES = load_prices()
 
 # Off unless DJANGO_DEBUG=1, in both modes: the debug pages show code and settings (SPEC § 12.2).
 DEBUG = bool(SERVER.debug)

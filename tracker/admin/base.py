@@ -125,8 +125,8 @@ class BalletAdmin(admin.ModelAdmin):
             return False
         if permission == SUPERUSER:
             return is_superuser(user)
-        if obj is None:
-            return bool(project_ids_with(user, permission))
+        if obj is None:  # a superuser holds every permission: no need to list the projects
+            return is_superuser(user) or bool(project_ids_with(user, permission))
         project_id = path_value(obj, self.project_path) if self.project_path else None
         if project_id is not None:
             return has_permission(user, project_id, permission)

@@ -1,0 +1,223 @@
+"""The planner's Django admin, for operators: sessions with their transcript, tool calls, usage.
+
+Everything is read-only (the transcript is the audit trail) and project-scoped
+by the one permission check: a staff user sees the rows of projects where they
+hold ``project.admin`` (owners: what a project's chats cost and do is
+operator data, and its transcripts are its members' conversations), a
+superuser all; another project's row answers 404. Model and user text is only
+ever escaped: by the templates' autoescape and ``format_html``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin import RelatedOnlyFieldListFilter, SimpleListFilter
+from django.contrib.admin.utils import unquote
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html
+
+from planner.models import Session, ToolCall, UsageRecord
+from planner.selectors import transcript
+from planner.spend import record_cost
+from planner.usage_chart import usd
+from tracker.admin.base import Action, BalletAdmin
+from tracker.permissions import PROJECT_ADMIN
+
+READ_ONLY: Mapping[Action, str | None] = {"view": PROJECT_ADMIN, "add": None, "change": None, "delete": None}
+
+
+def pretty_json(value: Any) -> str:
+    """JSON as a person reads it (still text: the caller escapes it)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def json_block(value: Any) -> str:
+    return format_html('<pre class="planner-json">{}</pre>', pretty_json(value))
+
+
+@dataclass(frozen=True)
+class ReadableBlock:
+    """One content block of a message, for the transcript: its type, a heading and a body."""
+
+    type: str  # text, tool_use, tool_result, other
+    heading: str
+    body: str
+    is_error: bool = False
+
+
+def readable_block(block: Any) -> ReadableBlock:
+    """A stored (wire-form) block as text; an unexpected shape is shown as its JSON."""
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "text":
+        return ReadableBlock("text", "text", str(block.get("text", "")))
+    if kind == "tool_use":
+        heading = f"tool_use {block.get('name', '?')} ({block.get('id', '?')})"
+        return ReadableBlock("tool_use", heading, pretty_json(block.get("input", {})))
+    if kind == "tool_result":
+        content = block.get("content", "")
+        body = content if isinstance(content, str) else pretty_json(content)
+        error = bool(block.get("is_error"))
+        heading = f"tool_result for {block.get('tool_use_id', '?')}{' (error)' if error else ''}"
+        return ReadableBlock("tool_result", heading, body, is_error=error)
+    return ReadableBlock("other", "block", pretty_json(block))
+
+
+def readable_transcript(session: Session) -> dict[str, Any]:
+    """The session's transcript (``planner.selectors.transcript``) shaped for the change page."""
+    read = transcript(session=session)
+    messages = [
+        {**message, "blocks": [readable_block(b) for b in message["content"] or []]}
+        for message in read["messages"]
+    ]
+    calls = [
+        {**call, "input": pretty_json(call["input"]), "output": pretty_json(call["output"])}
+        for call in read["tool_calls"]
+    ]
+    events = [{**event, "data": pretty_json(event["data"])} for event in read["events"]]
+    return {"messages": messages, "tool_calls": calls, "events": events}
+
+
+@admin.register(Session)
+class SessionAdmin(BalletAdmin):
+    """Sessions of the projects the user administers; the change page is the transcript."""
+
+    rules = READ_ONLY
+    list_display = ("__str__", "project", "user", "state", "turn_count", "context_tokens", "updated_at")
+    list_filter = (("project", RelatedOnlyFieldListFilter), "state", ("user", RelatedOnlyFieldListFilter))
+    search_fields = ("title",)
+    list_select_related = ("project", "user")
+    fields = (
+        "title",
+        "project",
+        "user",
+        "parent",
+        "question",
+        "state",
+        "turn_count",
+        "context_tokens",
+        "summary",
+        "created_at",
+        "updated_at",
+    )
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        session = self.get_object(request, unquote(object_id))
+        if session is not None:  # only a row get_queryset let through: the user may read it
+            context["transcript"] = readable_transcript(session)
+        return super().change_view(request, object_id, form_url, context)
+
+
+class OutcomeFilter(SimpleListFilter):
+    title = "outcome"
+    parameter_name = "outcome"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("ok", "ok"), ("error", "error")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() in {"ok", "error"}:
+            return queryset.filter(is_error=self.value() == "error")
+        return queryset
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(BalletAdmin):
+    """Every tool call of the user's administered projects, slowest first."""
+
+    project_path = "session__project"
+    rules = READ_ONLY
+    list_display = ("name", "outcome", "duration", "session", "project", "on_behalf_of", "created_at")
+    list_filter = ("name", OutcomeFilter, ("session__project", RelatedOnlyFieldListFilter))
+    list_select_related = ("session__project", "on_behalf_of")
+    ordering = ("-duration_ms", "-pk")
+    fields = (
+        "session",
+        "turn",
+        "tool_use_id",
+        "name",
+        "outcome",
+        "duration",
+        "actor",
+        "on_behalf_of",
+        "created_at",
+        "input_json",
+        "output_json",
+    )
+    readonly_fields = ("outcome", "duration", "input_json", "output_json")
+
+    @admin.display(description="outcome", ordering="is_error")
+    def outcome(self, obj: ToolCall) -> str:
+        return "error" if obj.is_error else "ok"
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def duration(self, obj: ToolCall) -> str:
+        return f"{obj.duration_ms:,.1f} ms"
+
+    @admin.display(description="project", ordering="session__project__key")
+    def project(self, obj: ToolCall) -> str:
+        return str(obj.session.project)
+
+    @admin.display(description="input")
+    def input_json(self, obj: ToolCall) -> str:
+        return json_block(obj.input)
+
+    @admin.display(description="output")
+    def output_json(self, obj: ToolCall) -> str:
+        return json_block(obj.output)
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(BalletAdmin):
+    """Metered model calls, with their estimated cost at the configured prices."""
+
+    rules = READ_ONLY
+    list_display = (
+        "created_at",
+        "project",
+        "purpose",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "latency_ms",
+        "outcome",
+        "estimated_cost",
+    )
+    list_filter = (("project", RelatedOnlyFieldListFilter), "purpose", "model", "outcome")
+    date_hierarchy = "created_at"
+    list_select_related = ("project",)
+    fields = (
+        "project",
+        "session",
+        "purpose",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "estimated_cost",
+        "latency_ms",
+        "outcome",
+        "error",
+        "created_at",
+    )
+    readonly_fields = ("estimated_cost",)
+
+    @admin.display(description="estimated cost")
+    def estimated_cost(self, obj: UsageRecord) -> str:
+        cost = record_cost(obj)
+        return "unknown (no price)" if cost is None else usd(cost)

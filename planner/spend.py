@@ -1,0 +1,195 @@
+"""What a project's metered model use is estimated to cost, today and by day (selectors).
+
+Costs come from the price table in configuration (``[prices."MODEL-ID"]``,
+``settings.BALLET_PRICES``): list prices in USD per million tokens, estimates an
+operator adjusts. Tokens of a model without a price are counted but not priced;
+the results say so (``unpriced``) instead of pretending they were free.
+
+The day is the UTC day, as for the daily token budget (SPEC § 12.4), and
+"tokens" against the budget are input + output tokens, as the budget counts
+them (``planner/session_io.py``). Each selector is one query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from ballet.env import ModelPrice
+from planner.models import UsageRecord
+from planner.selectors import usage_by_day, utc_day_start
+from tracker.models import Project
+from tracker.selectors import project_planner_config
+
+MILLION = Decimal(1_000_000)
+_SUMS = {
+    "input_tokens": Sum("input_tokens"),
+    "output_tokens": Sum("output_tokens"),
+    "cache_write_tokens": Sum("cache_creation_input_tokens"),
+    "cache_read_tokens": Sum("cache_read_input_tokens"),
+}
+
+
+def price_of(model: str) -> ModelPrice | None:
+    """The configured price of ``model``; None: unknown, its cost cannot be estimated."""
+    prices: dict[str, ModelPrice] = settings.BALLET_PRICES
+    return prices.get(model)
+
+
+def estimated_cost(
+    *,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_write_tokens: int = 0,
+    cache_read_tokens: int = 0,
+) -> Decimal | None:
+    """USD the tokens of one model cost at the configured prices; None if it has no price."""
+    price = price_of(model)
+    if price is None:
+        return None
+    total = (
+        input_tokens * price.input
+        + output_tokens * price.output
+        + cache_write_tokens * price.cache_write
+        + cache_read_tokens * price.cache_read
+    )
+    return total / MILLION
+
+
+def record_cost(record: UsageRecord) -> Decimal | None:
+    """The estimated cost of one usage record (the admin's column)."""
+    return estimated_cost(
+        model=record.model,
+        input_tokens=record.input_tokens,
+        output_tokens=record.output_tokens,
+        cache_write_tokens=record.cache_creation_input_tokens,
+        cache_read_tokens=record.cache_read_input_tokens,
+    )
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Tokens of some metered calls and what the priced ones cost."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    cost: Decimal = Decimal(0)  # of the priced models' tokens only
+    unpriced: bool = False  # some tokens are of a model without a price: cost is a lower bound
+
+    @property
+    def tokens(self) -> int:
+        """Input + output tokens: what the daily budget counts."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cost=self.cost + other.cost,
+            unpriced=self.unpriced or other.unpriced,
+        )
+
+    def plus(self, *, model: str, sums: dict[str, int | None]) -> Spend:
+        """This spend with one model's summed tokens added."""
+        counts = {name: int(sums.get(name) or 0) for name in _SUMS}
+        cost = estimated_cost(model=model, **counts)
+        return Spend(
+            input_tokens=self.input_tokens + counts["input_tokens"],
+            output_tokens=self.output_tokens + counts["output_tokens"],
+            cache_write_tokens=self.cache_write_tokens + counts["cache_write_tokens"],
+            cache_read_tokens=self.cache_read_tokens + counts["cache_read_tokens"],
+            cost=self.cost + (cost or 0),
+            unpriced=self.unpriced or (cost is None and any(counts.values())),
+        )
+
+
+@dataclass(frozen=True)
+class SpendToday:
+    """A project's use on the current UTC day, against its daily token budget."""
+
+    date: date
+    spend: Spend
+    budget: int | None  # daily_token_budget; None: no budget
+
+    @property
+    def tokens(self) -> int:
+        return self.spend.tokens
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.budget is None else max(0, self.budget - self.tokens)
+
+    @property
+    def fraction_used(self) -> float | None:
+        """Share of the budget used (may pass 1.0: a call in flight finishes); None without one."""
+        return None if self.budget is None else self.tokens / self.budget
+
+
+def project_today(*, project: Project) -> SpendToday:
+    """Today's (UTC) tokens, estimated cost and budget of ``project``: one query."""
+    start = utc_day_start(timezone.now())
+    rows = (
+        UsageRecord.objects.filter(project=project, created_at__gte=start)
+        .values("model")
+        .annotate(**_SUMS)
+        .order_by("model")
+    )
+    spend = Spend()
+    for row in rows:
+        spend = spend.plus(model=row["model"], sums=row)
+    budget = project_planner_config(project).daily_token_budget
+    return SpendToday(date=start.date(), spend=spend, budget=budget)
+
+
+@dataclass(frozen=True)
+class DaySpend:
+    day: date
+    spend: Spend
+
+
+def daily_usage(*, project: Project, days: int = 30) -> list[DaySpend]:
+    """The last ``days`` UTC days of ``project``, oldest first, every day present (zero if
+    unused): one query, grouped by day and model."""
+    today = utc_day_start(timezone.now())
+    first = today - timedelta(days=days - 1)
+    rows = (
+        UsageRecord.objects.filter(project=project, created_at__gte=first)
+        .annotate(day=TruncDate("created_at"))  # TIME_ZONE is UTC: the UTC day
+        .values("day", "model")
+        .annotate(**_SUMS)
+        .order_by("day", "model")
+    )
+    by_day = {first.date() + timedelta(days=n): Spend() for n in range(days)}
+    for row in rows:
+        if row["day"] in by_day:
+            by_day[row["day"]] = by_day[row["day"]].plus(model=row["model"], sums=row)
+    return [DaySpend(day=day, spend=spend) for day, spend in by_day.items()]
+
+
+def usage_rows_priced(*, project: Project, since: date | None = None) -> list[dict[str, Any]]:
+    """``usage_by_day``'s rows (per day and model), each with its ``estimated_cost`` (None: no price)."""
+    return [
+        {
+            **row,
+            "estimated_cost": estimated_cost(
+                model=row["model"],
+                input_tokens=row["input_tokens"],
+                output_tokens=row["output_tokens"],
+                cache_write_tokens=row["cache_creation_input_tokens"],
+                cache_read_tokens=row["cache_read_input_tokens"],
+            ),
+        }
+        for row in usage_by_day(project=project, since=since)
+    ]
