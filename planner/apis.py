@@ -26,6 +26,7 @@ from planner.selectors import (
 from planner.serializers import (
     AnsweredSerializer,
     AnswerSerializer,
+    ChatUsageSerializer,
     MessageSendSerializer,
     MessageSentSerializer,
     SessionCreateSerializer,
@@ -38,7 +39,7 @@ from planner.serializers import (
     UsageSerializer,
 )
 from planner.services import session_create
-from planner.spend import project_today, usage_rows_priced
+from planner.spend import chat_usage, project_today, usage_rows_priced
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ
 
@@ -89,6 +90,7 @@ class SessionDetailApi(BalletApi):
             about=session_about(session=found),
             can_send=found.user_id == user.pk,
             waiting=getattr(found, "waiting", False),  # annotated by session_list
+            usage=ChatUsageSerializer(chat_usage(session=found)).data,
         )
         return Response(body)
 
@@ -151,6 +153,16 @@ class SessionAnswerApi(BalletApi):
         return Response({"outcome": outcome["outcome"], "resumed": resolution.begin is not None})
 
 
+class SessionUsageApi(BalletApi):
+    @extend_schema(
+        summary="A session's context use against compact_at_tokens, its spend, and the project's today",
+        responses=with_errors({200: ChatUsageSerializer}, *READ_ERRORS),
+    )
+    def get(self, request: Request, session: str) -> Response:
+        found = session_get(user=caller(request), session_id=session)
+        return Response(ChatUsageSerializer(chat_usage(session=found)).data)
+
+
 class ProjectUsageApi(BalletApi):
     @extend_schema(
         summary="Metered model use of a project, by day and model, and today's use against the budget",
@@ -172,4 +184,5 @@ __all__ = [
     "SessionListApi",
     "SessionMessageApi",
     "SessionStopApi",
+    "SessionUsageApi",
 ]

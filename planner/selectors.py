@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncDate
 
+from planner import compaction
 from planner.changesets import changesets_of
 from planner.histories import Kept, histories
 from planner.loop import History, TurnSettings
@@ -146,6 +147,33 @@ def session_history(*, session: Session) -> History:
         history.reported_tokens, history.reported_seq = session.context_tokens, session.context_tokens_seq
         return history
     return _history_read(session)
+
+
+def context_estimate(*, session: Session) -> int:
+    """The context the session's next model call would send, in tokens, estimated as the
+    compaction check estimates it (SPEC § 6.4): the provider's reported usage of the last
+    answer plus the messages stored since, or everything at four characters a token when
+    no usage was reported yet."""
+    after = session.summary_up_to or 0
+    if session.context_tokens:
+        after = max(after, session.context_tokens_seq)
+        messages = _chat_messages(session.pk, after=after)
+        return compaction.estimate_tokens(
+            messages=messages,
+            reported_tokens=session.context_tokens,
+            reported_seq=session.context_tokens_seq,
+            summary="",
+            system="",
+            tools=(),
+        )
+    return compaction.estimate_tokens(
+        messages=_chat_messages(session.pk, after=after),
+        reported_tokens=0,
+        reported_seq=0,
+        summary=session.summary,
+        system=system_prompt(session.project).text,
+        tools=QUESTION_DEFINITIONS if session.question_id is not None else DEFINITIONS,
+    )
 
 
 def _still_lines_up(kept: Kept, session: Session) -> bool:

@@ -43,23 +43,6 @@ class SessionListedSerializer(SessionSerializer):
     waiting = serializers.BooleanField(help_text="A request of this session waits for you.")
 
 
-class TranscriptSerializer(SessionSerializer):
-    summary = serializers.CharField()
-    summary_up_to = serializers.IntegerField(allow_null=True)
-    context_tokens = serializers.IntegerField()
-    last_seen_seq = serializers.IntegerField()
-    messages = serializers.ListField(child=serializers.DictField())
-    tool_calls = serializers.ListField(child=serializers.DictField())
-    events = serializers.ListField(child=serializers.DictField())
-    requests = serializers.ListField(child=serializers.DictField(), help_text="Questions and approvals.")
-    changesets = serializers.ListField(
-        child=serializers.DictField(), help_text="The changesets the session proposed, as they stand now."
-    )
-    about = serializers.DictField(allow_null=True, help_text="The question of a question's sub-chat.")
-    can_send = serializers.BooleanField(help_text="You own the session: you send, stop and approve.")
-    waiting = serializers.BooleanField(help_text="A request waits for you.")
-
-
 class AnswerSerializer(StrictSerializer):
     """An answer to a pending request: a text for a question, approve (and a reason) for an approval."""
 
@@ -168,6 +151,41 @@ class TokensTodaySerializer(serializers.Serializer[Any]):
 class UsageSerializer(serializers.Serializer[Any]):
     results = UsageRowSerializer(many=True, help_text="Metered use by day and model, newest day first.")
     today = TokensTodaySerializer(help_text="Today's use against the daily token budget (resets 00:00 UTC).")
+
+
+class SpendSerializer(serializers.Serializer[Any]):
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cache_creation_input_tokens = serializers.IntegerField(source="cache_write_tokens")
+    cache_read_input_tokens = serializers.IntegerField(source="cache_read_tokens")
+    estimated_cost = serializers.FloatField(source="cost", help_text="USD of the tokens of priced models.")
+    unpriced = serializers.BooleanField(help_text="Some tokens are of a model without a price.")
+
+
+class ChatUsageSerializer(serializers.Serializer[Any]):
+    context_tokens = serializers.IntegerField(help_text="The next model call's context, estimated (§ 6.4).")
+    compact_at_tokens = serializers.IntegerField(help_text="Above this, the planner compacts the history.")
+    context_fraction = serializers.FloatField()
+    session = SpendSerializer(help_text="Every metered call of this chat.")
+    today = TokensTodaySerializer(help_text="The project's use today against its daily token budget.")
+
+
+class TranscriptSerializer(SessionSerializer):
+    summary = serializers.CharField()
+    summary_up_to = serializers.IntegerField(allow_null=True)
+    context_tokens = serializers.IntegerField()
+    last_seen_seq = serializers.IntegerField()
+    messages = serializers.ListField(child=serializers.DictField())
+    tool_calls = serializers.ListField(child=serializers.DictField())
+    events = serializers.ListField(child=serializers.DictField())
+    requests = serializers.ListField(child=serializers.DictField(), help_text="Questions and approvals.")
+    changesets = serializers.ListField(
+        child=serializers.DictField(), help_text="The changesets the session proposed, as they stand now."
+    )
+    about = serializers.DictField(allow_null=True, help_text="The question of a question's sub-chat.")
+    can_send = serializers.BooleanField(help_text="You own the session: you send, stop and approve.")
+    waiting = serializers.BooleanField(help_text="A request waits for you.")
+    usage = ChatUsageSerializer(help_text="Context use, this chat's spend and the project's today.")
 
 
 class UsageFilterSerializer(serializers.Serializer[Any]):

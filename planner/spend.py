@@ -23,8 +23,8 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from ballet.env import ModelPrice
-from planner.models import UsageRecord
-from planner.selectors import usage_by_day, utc_day_start
+from planner.models import Session, UsageRecord
+from planner.selectors import context_estimate, usage_by_day, utc_day_start
 from tracker.models import Project
 from tracker.selectors import project_planner_config
 
@@ -193,3 +193,37 @@ def usage_rows_priced(*, project: Project, since: date | None = None) -> list[di
         }
         for row in usage_by_day(project=project, since=since)
     ]
+
+
+def session_spend(*, session: Session) -> Spend:
+    """Every metered call of one chat (its turns, compactions and title), priced: one query."""
+    rows = UsageRecord.objects.filter(session=session).values("model").annotate(**_SUMS).order_by("model")
+    spend = Spend()
+    for row in rows:
+        spend = spend.plus(model=row["model"], sums=row)
+    return spend
+
+
+@dataclass(frozen=True)
+class ChatUsage:
+    """What the chat page shows beside the conversation: how full the session's context is
+    against its compaction threshold, what the chat has cost, and the project's day."""
+
+    context_tokens: int  # the next call's context, estimated as the compaction check does
+    compact_at_tokens: int
+    session: Spend
+    today: SpendToday
+
+    @property
+    def context_fraction(self) -> float:
+        return self.context_tokens / self.compact_at_tokens if self.compact_at_tokens > 0 else 0.0
+
+
+def chat_usage(*, session: Session) -> ChatUsage:
+    """The context use, the chat's spend and the project's spend today of ``session``."""
+    return ChatUsage(
+        context_tokens=context_estimate(session=session),
+        compact_at_tokens=project_planner_config(session.project).compact_at_tokens,
+        session=session_spend(session=session),
+        today=project_today(project=session.project),
+    )

@@ -9,6 +9,7 @@ from planner.apis import (
     SessionListApi,
     SessionMessageApi,
     SessionStopApi,
+    SessionUsageApi,
 )
 from planner.question_apis import QuestionListApi, QuestionWithdrawApi, question_detail
 
@@ -23,6 +24,7 @@ urlpatterns = [
     re_path(SESSION + r"/messages/$", SessionMessageApi.as_view(), name="session-messages"),
     re_path(SESSION + r"/stop/$", SessionStopApi.as_view(), name="session-stop"),
     re_path(SESSION + r"/answers/$", SessionAnswerApi.as_view(), name="session-answers"),
+    re_path(SESSION + r"/usage/$", SessionUsageApi.as_view(), name="session-usage"),
     path("projects/<str:key>/questions/", QuestionListApi.as_view(), name="question-list"),
     path("projects/<str:key>/questions/<str:question>/", question_detail, name="question-detail"),
     path(

@@ -1004,6 +1004,62 @@
     }
   }
 
+  // ---------------------------------------------------------------- context and spend
+
+  const usageBox = document.getElementById("chat-usage");
+  const NUMBER = new Intl.NumberFormat("en-US");
+  const PERCENT = new Intl.NumberFormat("en-US", { style: "percent", maximumFractionDigits: 0 });
+
+  function dollars(cost, unpriced) {
+    const text = cost > 0 && cost < 0.01 ? "< $0.01" : `$${cost.toFixed(2)}`;
+    return `≈ ${text}${unpriced ? " + unpriced models" : ""}`;
+  }
+
+  /** The session's context against its compaction threshold, the chat's cost, and the project's day. */
+  function showUsage(usage) {
+    if (!usageBox || !usage || typeof usage !== "object" || !usage.today || !usage.session) return;
+    const fraction = Math.max(0, Number(usage.context_fraction) || 0);
+    const meter = document.getElementById("context-meter");
+    meter.value = Math.min(1, fraction);
+    document.getElementById("context-figure").textContent =
+      `${NUMBER.format(usage.context_tokens)} of ${NUMBER.format(usage.compact_at_tokens)} tokens ` +
+      `(${PERCENT.format(fraction)}) before the planner summarizes`;
+    const today = usage.today;
+    const parts = [`${NUMBER.format(today.tokens)} tokens`, dollars(Number(today.estimated_cost) || 0, today.unpriced)];
+    parts.push(`this chat ${dollars(Number(usage.session.estimated_cost) || 0, usage.session.unpriced)}`);
+    const budget = document.getElementById("budget-meter");
+    if (typeof today.budget === "number") {
+      budget.hidden = false;
+      budget.value = Math.min(1, Number(today.fraction_used) || 0);
+      parts.push(`${PERCENT.format(Number(today.fraction_used) || 0)} of the ${NUMBER.format(today.budget)}-token daily budget`);
+    } else {
+      budget.hidden = true;
+    }
+    document.getElementById("spend-figure").textContent = parts.join(" · ");
+    usageBox.hidden = false;
+  }
+
+  let usageTimer = null;
+
+  /** Read the figures again once model calls were metered (a turn's end, a pause, a compaction);
+   * frames close together make one request. */
+  function refreshUsage() {
+    if (!usageBox || usageTimer !== null) return;
+    usageTimer = setTimeout(async () => {
+      usageTimer = null;
+      try {
+        const response = await fetch(`${config.apiUrl.replace(/\/?$/, "")}/usage/`, {
+          credentials: "same-origin",
+          headers: { Accept: "application/json" },
+          cache: "no-store",
+        });
+        if (response.ok) showUsage(await response.json());
+      } catch {
+        // The figures wait for the next turn; the conversation is what matters.
+      }
+    }, 300);
+  }
+
   // ---------------------------------------------------------------- streaming text
 
   function streamText(delta) {
@@ -1095,6 +1151,7 @@
     for (const request of Array.isArray(data.requests) ? data.requests : []) showRequest(request);
     for (const state of Array.isArray(data.changesets) ? data.changesets : []) changesetStatus(state);
     questionStatus(data.about);
+    showUsage(data.usage);
     if (!log.children.length) {
       log.append(el("p", "chat-placeholder", `Ask the planner about ${config.project}: what can run next, what is blocked, or what to change.`));
     }
@@ -1229,11 +1286,13 @@
     compacted() {
       endStream();
       notice("Earlier conversation summarized", "compacted");
+      refreshUsage();
     },
     request(frame) {
       endStream();
       if (RUNNING.has(view.activity)) setActivity("paused"); // the turn waits on it: no turn_ended comes
       showRequest({ ...frame, status: "pending" });
+      refreshUsage();
     },
     request_resolved(frame) {
       resolveRequest(frame);
@@ -1246,6 +1305,7 @@
       turnEndNotice(frame.reason, frame.error);
       const next = { completed: "idle", stopped: "idle", max_rounds: "paused", failed: "failed" };
       setActivity(next[frame.reason] || "idle");
+      refreshUsage();
       socket.applied.clear();
       if (!socket.sawTurnStart) loadTranscript().catch(() => {}); // joined a turn its replay missed
       socket.sawTurnStart = false;

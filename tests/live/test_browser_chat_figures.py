@@ -1,8 +1,8 @@
-"""A changeset card follows the admin's decision live (SPEC § 8 ``changeset``, § 9), in a real Chromium.
+"""What the chat shows besides the conversation, kept current, in a real Chromium (SPEC § 8, § 9).
 
-The chat proposes a changeset; a reviewer decides in another browser context, in the admin,
-and the chat's card changes without any new message — and still shows the decision after
-a reload.
+A changeset card follows the admin's decision live: the chat proposes a changeset, a reviewer
+decides in another browser context, and the card changes without any new message — and still
+shows the decision after a reload. The context and spend figures are those of the usage records.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.fakes.messages_api import TextReply, ToolCallSpec, ToolUseReply
+from tests.fakes.messages_api import TextReply, ToolCallSpec, ToolUseReply, Usage
 from tests.live.chat_page import assistant, new_chat, send
 
 pytestmark = pytest.mark.browser
@@ -81,3 +81,26 @@ def test_a_rejection_shows_the_reviewers_note_inert(page, script, browser, serve
         assert page.evaluate("window.__pwned") is None
     finally:
         review.context.close()
+
+
+def test_the_context_and_spend_figures_are_those_of_the_usage_records(page, script):
+    script.on("count-me", TextReply("Counted.", usage=Usage(12_000, 345)))
+    new_chat(page)
+    send(page, "count-me: how big is this?")
+    expect(assistant(page)).to_have_text("Counted.")
+
+    # The provider reported 12,000 + 345 tokens for the answer, and nothing came after it.
+    expect(page.locator("#context-figure")).to_have_text(
+        "12,345 of 100,000 tokens (12%) before the planner summarizes"
+    )
+    expect(page.locator("#context-meter")).to_have_attribute("value", "0.12345")
+    today = page.request.get("/api/v1/projects/DEMO/usage/").json()["today"]
+    figure = page.locator("#spend-figure")
+    expect(figure).to_contain_text(f"{today['tokens']:,} tokens · ≈ ${today['estimated_cost']:.2f}")
+    # This chat: 12,000 input and 345 output tokens at 3 and 15 USD per million: $0.04.
+    expect(figure).to_contain_text("this chat ≈ $0.04")
+
+    page.reload()  # the transcript carries the same figures
+    expect(page.locator("#context-figure")).to_have_text(
+        "12,345 of 100,000 tokens (12%) before the planner summarizes"
+    )
