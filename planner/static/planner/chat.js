@@ -27,7 +27,7 @@
 
   // ------------------------------------------------------------------ Markdown (markdown.js)
 
-  const { renderMarkdown, safeUrl } = window.BalletMarkdown;
+  const { renderMarkdown, safeUrl, streamCut, cutsAreExact } = window.BalletMarkdown;
 
   // ------------------------------------------------------------------ the page
 
@@ -79,6 +79,8 @@
     renderedSeq: 0, // the highest message seq the log shows
     bubble: null, // the assistant bubble being streamed
     text: "", // its raw Markdown so far
+    kept: 0, // the length of view.text rendered for good (up to a cut) while it streams
+    tail: [], // the nodes rendered from the rest, replaced at each render
     renderPending: false,
     nextRender: 0, // performance.now() before which the stream is not rendered again
     lastSent: null,
@@ -731,6 +733,8 @@
       view.bubble = entry.querySelector(".bubble");
       view.bubble.classList.add("streaming");
       view.text = "";
+      view.kept = 0;
+      view.tail = [];
       performance.clearMeasures("ballet:render-stream");
     }
     view.text += delta;
@@ -743,38 +747,55 @@
   }
 
   /**
-   * The whole reply so far, again: a closed code block comes highlighted (from a cache), the one
-   * still being written plain. The next render waits three times as long as this one took, so
-   * a long reply costs the page at most a quarter of its time however long it grows.
+   * The reply so far: the text up to the last cut (markdown.js's streamCut) is rendered once
+   * and kept, the rest again at each render, its closed code blocks highlighted (from a cache)
+   * and the one still being written plain. The next render waits three times as long as this
+   * one took: however long the tail grows, the page keeps most of its time.
    */
   function renderStream() {
     view.renderPending = false;
     if (!view.bubble) return;
     const started = performance.now();
-    changing(() => view.bubble.replaceChildren(renderMarkdown(view.text, { streaming: true })));
+    const cut = streamCut(view.text, view.kept);
+    changing(() => {
+      for (const node of view.tail) node.remove();
+      if (cut > view.kept) view.bubble.append(renderMarkdown(view.text.slice(view.kept, cut)));
+      view.kept = cut;
+      const tail = renderMarkdown(view.text.slice(cut), { streaming: true });
+      view.tail = Array.from(tail.childNodes);
+      view.bubble.append(tail);
+    });
     const now = performance.now();
     view.nextRender = now + 3 * (now - started);
     performance.measure("ballet:render-stream", { start: started, end: now });
   }
 
+  /** The whole reply: its tail rendered a last time (all of it, if the cuts might differ). */
   function endStream() {
     if (!view.bubble) return;
     const bubble = view.bubble;
     const started = performance.now();
     changing(() => {
-      bubble.replaceChildren(renderMarkdown(view.text));
+      if (!cutsAreExact(view.text)) {
+        bubble.replaceChildren(renderMarkdown(view.text));
+      } else {
+        for (const node of view.tail) node.remove();
+        bubble.append(renderMarkdown(view.text.slice(view.kept)));
+      }
       finishAssistant(bubble.closest(".entry"), view.text);
     });
     performance.measure("ballet:render-message", { start: started });
     bubble.classList.remove("streaming");
     view.bubble = null;
     view.text = "";
+    view.tail = [];
   }
 
   function dropStream() {
     if (view.bubble) view.bubble.closest(".entry").remove();
     view.bubble = null;
     view.text = "";
+    view.tail = [];
   }
 
   // ---------------------------------------------------------------- the transcript

@@ -18,9 +18,10 @@
   const MAX_NESTING = 20; // block and inline levels; markdown-it keeps the text past them as text
   const MAX_URL = 4000; // a bare http(s) URL linked
   const MAX_COLUMNS = 64; // of a table
-  const MAX_CELLS = 4000; // of a table
+  const MAX_CELLS = 2000; // of a table
   const MAX_DEPTH = 40; // elements nested in a message; deeper markup shows as its text
-  const MAX_INLINE_ELEMENTS = 2000; // in a paragraph; past them, the paragraph shows as its text
+  const MAX_INLINE_MARKS = 2000; // characters that may start markup, in a paragraph; past them, its text
+  const MAX_INLINE_ELEMENTS = 1000; // in a paragraph; past them, the paragraph shows as its text
   const MAX_HIGHLIGHT = 20000; // characters of one code block highlighted; longer ones stay plain
   const HIGHLIGHT_CACHE = 200; // highlighted blocks kept (a streaming reply re-renders its text)
   const LANGUAGE = /^[\w+#.-]{1,40}$/;
@@ -54,6 +55,7 @@
   md.helpers.parseLinkLabel = parseLinkLabel;
   boundTables();
   keepDeepBlocks();
+  boundInline();
   const matchAtStart = md.linkify.matchAtStart.bind(md.linkify);
   md.linkify.matchAtStart = (text) => {
     const match = matchAtStart(text.slice(0, MAX_URL));
@@ -118,7 +120,7 @@
           if (state.src.charCodeAt(i) === 0x7c /* | */) bars += 1;
         }
         if (bars > MAX_COLUMNS + 1) return false;
-        const rows = Math.max(1, Math.floor(MAX_CELLS / Math.max(1, bars)));
+        const rows = Math.floor(MAX_CELLS / (bars + 1)); // a row has at most bars + 1 cells
         return table(state, startLine, Math.min(endLine, startLine + 2 + rows), silent);
       },
       { alt: rule.alt.slice() },
@@ -144,6 +146,40 @@
       }
       state.line = endLine;
     };
+  }
+
+  /**
+   * A paragraph (or heading, or cell) with more than MAX_INLINE_MARKS characters that may start
+   * markup is shown as its text, unparsed: markdown-it spends tens of microseconds on each
+   * (tokens, delimiters), a quarter of a second on a line of 40,000 `_a`, and no real message
+   * has that many in one paragraph.
+   */
+  function boundInline() {
+    md.core.ruler.at("inline", (state) => {
+      for (const token of state.tokens) {
+        if (token.type !== "inline") continue;
+        if (markCount(token.content) > MAX_INLINE_MARKS) {
+          // "text_special": text that markdown-it's linkify leaves alone (text_join makes it text)
+          const text = new state.Token("text_special", "", 0);
+          text.content = token.content;
+          token.children = [text];
+        } else {
+          state.md.inline.parse(token.content, state.md, state.env, token.children);
+        }
+      }
+    });
+  }
+
+  const MARKS = new Uint8Array(128); // the characters that may start markup (or a line)
+  for (const c of "*_~`[!<&\\:\n") MARKS[c.charCodeAt(0)] = 1;
+
+  function markCount(text) {
+    let count = 0;
+    for (let i = 0; i < text.length; i += 1) {
+      const code = text.charCodeAt(i);
+      if (code < 128) count += MARKS[code];
+    }
+    return count;
   }
 
   // ---------------------------------------------------------------- tokens to DOM
@@ -315,6 +351,44 @@
     return pre;
   }
 
+  // ---------------------------------------------------------------- streaming
+
+  const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})/;
+  const LIST_OR_INDENT = /^(?:[ \t]|[-*+](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$))/;
+  const REFERENCE = /^ {0,3}\[[^\]\n]+\]:/m;
+
+  /**
+   * Where a reply still streaming can be cut so that the text before renders now as it will
+   * once whole: at the start of a line that follows a blank line outside any fenced code, and
+   * starts a block of its own (not indented, not a list item, which could join a list above).
+   * `from` is such a cut, or 0; the result is the last cut found after it (or `from`). The
+   * page renders the text before a cut once and keeps it, so a long reply does not cost a
+   * render of all of it at every frame.
+   */
+  function streamCut(text, from) {
+    let cut = from;
+    let fence = null;
+    let blank = false;
+    for (let pos = from, end = text.indexOf("\n", pos); end !== -1; pos = end + 1, end = text.indexOf("\n", pos)) {
+      const line = text.slice(pos, end);
+      if (fence) {
+        const close = FENCE_OPEN.exec(line);
+        if (close && close[1][0] === fence[0] && close[1].length >= fence.length && !line.slice(close[0].length).trim()) fence = null;
+        continue;
+      }
+      if (blank && line.trim() && !LIST_OR_INDENT.test(line)) cut = pos;
+      const open = FENCE_OPEN.exec(line);
+      if (open) fence = open[1];
+      blank = !line.trim();
+    }
+    return cut;
+  }
+
+  /** Whether the cuts render as the whole does: not when a link reference is defined, later maybe. */
+  function cutsAreExact(text) {
+    return !REFERENCE.test(text);
+  }
+
   // ---------------------------------------------------------------- highlighting
 
   const cache = new Map(); // `${language}\n${code}` -> a highlighted fragment, cloned for each use
@@ -368,5 +442,5 @@
     }
   }
 
-  window.BalletMarkdown = Object.freeze({ renderMarkdown, safeUrl });
+  window.BalletMarkdown = Object.freeze({ renderMarkdown, safeUrl, streamCut, cutsAreExact });
 })();
