@@ -153,7 +153,9 @@ def state(*, session_state: str, last_seq: int, turn: int) -> StateFrame:
     return {"type": "state", "state": session_state, "last_seq": last_seq, "turn": turn}
 
 
-def user_message(*, seq: int, text: str, author: str, kind: str, at: datetime | None = None) -> UserMessageFrame:
+def user_message(
+    *, seq: int, text: str, author: str, kind: str, at: datetime | None = None
+) -> UserMessageFrame:
     """A human's message, stored ``at`` (now, the moment it is stored, unless given)."""
     when = (at or datetime.now(UTC)).astimezone(UTC)
     return {
