@@ -190,8 +190,9 @@
     if (kind === "continue") labels.push("continued the turn");
     if (kind === "steer") labels.push("sent while the planner worked");
     const meta = el("p", "meta");
-    if (kind !== "queued") meta.append(timeNode(at || new Date().toISOString())); // queued: not sent yet
-    if (labels.length) meta.append(`${meta.firstChild ? " · " : ""}${labels.join(" · ")}`);
+    const when = kind === "queued" ? null : timeNode(at || new Date().toISOString()); // queued: not sent yet
+    if (when) meta.append(when);
+    if (labels.length) meta.append(`${when ? " · " : ""}${labels.join(" · ")}`);
     if (meta.firstChild) entry.append(meta);
     return append(entry);
   }
@@ -205,7 +206,8 @@
     if (seq) entry.dataset.seq = String(seq);
     const bubble = el("div", "bubble md");
     const foot = el("p", "meta entry-foot");
-    foot.append(timeNode(at || new Date().toISOString()));
+    const when = timeNode(at || new Date().toISOString());
+    if (when) foot.append(when);
     entry.append(bubble, foot);
     if (!streaming) {
       const started = performance.now();
@@ -297,10 +299,10 @@
   root.append(copyStatus);
   const MINUTE = 60 * 1000;
 
-  /** A <time>: relative ("5 min ago"), the exact local date and time on hover. */
+  /** A <time>: relative ("5 min ago"), the exact local date and time on hover; null if `iso` is no time. */
   function timeNode(iso) {
     const date = new Date(iso);
-    if (Number.isNaN(date.getTime())) return document.createTextNode("");
+    if (Number.isNaN(date.getTime())) return null;
     const node = el("time", "when", relativeTime(date, new Date()));
     node.dateTime = date.toISOString();
     node.title = date.toLocaleString(undefined, {
