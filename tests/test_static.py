@@ -128,7 +128,11 @@ def test_the_middleware_serves_in_a_sync_chain_too(client, hashed):
 def test_the_chats_vendored_scripts_are_collected_under_hashed_names(collected: Path):
     """collectstatic's manifest fails on a source-map comment naming a map that is not shipped."""
     manifest = json.loads((collected / "staticfiles.json").read_text())["paths"]
-    for name in ("planner/vendor/markdown-it.min.js", "planner/vendor/highlight.min.js", "planner/markdown.js"):
+    for name in (
+        "planner/vendor/markdown-it.min.js",
+        "planner/vendor/highlight.min.js",
+        "planner/markdown.js",
+    ):
         source = ROOT / "planner" / "static" / name
         assert b"sourceMappingURL" not in source.read_bytes()
         stem = name.removesuffix(".js")

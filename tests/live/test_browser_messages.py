@@ -207,9 +207,13 @@ def timed_renders(page: Any, samples: dict[str, str]) -> dict[str, dict[str, Any
               const out = {};
               for (const [name, text] of Object.entries(samples)) {
                 renderMarkdown(text.slice(0, text.length / 10)); // the same paths, compiled
-                const started = performance.now();
-                const fragment = renderMarkdown(text);
-                const ms = performance.now() - started;
+                let ms = Infinity;
+                let fragment;
+                for (let run = 0; run < 3; run += 1) {
+                  const started = performance.now();
+                  fragment = renderMarkdown(text);
+                  ms = Math.min(ms, performance.now() - started);
+                }
                 const heading = fragment.querySelector(".md-h1");
                 out[name] = {
                   ms,
@@ -226,9 +230,11 @@ def timed_renders(page: Any, samples: dict[str, str]) -> dict[str, dict[str, Any
 
 
 def test_a_40000_character_line_and_each_pathological_input_renders_in_under_200_ms(page):
-    """Each input is first rendered at a tenth of its size, so that what is timed is the
-    renderer and not the JIT's first look at it: a quadratic renderer takes 100 times as long
-    on the whole input as on that tenth, a linear one 10 times."""
+    """What is timed is the renderer, not the JIT's first look at it nor a machine busy with
+    something else: each input is first rendered at a tenth of its size (the same code paths,
+    compiled), then three times whole, and the fastest counts. A quadratic renderer is slow
+    every time: 100 times as slow on the whole input as on that tenth, where a linear one is
+    10 times."""
     new_chat(page)
     results = timed_renders(page, PATHOLOGICAL)
     slow = {name: round(result["ms"]) for name, result in results.items() if result["ms"] >= BUDGET_MS}

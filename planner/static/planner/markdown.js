@@ -6,10 +6,13 @@
  * rebuilt as <span class="hljs-…"> and text only, and dropped unless its text is the code's.
  * Links are limited to http(s), mailto and relative URLs; images become links ("Image: …").
  *
- * Cost: linear in the text. markdown-it scans from every `[` to a closing bracket and from
- * every `://` to the end of a URL, quadratic on a line of 40,000 `[`; both scans are bounded
- * here. Code is highlighted once per (language, text) and kept; while a reply streams, the
- * block still being written is left plain.
+ * Cost: linear in the text, and bounded where markdown-it is not: it scans from every `[` to
+ * a closing bracket and from every `://` to the end of a URL (quadratic on a line of 40,000
+ * `[`), spends tens of microseconds on every markup character, builds a cell for every `|`
+ * of a 40,000-character row and drops what lies past its nesting limit. Here such scans have
+ * a budget, and a paragraph with too much markup, a table too wide or too long, and blocks
+ * nested too deep show as their text. Code is highlighted once per (language, text) and kept;
+ * while a reply streams, the block still being written is left plain.
  */
 (() => {
   "use strict";
@@ -43,26 +46,32 @@
   // ---------------------------------------------------------------- the parser
 
   const md = window.markdownit({ html: false, linkify: true, typographer: false, maxNesting: MAX_NESTING });
+  const labelWork = new WeakMap(); // markdown-it's inline state -> {steps} spent finding labels
+  const MARKS = new Uint8Array(128); // the characters that may start markup (or a line)
+  for (const c of "*_~`[!<&\\:\n") MARKS[c.charCodeAt(0)] = 1;
+
   // Only links with a scheme: "models.py" or "a@b.io" in prose stay text.
   md.linkify.set({ fuzzyLink: false, fuzzyEmail: false, fuzzyIP: false });
   md.linkify.add("ftp:", null).add("//", null);
   // Every link is parsed, so an unsafe one shows as an inert span (safeUrl decides in link()).
   md.validateLink = () => true;
-
   // safeUrl parses, encodes and checks every URL: markdown-it's costly normalization is not needed.
   md.normalizeLink = (url) => url;
   md.normalizeLinkText = (text) => text;
   md.helpers.parseLinkLabel = parseLinkLabel;
+  boundUrls();
   boundTables();
   keepDeepBlocks();
   boundInline();
-  const matchAtStart = md.linkify.matchAtStart.bind(md.linkify);
-  md.linkify.matchAtStart = (text) => {
-    const match = matchAtStart(text.slice(0, MAX_URL));
-    return match && match.lastIndex < MAX_URL ? match : null; // a longer "URL" stays text
-  };
 
-  const labelWork = new WeakMap(); // markdown-it's inline state -> {steps} spent finding labels
+  /** A bare URL is linked up to MAX_URL characters: linkify-it would match from every `://` to the end. */
+  function boundUrls() {
+    const matchAtStart = md.linkify.matchAtStart.bind(md.linkify);
+    md.linkify.matchAtStart = (text) => {
+      const match = matchAtStart(text.slice(0, MAX_URL));
+      return match && match.lastIndex < MAX_URL ? match : null; // a longer "URL" stays text
+    };
+  }
 
   /**
    * markdown-it's own search for the `]` closing the label opened at `start` (same result),
@@ -169,9 +178,6 @@
       }
     });
   }
-
-  const MARKS = new Uint8Array(128); // the characters that may start markup (or a line)
-  for (const c of "*_~`[!<&\\:\n") MARKS[c.charCodeAt(0)] = 1;
 
   function markCount(text) {
     let count = 0;
