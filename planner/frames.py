@@ -12,6 +12,7 @@ handled by :func:`wire`, or mypy fails.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, assert_never
 
 from planner.previews import PreviewRow
@@ -37,6 +38,7 @@ class UserMessageFrame(_Envelope):
     text: str
     author: str
     kind: str  # human, steer or continue
+    at: str  # when it was sent: ISO 8601 in UTC, as the transcript's ``created_at`` (the page shows it)
 
 
 class TurnStartedFrame(_Envelope):
@@ -155,8 +157,19 @@ def state(*, session_state: str, last_seq: int, turn: int) -> StateFrame:
     return {"type": "state", "state": session_state, "last_seq": last_seq, "turn": turn}
 
 
-def user_message(*, seq: int, text: str, author: str, kind: str) -> UserMessageFrame:
-    return {"type": "user_message", "seq": seq, "text": text, "author": author, "kind": kind}
+def user_message(
+    *, seq: int, text: str, author: str, kind: str, at: datetime | None = None
+) -> UserMessageFrame:
+    """A human's message, stored ``at`` (now, the moment it is stored, unless given)."""
+    when = (at or datetime.now(UTC)).astimezone(UTC)
+    return {
+        "type": "user_message",
+        "seq": seq,
+        "text": text,
+        "author": author,
+        "kind": kind,
+        "at": when.isoformat(timespec="microseconds").replace("+00:00", "Z"),
+    }
 
 
 def turn_started(*, turn: int, continued: bool) -> TurnStartedFrame:

@@ -123,3 +123,20 @@ def test_the_middleware_serves_in_a_sync_chain_too(client, hashed):
     assert response.status_code == 200
     assert response["Cache-Control"] == YEAR
     assert b"".join(response.streaming_content) == SOURCE_CSS.read_bytes()
+
+
+def test_the_chats_vendored_scripts_are_collected_under_hashed_names(collected: Path):
+    """collectstatic's manifest fails on a source-map comment naming a map that is not shipped."""
+    manifest = json.loads((collected / "staticfiles.json").read_text())["paths"]
+    for name in (
+        "planner/vendor/markdown-it.min.js",
+        "planner/vendor/highlight.min.js",
+        "planner/markdown.js",
+    ):
+        source = ROOT / "planner" / "static" / name
+        assert b"sourceMappingURL" not in source.read_bytes()
+        stem = name.removesuffix(".js")
+        assert re.fullmatch(rf"{re.escape(stem)}\.[0-9a-f]{{12}}\.js", manifest[name]), manifest[name]
+        assert (collected / manifest[name]).read_bytes() == source.read_bytes()
+    for licence in ("markdown-it.LICENSE.txt", "highlight.js.LICENSE.txt"):
+        assert (collected / "planner" / "vendor" / licence).is_file()

@@ -18,7 +18,8 @@ from tests.fakes.servers import Server, production_mode, served
 
 pytestmark = pytest.mark.live
 
-SOURCE_CSS = Path(__file__).resolve().parents[2] / "tracker" / "static" / "tracker" / "ballet.css"
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE_CSS = ROOT / "tracker" / "static" / "tracker" / "ballet.css"
 # What the TLS-terminating proxy in front of production sets; the production settings redirect without it.
 PROXIED = {"X-Forwarded-Proto": "https"}
 
@@ -73,3 +74,13 @@ def test_the_stylesheet_comes_compressed_to_a_browser_that_asks(server):
     else:  # the apps' folders hold none
         assert headers["Content-Encoding"] is None
     assert body == SOURCE_CSS.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "name", ["planner/vendor/markdown-it.min.js", "planner/vendor/highlight.min.js", "planner/markdown.js"]
+)
+def test_the_chats_scripts_are_served(server, name):
+    status, headers, body = get(server, f"/static/{name}", **{"Accept-Encoding": "identity"})
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/javascript")
+    assert body == (ROOT / "planner" / "static" / name).read_bytes()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from planner import frames
 from planner.frames import Frame
@@ -80,3 +82,20 @@ async def test_the_inbox_hands_over_everything_waiting_and_a_replay_goes_first()
     await asyncio.sleep(0)
     assert not later.done()  # an empty replay wakes nobody for nothing
     later.cancel()
+
+
+def test_a_user_message_says_when_it_was_sent_in_utc():
+    paris = datetime(2026, 12, 1, 22, 5, 3, 250000, tzinfo=ZoneInfo("Europe/Paris"))
+    frame = frames.user_message(seq=3, text="Hi", author="demo", kind="human", at=paris)
+    assert frame["at"] == "2026-12-01T21:05:03.250000Z"  # the transcript's created_at format
+    on_the_wire = json.loads(frames.wire(frames.numbered(frame, n=1, origin="p")))
+    assert on_the_wire["at"] == "2026-12-01T21:05:03.250000Z"
+
+
+def test_a_user_message_built_now_is_stamped_now():
+    before = datetime.now(UTC)
+    frame = frames.user_message(seq=1, text="Hi", author="demo", kind="steer")
+    after = datetime.now(UTC)
+    at = datetime.fromisoformat(frame["at"])
+    assert at.utcoffset() == timedelta(0)
+    assert before <= at <= after

@@ -1,9 +1,9 @@
 /* Ballet's chat page: the transcript over REST, live frames over the WebSocket, Markdown as DOM.
  *
  * Safety: model text reaches the page only through text nodes (createTextNode, textContent)
- * and attribute setters on elements this file creates; nothing here parses HTML. Links are
- * limited to http(s), mailto and relative URLs. The page's Content-Security-Policy forbids
- * inline scripts and styles besides.
+ * and attribute setters on elements this file creates, and through markdown.js, which builds
+ * the same way; nothing here parses HTML. Links are limited to http(s), mailto and relative
+ * URLs. The page's Content-Security-Policy forbids inline scripts and styles besides.
  *
  * Reconnection: when the socket drops, the page reloads the transcript over REST and opens a
  * new socket; the server then sends `state` and, while a turn runs, that turn's frames so far,
@@ -25,376 +25,9 @@
     return node;
   }
 
-  // ------------------------------------------------------------------ Markdown, built as DOM
+  // ------------------------------------------------------------------ Markdown (markdown.js)
 
-  const SAFE_PROTOCOLS = new Set(["http:", "https:", "mailto:"]);
-  const MAX_DEPTH = 8;
-  const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)/;
-  const HEADING = /^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$/;
-  const RULE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
-  const QUOTE = /^ {0,3}> ?/;
-  const LIST_ITEM = /^( *)([-*+]|\d{1,9}[.)])(?:\s+(.*)|$)/;
-  const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
-  const ESCAPABLE = /[\\`*_{}[\]()#+\-.!|~<>"']/;
-  const BARE_URL = /https?:\/\/[^\s<>"]+/y;
-  const ANGLE_URL = /<((?:https?:\/\/|mailto:)[^\s<>]+)>/y;
-
-  /** An http(s), mailto or relative URL, resolved; null for anything else (javascript:, data:...). */
-  function safeUrl(raw) {
-    const text = String(raw).replace(/[\u0000-\u001f\u007f]/g, "").trim();
-    if (!text) return null;
-    let url;
-    try {
-      url = new URL(text, window.location.href);
-    } catch {
-      return null;
-    }
-    return SAFE_PROTOCOLS.has(url.protocol) ? url.href : null;
-  }
-
-  function renderMarkdown(text) {
-    const fragment = document.createDocumentFragment();
-    renderBlocks(String(text).replace(/\r\n?/g, "\n").split("\n"), fragment, 0);
-    return fragment;
-  }
-
-  function startsBlock(line) {
-    return FENCE.test(line) || HEADING.test(line) || RULE.test(line) || QUOTE.test(line) || LIST_ITEM.test(line);
-  }
-
-  function isTableStart(lines, i) {
-    return lines[i].includes("|") && i + 1 < lines.length && lines[i + 1].includes("-") && TABLE_RULE.test(lines[i + 1]);
-  }
-
-  function renderBlocks(lines, parent, depth) {
-    let i = 0;
-    while (i < lines.length) {
-      const line = lines[i];
-      if (!line.trim()) {
-        i += 1;
-      } else if (depth > MAX_DEPTH) {
-        parent.append(el("p", null, lines.slice(i).join("\n")));
-        return;
-      } else if (FENCE.test(line)) {
-        i = codeBlock(lines, i, parent);
-      } else if (HEADING.test(line)) {
-        const [, marks, content] = HEADING.exec(line);
-        const heading = el(`h${Math.min(marks.length + 2, 6)}`, `md-h${marks.length}`);
-        renderInline(content, heading, 0);
-        parent.append(heading);
-        i += 1;
-      } else if (RULE.test(line)) {
-        parent.append(el("hr"));
-        i += 1;
-      } else if (QUOTE.test(line)) {
-        i = quoteBlock(lines, i, parent, depth);
-      } else if (LIST_ITEM.test(line)) {
-        i = listBlock(lines, i, parent, depth);
-      } else if (isTableStart(lines, i)) {
-        i = tableBlock(lines, i, parent);
-      } else {
-        i = paragraph(lines, i, parent);
-      }
-    }
-  }
-
-  function paragraph(lines, i, parent) {
-    const body = [lines[i].trim()];
-    i += 1;
-    while (i < lines.length && lines[i].trim() && !startsBlock(lines[i]) && !isTableStart(lines, i)) {
-      body.push(lines[i].trim());
-      i += 1;
-    }
-    const p = el("p");
-    renderInline(body.join("\n"), p, 0);
-    parent.append(p);
-    return i;
-  }
-
-  function codeBlock(lines, i, parent) {
-    const [, marker, lang] = FENCE.exec(lines[i]);
-    const closing = new RegExp(`^ {0,3}${marker[0] === "`" ? "`" : "~"}{${marker.length},}\\s*$`);
-    const body = [];
-    i += 1;
-    while (i < lines.length && !closing.test(lines[i])) {
-      body.push(lines[i]);
-      i += 1;
-    }
-    const pre = el("pre", "md-code");
-    const code = el("code", null, body.join("\n"));
-    if (lang) code.dataset.lang = lang;
-    pre.append(code);
-    parent.append(pre);
-    return i + 1; // past the closing fence (or the end, while a reply still streams)
-  }
-
-  function quoteBlock(lines, i, parent, depth) {
-    const body = [];
-    while (i < lines.length && QUOTE.test(lines[i])) {
-      body.push(lines[i].replace(QUOTE, ""));
-      i += 1;
-    }
-    const quote = el("blockquote");
-    renderBlocks(body, quote, depth + 1);
-    parent.append(quote);
-    return i;
-  }
-
-  function indentOf(line) {
-    return line.length - line.trimStart().length;
-  }
-
-  function listBlock(lines, i, parent, depth) {
-    const first = LIST_ITEM.exec(lines[i]);
-    const ordered = /\d/.test(first[2]);
-    const base = first[1].length;
-    const list = el(ordered ? "ol" : "ul");
-    if (ordered && parseInt(first[2], 10) !== 1) list.start = parseInt(first[2], 10);
-    const items = [];
-    let loose = false;
-    let current = null;
-    while (i < lines.length) {
-      const line = lines[i];
-      const item = LIST_ITEM.exec(line);
-      if (item && item[1].length <= base + 1) {
-        if (/\d/.test(item[2]) !== ordered) break;
-        current = { lines: [item[3] || ""], indent: item[1].length + item[2].length + 1 };
-        items.push(current);
-      } else if (!line.trim()) {
-        let next = i + 1;
-        while (next < lines.length && !lines[next].trim()) next += 1;
-        const after = next < lines.length ? LIST_ITEM.exec(lines[next]) : null;
-        const sibling = after && after[1].length <= base + 1 && /\d/.test(after[2]) === ordered;
-        if (next >= lines.length || (!sibling && indentOf(lines[next]) <= base)) break;
-        loose = loose || sibling;
-        current.lines.push("");
-      } else if (indentOf(line) > base) {
-        current.lines.push(line.slice(Math.min(indentOf(line), current.indent)));
-      } else if (!startsBlock(line)) {
-        current.lines.push(line.trim()); // a lazy continuation of the item's paragraph
-      } else {
-        break;
-      }
-      i += 1;
-    }
-    for (const entry of items) {
-      const li = el("li");
-      renderBlocks(entry.lines, li, depth + 1);
-      if (!loose) unwrapParagraphs(li);
-      list.append(li);
-    }
-    parent.append(list);
-    return i;
-  }
-
-  function unwrapParagraphs(li) {
-    for (const child of Array.from(li.children)) {
-      if (child.tagName === "P") child.replaceWith(...child.childNodes);
-    }
-  }
-
-  function tableRow(line) {
-    let text = line.trim();
-    if (text.startsWith("|")) text = text.slice(1);
-    if (text.endsWith("|") && !text.endsWith("\\|")) text = text.slice(0, -1);
-    return text.split(/(?<!\\)\|/).map((cell) => cell.trim().replace(/\\\|/g, "|"));
-  }
-
-  function tableBlock(lines, i, parent) {
-    const head = tableRow(lines[i]);
-    const aligns = tableRow(lines[i + 1]).map((cell) => {
-      if (cell.startsWith(":") && cell.endsWith(":")) return "align-center";
-      if (cell.endsWith(":")) return "align-right";
-      return "";
-    });
-    i += 2;
-    const table = el("table");
-    const headRow = el("tr");
-    head.forEach((cell, col) => {
-      const th = el("th", aligns[col] || null);
-      th.scope = "col";
-      renderInline(cell, th, 0);
-      headRow.append(th);
-    });
-    const thead = el("thead");
-    thead.append(headRow);
-    const tbody = el("tbody");
-    while (i < lines.length && lines[i].trim() && lines[i].includes("|")) {
-      const row = el("tr");
-      const cells = tableRow(lines[i]);
-      head.forEach((_, col) => {
-        const td = el("td", aligns[col] || null);
-        renderInline(cells[col] || "", td, 0);
-        row.append(td);
-      });
-      tbody.append(row);
-      i += 1;
-    }
-    table.append(thead, tbody);
-    const wrap = el("div", "table-wrap");
-    wrap.append(table);
-    parent.append(wrap);
-    return i;
-  }
-
-  /** Inline Markdown of `text` appended to `parent`: code, emphasis, links, line breaks. */
-  function renderInline(text, parent, depth) {
-    let buffer = "";
-    const flush = () => {
-      if (buffer) parent.append(document.createTextNode(buffer));
-      buffer = "";
-    };
-    let i = 0;
-    while (i < text.length) {
-      const c = text[i];
-      if (c === "\\" && i + 1 < text.length && ESCAPABLE.test(text[i + 1])) {
-        buffer += text[i + 1];
-        i += 2;
-        continue;
-      }
-      if (c === "\n") {
-        flush();
-        parent.append(el("br"));
-        i += 1;
-        continue;
-      }
-      const span = depth < MAX_DEPTH ? inlineSpan(text, i, depth) : null;
-      if (span) {
-        flush();
-        parent.append(span.node);
-        i = span.end;
-        continue;
-      }
-      buffer += c;
-      i += 1;
-    }
-    flush();
-  }
-
-  function inlineSpan(text, i, depth) {
-    const c = text[i];
-    if (c === "`") return codeSpan(text, i);
-    if (c === "[" || (c === "!" && text[i + 1] === "[")) return linkSpan(text, c === "!" ? i + 1 : i, depth, c === "!");
-    if (c === "*" || c === "_" || c === "~") return emphasis(text, i, depth);
-    if (c === "<") return angleLink(text, i);
-    if (c === "h" && (i === 0 || /[\s(]/.test(text[i - 1]))) return bareLink(text, i);
-    return null;
-  }
-
-  function codeSpan(text, i) {
-    let run = 0;
-    while (text[i + run] === "`") run += 1;
-    const fence = "`".repeat(run);
-    let end = text.indexOf(fence, i + run);
-    while (end !== -1 && text[end + run] === "`") {
-      let skip = end;
-      while (text[skip] === "`") skip += 1;
-      end = text.indexOf(fence, skip);
-    }
-    if (end === -1) return { node: document.createTextNode(fence), end: i + run };
-    let body = text.slice(i + run, end).replace(/\n/g, " ");
-    if (body.length > 2 && body.startsWith(" ") && body.endsWith(" ")) body = body.slice(1, -1);
-    return { node: el("code", null, body), end: end + run };
-  }
-
-  function closingDelimiter(text, from, delim) {
-    const c = delim[0];
-    let j = from;
-    while ((j = text.indexOf(delim, j)) !== -1) {
-      if (text[j + delim.length] === c) {
-        // Part of a longer run: a single delimiter skips the run, a double one closes at its end.
-        if (delim.length === 1) {
-          while (text[j] === c) j += 1;
-        } else {
-          j += 1;
-        }
-        continue;
-      }
-      const wordAfter = c === "_" && /[\p{L}\p{N}]/u.test(text[j + delim.length] || "");
-      if (!/\s/.test(text[j - 1]) && !wordAfter) return j;
-      j += delim.length;
-    }
-    return -1;
-  }
-
-  function emphasis(text, i, depth) {
-    const c = text[i];
-    if (c === "~" && text[i + 1] !== "~") return null;
-    if (c === "_" && i > 0 && /[\p{L}\p{N}]/u.test(text[i - 1])) return null; // snake_case stays
-    const delim = text[i + 1] === c ? c + c : c;
-    const start = i + delim.length;
-    if (start >= text.length || /\s/.test(text[start])) return null;
-    const end = closingDelimiter(text, start + (delim.length === 1 ? 1 : 0), delim);
-    if (end === -1 || end <= start) return null;
-    const tag = c === "~" ? "del" : delim.length === 2 ? "strong" : "em";
-    const node = el(tag);
-    renderInline(text.slice(start, end), node, depth + 1);
-    return { node, end: end + delim.length };
-  }
-
-  function linkSpan(text, i, depth, image) {
-    let nesting = 0;
-    let j = i;
-    for (; j < text.length; j += 1) {
-      if (text[j] === "\\") {
-        j += 1;
-      } else if (text[j] === "[") {
-        nesting += 1;
-      } else if (text[j] === "]") {
-        nesting -= 1;
-        if (nesting === 0) break;
-      }
-    }
-    if (j >= text.length || text[j + 1] !== "(") return null;
-    let parens = 1;
-    let k = j + 2;
-    for (; k < text.length && parens > 0; k += 1) {
-      if (text[k] === "\n") return null;
-      if (text[k] === "(") parens += 1;
-      if (text[k] === ")") parens -= 1;
-    }
-    if (parens !== 0) return null;
-    const destination = text.slice(j + 2, k - 1).trim();
-    const target = /^<([^>]*)>|^(\S*)/.exec(destination);
-    const label = text.slice(i + 1, j);
-    return { node: link(target[1] || target[2] || "", label, depth, image), end: k };
-  }
-
-  function link(href, label, depth, image) {
-    const url = safeUrl(href);
-    const node = url ? el("a") : el("span", "unsafe-link");
-    if (url) {
-      node.href = url;
-      node.rel = "noopener noreferrer nofollow";
-      node.target = "_blank";
-    }
-    if (image) {
-      node.classList.add("md-image");
-      node.textContent = label ? `Image: ${label}` : "Image";
-    } else {
-      renderInline(label, node, depth + 1);
-    }
-    return node;
-  }
-
-  function angleLink(text, i) {
-    ANGLE_URL.lastIndex = i;
-    const match = ANGLE_URL.exec(text);
-    if (!match) return null;
-    return { node: link(match[1], match[1].replace(/^mailto:/, ""), MAX_DEPTH, false), end: i + match[0].length };
-  }
-
-  function bareLink(text, i) {
-    BARE_URL.lastIndex = i;
-    const match = BARE_URL.exec(text);
-    if (!match) return null;
-    let url = match[0];
-    while (/[.,;:!?'"*_)\]]$/.test(url)) {
-      if (url.endsWith(")") && url.split("(").length > url.split(")").length - 1) break;
-      url = url.slice(0, -1);
-    }
-    return { node: link(url, url, MAX_DEPTH, false), end: i + url.length };
-  }
+  const { renderMarkdown, safeUrl, streamCut, cutsAreExact } = window.BalletMarkdown;
 
   // ------------------------------------------------------------------ the page
 
@@ -446,7 +79,10 @@
     renderedSeq: 0, // the highest message seq the log shows
     bubble: null, // the assistant bubble being streamed
     text: "", // its raw Markdown so far
+    kept: 0, // the length of view.text rendered for good (up to a cut) while it streams
+    tail: [], // the nodes rendered from the rest, replaced at each render
     renderPending: false,
+    nextRender: 0, // performance.now() before which the stream is not rendered again
     lastSent: null,
     loaded: false,
     requests: new Map(), // request id -> the request as last known (its status, who resolved it)
@@ -544,7 +180,8 @@
 
   // ---------------------------------------------------------------- log entries
 
-  function userEntry({ text, author, kind, seq }) {
+  /** A human's message; `at` (ISO 8601) when it was sent: the client's clock when a frame has none. */
+  function userEntry({ text, author, kind, seq, at }) {
     const entry = el("div", `entry user kind-${kind || "human"}`);
     if (seq) entry.dataset.seq = String(seq);
     entry.append(el("div", "bubble", text));
@@ -552,16 +189,32 @@
     if (author && author !== config.user) labels.push(author);
     if (kind === "continue") labels.push("continued the turn");
     if (kind === "steer") labels.push("sent while the planner worked");
-    if (labels.length) entry.append(el("p", "meta", labels.join(" · ")));
+    const meta = el("p", "meta");
+    const when = kind === "queued" ? null : timeNode(at || new Date().toISOString()); // queued: not sent yet
+    if (when) meta.append(when);
+    if (labels.length) meta.append(`${when ? " · " : ""}${labels.join(" · ")}`);
+    if (meta.firstChild) entry.append(meta);
     return append(entry);
   }
 
-  function assistantEntry(text, seq) {
+  /**
+   * An assistant's message, its time and, once its text is whole, copy buttons. A streamed one
+   * (`streaming`) starts empty and is finished by endStream.
+   */
+  function assistantEntry(text, seq, at, { streaming = false } = {}) {
     const entry = el("div", "entry assistant");
     if (seq) entry.dataset.seq = String(seq);
     const bubble = el("div", "bubble md");
-    bubble.append(renderMarkdown(text));
-    entry.append(bubble);
+    const foot = el("p", "meta entry-foot");
+    const when = timeNode(at || new Date().toISOString());
+    if (when) foot.append(when);
+    entry.append(bubble, foot);
+    if (!streaming) {
+      const started = performance.now();
+      bubble.append(renderMarkdown(text));
+      finishAssistant(entry, text);
+      performance.measure("ballet:render-message", { start: started }); // the browser tests read these
+    }
     return append(entry);
   }
 
@@ -678,6 +331,118 @@
     if (reason === "max_rounds") notice("Paused after the most tool rounds a turn may take — send a message to continue", "paused", seq);
     if (reason === "failed") notice(error ? `The turn failed: ${error}` : "The turn failed", "failed", seq);
   }
+
+  // ---------------------------------------------------------------- message time and copy
+
+  const copySources = new WeakMap(); // an assistant entry -> its raw Markdown
+  const copyTimers = new WeakMap(); // a copy button -> the timer that puts its label back
+  const copyStatus = el("p", "visually-hidden");
+  copyStatus.setAttribute("role", "status");
+  root.append(copyStatus);
+  const MINUTE = 60 * 1000;
+
+  /** A <time>: relative ("5 min ago"), the exact local date and time on hover; null if `iso` is no time. */
+  function timeNode(iso) {
+    const date = new Date(iso);
+    if (Number.isNaN(date.getTime())) return null;
+    const node = el("time", "when", relativeTime(date, new Date()));
+    node.dateTime = date.toISOString();
+    node.title = date.toLocaleString(undefined, {
+      weekday: "long", year: "numeric", month: "long", day: "numeric",
+      hour: "2-digit", minute: "2-digit", second: "2-digit",
+    });
+    return node;
+  }
+
+  function clock(date) {
+    return date.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+  }
+
+  /** "just now", "5 min ago", "14:02" (today), "yesterday 14:02", "3 Nov", "3 Nov 2025". */
+  function relativeTime(date, now) {
+    const ago = now - date;
+    if (ago < MINUTE) return "just now"; // a clock a little ahead of the server's too
+    if (ago < 60 * MINUTE) return `${Math.floor(ago / MINUTE)} min ago`;
+    const day = (d) => new Date(d.getFullYear(), d.getMonth(), d.getDate()).getTime();
+    const days = Math.round((day(now) - day(date)) / (24 * 60 * MINUTE));
+    if (days === 0) return clock(date);
+    if (days === 1) return `yesterday ${clock(date)}`;
+    const options = { day: "numeric", month: "short" };
+    if (date.getFullYear() !== now.getFullYear()) options.year = "numeric";
+    return date.toLocaleDateString(undefined, options);
+  }
+
+  function refreshTimes() {
+    const now = new Date();
+    for (const node of log.querySelectorAll("time.when")) {
+      const text = relativeTime(new Date(node.dateTime), now);
+      if (node.textContent !== text) node.textContent = text;
+    }
+  }
+
+  /** An assistant entry whose text is whole: its code blocks and itself get copy buttons. */
+  function finishAssistant(entry, text) {
+    copySources.set(entry, text);
+    decorateCode(entry.querySelector(".bubble"));
+    const foot = entry.querySelector(".entry-foot");
+    if (foot && !foot.querySelector(".copy-message")) foot.append(" ", copyButton("copy-message", "Copy message"));
+  }
+
+  function copyButton(className, label) {
+    const button = el("button", `copy-button ${className}`, "Copy");
+    button.type = "button";
+    button.setAttribute("aria-label", label);
+    return button;
+  }
+
+  /** Each code block gets a head: its language and a button copying its code, exactly. */
+  function decorateCode(container) {
+    for (const pre of container.querySelectorAll("pre.md-code")) {
+      if (pre.parentElement.classList.contains("code-block")) continue;
+      const lang = pre.firstElementChild ? pre.firstElementChild.dataset.lang || "" : "";
+      const block = el("div", "code-block");
+      const head = el("div", "code-head");
+      head.append(el("span", "code-lang", lang || "code"), copyButton("copy-code", lang ? `Copy ${lang} code` : "Copy code"));
+      pre.replaceWith(block);
+      block.append(head, pre);
+    }
+  }
+
+  async function copyClicked(button) {
+    const code = button.classList.contains("copy-code");
+    const text = code
+      ? button.closest(".code-block").querySelector("pre").textContent
+      : copySources.get(button.closest(".entry"));
+    if (typeof text !== "string") return;
+    try {
+      if (!navigator.clipboard) throw new Error("no clipboard here (the page is not https)");
+      await navigator.clipboard.writeText(text);
+      copyFeedback(button, "Copied", code ? "Code copied" : "Message copied");
+    } catch {
+      copyFeedback(button, "Not copied", "");
+      toast("The browser refused the clipboard: select the text and copy it with Ctrl+C (⌘C).");
+    }
+  }
+
+  function copyFeedback(button, label, announce) {
+    button.textContent = label;
+    button.classList.toggle("copied", label === "Copied");
+    copyStatus.textContent = announce;
+    clearTimeout(copyTimers.get(button));
+    copyTimers.set(button, setTimeout(() => {
+      button.textContent = "Copy";
+      button.classList.remove("copied");
+    }, 2000));
+  }
+
+  log.addEventListener("click", (event) => {
+    const button = event.target.closest(".copy-button");
+    if (button && log.contains(button)) copyClicked(button);
+  });
+  setInterval(refreshTimes, MINUTE);
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") refreshTimes();
+  });
 
   // ---------------------------------------------------------------- questions and approvals
 
@@ -1064,35 +829,73 @@
 
   function streamText(delta) {
     if (!view.bubble) {
-      const entry = assistantEntry("", null);
+      const entry = assistantEntry("", null, null, { streaming: true });
       view.bubble = entry.querySelector(".bubble");
       view.bubble.classList.add("streaming");
       view.text = "";
+      view.kept = 0;
+      view.tail = [];
+      performance.clearMeasures("ballet:render-stream");
     }
     view.text += delta;
     if (!view.renderPending) {
       view.renderPending = true;
-      requestAnimationFrame(renderStream);
+      const wait = view.nextRender - performance.now();
+      if (wait > 0) setTimeout(() => requestAnimationFrame(renderStream), wait);
+      else requestAnimationFrame(renderStream);
     }
   }
 
+  /**
+   * The reply so far: the text up to the last cut (markdown.js's streamCut) is rendered once
+   * and kept, the rest again at each render, its closed code blocks highlighted (from a cache)
+   * and the one still being written plain. The next render waits three times as long as this
+   * one took: however long the tail grows, the page keeps most of its time.
+   */
   function renderStream() {
     view.renderPending = false;
-    if (view.bubble) changing(() => view.bubble.replaceChildren(renderMarkdown(view.text)));
+    if (!view.bubble) return;
+    const started = performance.now();
+    const cut = streamCut(view.text, view.kept);
+    changing(() => {
+      for (const node of view.tail) node.remove();
+      if (cut > view.kept) view.bubble.append(renderMarkdown(view.text.slice(view.kept, cut)));
+      view.kept = cut;
+      const tail = renderMarkdown(view.text.slice(cut), { streaming: true });
+      view.tail = Array.from(tail.childNodes);
+      view.bubble.append(tail);
+    });
+    const now = performance.now();
+    view.nextRender = now + 3 * (now - started);
+    performance.measure("ballet:render-stream", { start: started, end: now });
   }
 
+  /** The whole reply: its tail rendered a last time (all of it, if the cuts might differ). */
   function endStream() {
     if (!view.bubble) return;
-    renderStream();
-    view.bubble.classList.remove("streaming");
+    const bubble = view.bubble;
+    const started = performance.now();
+    changing(() => {
+      if (!cutsAreExact(view.text)) {
+        bubble.replaceChildren(renderMarkdown(view.text));
+      } else {
+        for (const node of view.tail) node.remove();
+        bubble.append(renderMarkdown(view.text.slice(view.kept)));
+      }
+      finishAssistant(bubble.closest(".entry"), view.text);
+    });
+    performance.measure("ballet:render-message", { start: started });
+    bubble.classList.remove("streaming");
     view.bubble = null;
     view.text = "";
+    view.tail = [];
   }
 
   function dropStream() {
     if (view.bubble) view.bubble.closest(".entry").remove();
     view.bubble = null;
     view.text = "";
+    view.tail = [];
   }
 
   // ---------------------------------------------------------------- the transcript
@@ -1170,7 +973,7 @@
       changesNote(text, message.seq);
     } else if (message.role === "assistant") {
       for (const block of blocks) {
-        if (block.type === "text" && block.text.trim()) assistantEntry(block.text, message.seq);
+        if (block.type === "text" && block.text.trim()) assistantEntry(block.text, message.seq, message.created_at);
         if (block.type === "tool_use") renderToolUse(block, calls.get(block.id), message.seq);
       }
     } else if (message.kind === "tool_results") {
@@ -1178,7 +981,7 @@
         if (block.type === "tool_result") renderToolResult(block, calls.get(block.tool_use_id), message.seq);
       }
     } else {
-      userEntry({ text, author: message.author, kind: message.kind, seq: message.seq });
+      userEntry({ text, author: message.author, kind: message.kind, seq: message.seq, at: message.created_at });
     }
   }
 
@@ -1452,7 +1255,7 @@
     if (document.visibilityState === "visible") reconnectNow();
   });
 
-  // Exposed for tests of the renderer; nothing on the page calls it.
+  // Exposed for tests of the renderer (markdown.js); nothing on the page calls it.
   window.BalletChat = { renderMarkdown, safeUrl };
 
   setActivity(root.dataset.state === "paused" ? "paused" : root.dataset.state === "running" ? "thinking" : "idle");
