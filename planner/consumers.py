@@ -9,8 +9,9 @@ it) — and 4429 for a connection that keeps sending
 too many frames. 4503 says the live channel (Redis) is unavailable, or
 this server lost it for a moment, and 4500 that watching failed otherwise:
 the page reloads the transcript and reconnects. A bad frame gets an ``error``
-frame; the connection stays open. Turns started here belong to the runner: a disconnect ends only
-the watching.
+frame; the connection stays open. Client frames: ``message``, ``stop``, ``answer`` and
+``retract`` (take back the last steering message the planner has not read yet). Turns
+started here belong to the runner: a disconnect ends only the watching.
 """
 
 from __future__ import annotations
@@ -179,6 +180,8 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
                     approve=frame.get("approve"),
                     reason=frame.get("reason"),
                 )
+            elif frame["type"] == "retract":
+                await runner.retract(session_id=self.session_id, user=self.user)
             else:
                 await runner.stop(session_id=self.session_id, user=self.user)
         except (NotFoundError, PermissionDeniedError) as exc:
@@ -212,17 +215,33 @@ def _parse(text_data: str | None) -> tuple[dict[str, Any], tuple[str, str] | Non
         frame = json.loads(text_data)
     except (ValueError, RecursionError):  # nested too deeply is not valid JSON either
         return {}, ("invalid_json", "The frame is not valid JSON (or is nested too deeply).")
-    if not isinstance(frame, dict) or frame.get("type") not in ("message", "stop", "answer"):
+    if not isinstance(frame, dict) or frame.get("type") not in ("message", "stop", "retract", "answer"):
         return {}, (
             "unknown_type",
-            'A frame is {"type": "message", "text": ...}, {"type": "stop"} or '
+            'A frame is {"type": "message", "text": ...}, {"type": "stop"}, {"type": "retract"} or '
             '{"type": "answer", "request": ..., "text" or "approve": ...}.',
         )
-    if frame["type"] == "answer":
-        problem = _answer_problem(frame)
-    else:
-        problem = _text_problem(frame.get("text")) if frame["type"] == "message" else None
+    match frame["type"]:
+        case "answer":
+            problem = _answer_problem(frame)
+        case "message":
+            problem = _text_problem(frame.get("text"))
+        case "retract":
+            problem = _retract_problem(frame)
+        case _:
+            problem = None
     return (frame, None) if problem is None else ({}, problem)
+
+
+def _retract_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
+    """A retract frame names nothing: it takes back the sender's last queued message, whichever."""
+    unknown = sorted(set(frame) - {"type"})
+    if unknown:
+        return (
+            "invalid",
+            f"A retract frame has no field {unknown[0]!r}: it takes back your last queued message.",
+        )
+    return None
 
 
 def _answer_problem(frame: dict[str, Any]) -> tuple[str, str] | None:

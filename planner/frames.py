@@ -127,6 +127,14 @@ class ChangesetFrame(_Envelope):
     reason: str
 
 
+class SteerRetractedFrame(_Envelope):
+    """The owner took back a steering message before the planner read it: every page drops its
+    queued bubble, and the page that asked puts ``text`` back in the composer."""
+
+    type: Literal["steer_retracted"]
+    text: str
+
+
 class ErrorFrame(_Envelope):
     """A bad frame or a refused action; the connection stays open."""
 
@@ -149,6 +157,7 @@ Frame: TypeAlias = (
     | RequestFrame
     | RequestResolvedFrame
     | ChangesetFrame
+    | SteerRetractedFrame
     | ErrorFrame
 )
 
@@ -237,6 +246,10 @@ def changeset(
     }
 
 
+def steer_retracted(*, text: str) -> SteerRetractedFrame:
+    return {"type": "steer_retracted", "text": text}
+
+
 def error(*, code: str, message: str) -> ErrorFrame:
     return {"type": "error", "code": code, "message": message}
 
@@ -289,6 +302,7 @@ def wire(frame: Frame) -> str:
             | "request"
             | "request_resolved"
             | "changeset"
+            | "steer_retracted"
         ):
             body = {k: v for k, v in frame.items() if k != "origin"}
         case unknown:

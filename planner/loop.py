@@ -213,6 +213,10 @@ class TurnLoop:
         for _ in range(self.settings.max_rounds + 50):  # + room for steering-only calls
             self._check_stop()
             self.history.messages.extend(await self.io.inputs())
+            if self.history.messages and self.history.messages[-1].role == "assistant":
+                # It went on for steering that its author took back before it was read: the
+                # last answer stands, and there is nothing new to answer.
+                return TurnOutcome("completed")
             await self._maybe_compact()
             self._check_stop()
             response = await self._call_model()

@@ -1,4 +1,4 @@
-"""The runner: send, stop and watch — where a message, its turn and its watchers meet.
+"""The runner: send, retract, stop and watch — where a message, its turn and its watchers meet.
 
 A message gets one meaning on every surface (REST, WebSocket): to an idle
 session it starts a turn, to a running one it steers the turn (delivered at
@@ -205,6 +205,13 @@ class Runner:
             return False
         await self.relay.stop(session_id)
         return True
+
+    async def retract(self, *, session_id: uuid.UUID, user: User) -> str:
+        """Take back the owner's last steering message that the planner has not read yet; its
+        text. Every watcher, in every process, drops its queued bubble (``steer_retracted``)."""
+        text: str = await db(services.steering_retract)(session_id=session_id, user=user)
+        await self._announce(session_id, [frames.steer_retracted(text=text)])
+        return text
 
     # ------------------------------------------------------------------ agents' questions
 

@@ -64,6 +64,12 @@ Meaning = Literal["started", "steered", "continued"]
 Ended = Literal["ended", "steered", "superseded"]
 
 
+class NotQueuedError(ConflictError):
+    """No steering message of the caller waits: the planner already read it, or none was sent."""
+
+    code = "not_queued"
+
+
 class TurnSupersededError(ConflictError):
     """The session no longer runs this turn: it was recovered (its process was taken for dead)
     and maybe a new turn started. The turn goes quiet without writing anything more."""
@@ -239,6 +245,28 @@ def _check_steering(session: Session, text: str, limits: LimitsConfig) -> None:
             f"Messages waiting for the planner's next step may hold at most {limits.steering_chars} "
             "characters in all; send this once it has read them."
         )
+
+
+@transaction.atomic
+def steering_retract(*, session_id: uuid.UUID, user: User) -> str:
+    """Take back the last steering message still waiting for the planner's next model call, and
+    return its text (for its author to edit and send again).
+
+    Only the session's owner, as for sending (the same refusals): only they queue steering, so
+    the last queued message is theirs. Under the row lock, so a message is either retracted or
+    delivered (``_deliver_inputs`` takes the same lock), never both and never lost; once the
+    planner has read it (or nothing waits), :class:`NotQueuedError`.
+    """
+    session = _lock(session_id, user)
+    if not session.steering:
+        raise NotQueuedError(
+            "Nothing of yours waits for the planner any more: it already read your last message "
+            "(or none was queued), so there is nothing to take back."
+        )
+    *kept, last = session.steering
+    session.steering = kept
+    session.save(update_fields=["steering", "updated_at"])
+    return str(last["text"])
 
 
 def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> None:
