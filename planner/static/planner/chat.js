@@ -84,6 +84,7 @@
     renderPending: false,
     nextRender: 0, // performance.now() before which the stream is not rendered again
     lastSent: null,
+    retracting: null, // the queued message a retract frame asked to take back, until the server answers
     loaded: false,
     requests: new Map(), // request id -> the request as last known (its status, who resolved it)
     answering: null, // the answer_question call in flight: its id and answer, for the question's banner
@@ -236,9 +237,19 @@
     const summary = el("summary");
     summary.append(el("span", "tool-kicker", "Tool"), el("code", "tool-name", name), el("span", "tool-status", "running…"));
     const body = el("div", "tool-body");
-    body.append(el("p", "tool-section", "Input"), el("pre", "json tool-input", pretty(args ?? {})));
+    body.append(el("p", "tool-section", "Input"), scroller(el("pre", "json tool-input", pretty(args ?? {}))));
     fold.append(summary, body);
     return append(fold);
+  }
+
+  /** ``node``, which may scroll, reachable from the keyboard so that it can be scrolled without a mouse. */
+  function scroller(node, label) {
+    node.tabIndex = 0;
+    if (label) {
+      node.setAttribute("role", "group");
+      node.setAttribute("aria-label", label);
+    }
+    return node;
   }
 
   function findFold(id) {
@@ -248,7 +259,7 @@
   function setToolOutput(fold, output, isError) {
     const body = fold.querySelector(".tool-body");
     for (const old of body.querySelectorAll(".tool-output, .tool-section.output")) old.remove();
-    body.append(el("p", "tool-section output", isError ? "Error" : "Output"), el("pre", "json tool-output", pretty(output)));
+    body.append(el("p", "tool-section output", isError ? "Error" : "Output"), scroller(el("pre", "json tool-output", pretty(output))));
     fold.classList.remove("pending");
     fold.classList.toggle("failed", Boolean(isError));
     fold.querySelector(".tool-status").textContent = isError ? "error" : "done";
@@ -699,10 +710,10 @@
         fields.append(el("dt", null, row.label ?? ""), el("dd", "value", row.value ?? ""));
       }
     }
-    if (!rows.length) box.append(el("pre", "json", pretty(request.input ?? {})));
+    if (!rows.length) box.append(scroller(el("pre", "json", pretty(request.input ?? {}))));
     else {
       const raw = el("details", "preview-raw");
-      raw.append(el("summary", null, "Input as JSON"), el("pre", "json", pretty(request.input ?? {})));
+      raw.append(el("summary", null, "Input as JSON"), scroller(el("pre", "json", pretty(request.input ?? {}))));
       box.append(raw);
     }
     return box;
@@ -730,7 +741,7 @@
         body.append(tr);
       }
       table.append(body);
-      const wrap = el("div", "table-wrap");
+      const wrap = scroller(el("div", "table-wrap"), `${number}${row.label || "Operation"}: fields`);
       wrap.append(table);
       op.append(wrap);
     } else if (row.op === "add_dependency" || row.op === "remove_dependency") {
@@ -738,7 +749,7 @@
       const sentence = added ? `${row.blocked} will wait for ${row.blocker}` : `${row.blocked} will no longer wait for ${row.blocker}`;
       op.append(el("p", "dependency", sentence));
     } else {
-      op.append(el("pre", "json", row.raw || ""));
+      op.append(scroller(el("pre", "json", row.raw || "")));
     }
     const errors = Array.isArray(row.errors) ? row.errors : [];
     if (errors.length) {
@@ -1113,9 +1124,16 @@
       if (!socket.sawTurnStart) loadTranscript().catch(() => {}); // joined a turn its replay missed
       socket.sawTurnStart = false;
     },
+    steer_retracted(frame) {
+      retracted(frame.text);
+    },
     error(frame) {
       toast(frame.message || "Something went wrong.");
       answerRefused();
+      if (view.retracting !== null) {
+        retractRefused(); // the message stays as it was: queued, or read already
+        return;
+      }
       if (input && view.lastSent && !input.value) input.value = view.lastSent;
       view.lastSent = null;
     },
@@ -1136,6 +1154,7 @@
 
   function connect() {
     const generation = ++socket.generation;
+    view.retracting = null; // an answer to a retract sent on the old socket never comes
     const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
     const ws = new WebSocket(`${scheme}//${window.location.host}${config.wsPath}`);
     socket.ws = ws;
@@ -1227,7 +1246,7 @@
       const entry = userEntry({ text, kind: "queued" });
       entry.classList.add("queued");
       entry.dataset.text = text;
-      entry.append(el("p", "meta", "queued — the planner reads it at its next step"));
+      entry.append(el("p", "meta", "queued — the planner reads it at its next step · ↑ in the empty box edits it"));
     }
   }
 
@@ -1235,6 +1254,61 @@
     if (!connected()) return;
     socket.ws.send(JSON.stringify({ type: "stop" }));
     setActivity("stopping");
+  }
+
+  // ↑ in the empty box takes back the last message still queued for the planner (a `retract`
+  // frame); the server answers every watcher with `steer_retracted`, and this page puts the text
+  // back in the box to edit, or with an error once the planner has read it.
+
+  function lastQueued() {
+    const queued = log.querySelectorAll(".entry.queued");
+    return queued.length ? queued[queued.length - 1] : null;
+  }
+
+  function retract() {
+    const entry = lastQueued();
+    if (!entry || view.retracting !== null || !connected()) return false;
+    socket.ws.send(JSON.stringify({ type: "retract" }));
+    view.retracting = entry.dataset.text;
+    entry.classList.add("retracting");
+    announce("Taking your queued message back…");
+    return true;
+  }
+
+  /** A queued message was taken back (by this page or another of its owner's): its bubble goes. */
+  function retracted(text) {
+    const queued = Array.from(log.querySelectorAll(".entry.queued")).filter((node) => node.dataset.text === text);
+    const entry = queued.find((node) => node.classList.contains("retracting")) || queued[queued.length - 1];
+    if (entry) entry.remove();
+    if (view.lastSent === text) view.lastSent = null;
+    if (view.retracting === null || !input) return;
+    view.retracting = null;
+    for (const node of log.querySelectorAll(".entry.queued.retracting")) node.classList.remove("retracting");
+    input.value = input.value ? `${text}\n${input.value}` : text;
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
+    announce("Your message is back in the box: edit it and send it again.");
+  }
+
+  function retractRefused() {
+    view.retracting = null;
+    for (const node of log.querySelectorAll(".entry.queued.retracting")) node.classList.remove("retracting");
+    announce("");
+  }
+
+  function announce(text) {
+    const status = document.getElementById("composer-status");
+    if (status) status.textContent = text;
+  }
+
+  /** Esc stops a running turn, as the Stop button does, from the composer or the page itself;
+   * anywhere else (a card's reply box, a fold, a field of its own) Esc keeps its own meaning. */
+  function escapeStops(event) {
+    if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return false;
+    if (event.shiftKey || event.altKey || event.ctrlKey || event.metaKey) return false;
+    const target = event.target;
+    const onPage = target === document.body || target === document.documentElement || target === document.getElementById("main");
+    return (onPage || form.contains(target)) && !stopButton.disabled;
   }
 
   if (form) {
@@ -1246,9 +1320,16 @@
       if (event.key === "Enter" && !event.shiftKey && !event.altKey && !event.isComposing) {
         event.preventDefault();
         send();
+      } else if (event.key === "ArrowUp" && !input.value && !event.shiftKey && !event.altKey && !event.ctrlKey && !event.metaKey && !event.isComposing) {
+        if (retract()) event.preventDefault();
       }
     });
     stopButton.addEventListener("click", stop);
+    document.addEventListener("keydown", (event) => {
+      if (!escapeStops(event)) return;
+      event.preventDefault();
+      stop();
+    });
   }
   window.addEventListener("online", reconnectNow);
   document.addEventListener("visibilitychange", () => {
