@@ -123,7 +123,7 @@ def test_arrow_up_takes_back_a_queued_message_to_edit_and_the_planner_never_read
     )
 
 
-RUNNING = [
+RUNNING: list[dict[str, Any]] = [
     {"type": "user_message", "seq": 1, "text": "Plan the beta", "author": "demo", "kind": "human"},
     {"type": "turn_started", "turn": 1, "continued": False},
     {"type": "text_delta", "text": "Working on it."},
