@@ -121,6 +121,10 @@ def test_the_chat_page_with_every_kind_of_entry_is_accessible(tab):
     expect(log.locator(".request-card.pending")).to_have_count(2)
     log.locator("details.tool summary").first.click()  # a fold open, its input and output shown
     expect(log.locator(".tool-output").first).to_be_visible()
+    tab.get_by_label("Message to the planner").focus()
+    width = tab.viewport_size["width"]
+    scheme = tab.evaluate("matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light'")
+    tab.screenshot(path=f"/tmp/ballet-a11y-chat-{width}-{scheme}.png", full_page=True)  # to look at
     assert_accessible(tab)
 
 
@@ -160,7 +164,9 @@ def test_the_home_page_is_accessible(tab, waiting_chat):
 FOCUSABLE = 'a[href], button:not([disabled]), textarea:not([disabled]), summary, [tabindex="0"]'
 
 
-def test_every_control_of_the_chat_is_reached_with_tab_and_shows_its_focus(browser, server, signed_in):
+def test_every_control_of_the_chat_is_reached_with_tab_and_shows_its_focus_uncovered(
+    browser, server, signed_in
+):
     context = browser.new_context(base_url=server.url, storage_state=signed_in, viewport=VIEWPORTS["wide"])
     context.set_default_timeout(10_000)
     try:
@@ -187,7 +193,10 @@ def test_every_control_of_the_chat_is_reached_with_tab_and_shows_its_focus(brows
                     const style = getComputedStyle(node);
                     const probe = node.dataset.focusProbe || "";
                     const outline = `${style.outlineStyle} ${style.outlineWidth}`;
-                    return { probe, outline, what: node.outerHTML.slice(0, 80) };
+                    const box = node.getBoundingClientRect();
+                    const hit = document.elementFromPoint(box.left + 4, box.top + 4);  // under the composer?
+                    const covered = hit !== null && !node.contains(hit) ? hit.outerHTML.slice(0, 40) : "";
+                    return { probe, outline, covered, what: node.outerHTML.slice(0, 80) };
                 }"""
             )
             if focused["probe"]:
@@ -199,5 +208,7 @@ def test_every_control_of_the_chat_is_reached_with_tab_and_shows_its_focus(brows
             f["what"] for f in reached.values() if not re.fullmatch(r"solid [2-9](\.\d+)?px", f["outline"])
         ]
         assert not hidden, f"focus not visible on: {hidden}"
+        covered = [(f["what"], f["covered"]) for f in reached.values() if f["covered"]]
+        assert not covered, f"focused but covered: {covered}"
     finally:
         context.close()
