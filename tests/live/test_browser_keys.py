@@ -172,3 +172,26 @@ def test_a_retraction_from_elsewhere_drops_the_bubble_and_leaves_the_box_alone(p
     expect(queued).to_have_text(["first note"])
     expect(box(page)).to_have_value("typing something else")
     assert [f["type"] for f in fake.received] == ["message", "message"]
+
+
+def test_escape_in_a_field_of_its_own_keeps_its_meaning(page):
+    fake = open_chat(page, RUNNING)
+    expect(page.locator("#chat-state")).to_have_text("Writing…")
+    # A field another control owns (a rename box, say): its Esc is its own.
+    page.evaluate(
+        """() => {
+            const field = document.createElement("input");
+            field.id = "probe-field";
+            field.setAttribute("aria-label", "Probe");
+            document.querySelector(".chat-head").append(field);
+        }"""
+    )
+    page.locator("#probe-field").press("Escape")
+    send(page, "a note")  # goes out behind any stop that Esc would have sent
+    expect(page.locator("#chat-log .entry.queued")).to_have_count(1)
+    expect(page.locator("#chat-state")).to_have_text("Writing…")
+    page.locator("#probe-field").focus()
+    page.locator("#probe-field").blur()
+    page.keyboard.press("Escape")
+    expect(page.locator("#chat-state")).to_have_text("Stopping…")
+    assert [f["type"] for f in fake.received] == ["message", "stop"]
