@@ -61,6 +61,15 @@ TRANSCRIPT: list[dict[str, Any]] = [
     },
     {"type": "tool_result", "id": "toolu_2", "name": "propose_changeset", "is_error": False, "output": {}},
     {"type": "text_delta", "text": "Proposed for your review."},
+    {  # decided since: the card shows who applied it, with their note
+        "type": "changeset",
+        "number": 7,
+        "status": "applied",
+        "decided_by": "owner",
+        "decided_at": None,
+        "note": "Looks right.",
+        "reason": "",
+    },
 ]
 REQUESTS: list[dict[str, Any]] = [
     {
@@ -118,6 +127,7 @@ def test_the_chat_page_with_every_kind_of_entry_is_accessible(tab):
     expect(log.locator(".entry.assistant")).to_have_count(2)
     expect(log.locator("details.tool")).to_have_count(2)
     expect(log.locator(".changeset-card")).to_have_count(1)
+    expect(log.locator(".changeset-card .decision-line")).to_have_text("Applied by owner")
     expect(log.locator(".request-card.pending")).to_have_count(2)
     log.locator("details.tool summary").first.click()  # a fold open, its input and output shown
     expect(log.locator(".tool-output").first).to_be_visible()
