@@ -125,6 +125,13 @@ class ChangesetFrame(_Envelope):
     reason: str
 
 
+class TitleFrame(_Envelope):
+    """The planner named the chat (after its first turn, unless a human named it)."""
+
+    type: Literal["title"]
+    title: str
+
+
 class ErrorFrame(_Envelope):
     """A bad frame or a refused action; the connection stays open."""
 
@@ -147,6 +154,7 @@ Frame: TypeAlias = (
     | RequestFrame
     | RequestResolvedFrame
     | ChangesetFrame
+    | TitleFrame
     | ErrorFrame
 )
 
@@ -224,6 +232,10 @@ def changeset(
     }
 
 
+def title(*, title: str) -> TitleFrame:
+    return {"type": "title", "title": title}
+
+
 def error(*, code: str, message: str) -> ErrorFrame:
     return {"type": "error", "code": code, "message": message}
 
@@ -276,6 +288,7 @@ def wire(frame: Frame) -> str:
             | "request"
             | "request_resolved"
             | "changeset"
+            | "title"
         ):
             body = {k: v for k, v in frame.items() if k != "origin"}
         case unknown:

@@ -1241,6 +1241,9 @@
     changeset(frame) {
       changesetStatus(frame);
     },
+    title(frame) {
+      if (typeof frame.title === "string") setTitle(frame.title); // the planner named the chat
+    },
     turn_ended(frame) {
       endStream();
       turnEndNotice(frame.reason, frame.error);
