@@ -64,8 +64,9 @@ in one write, so hundreds of concurrent streams of hundreds of deltas are cheap.
 Title requests. Ballet asks a cheap model for a chat's title after its first turn
 (``planner/titles.py``). A request whose system prompt opens with :data:`TITLE_SYSTEM_OPENING` is
 kept apart: it takes no reply from the FIFO and is not in ``fake.requests``; it is recorded in
-``fake.title_requests`` and answered from ``fake.title_replies`` (``enqueue_title()``), or with
-``TextReply(DEFAULT_TITLE)`` when none is left. Tests that script turns are unaffected by it.
+``fake.title_requests`` and answered from ``fake.title_replies`` (``enqueue_title()``), else by the
+optional ``title_responder(request_json)``, else with ``TextReply(DEFAULT_TITLE)``. Tests that
+script turns are unaffected by it.
 
 The module uses only the standard library; it does not import the SDK.
 """
@@ -807,6 +808,7 @@ class FakeMessagesAPI:
         replies: Iterable[Reply] = (),
         *,
         responder: Responder | None = None,
+        title_responder: Responder | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         sse_framing: Literal["chunked", "close"] = "chunked",
@@ -814,6 +816,7 @@ class FakeMessagesAPI:
         default_model: str = DEFAULT_MODEL,
     ) -> None:
         self.responder = responder
+        self.title_responder = title_responder
         self.requests: list[RecordedRequest] = []
         self.title_requests: list[RecordedRequest] = []
         self.title_replies: deque[Reply] = deque()
@@ -1053,7 +1056,7 @@ class FakeMessagesAPI:
             return True
 
         try:
-            reply = self._title_reply() if title else self._next_reply(record.json)
+            reply = self._title_reply(record.json) if title else self._next_reply(record.json)
         except Exception as exc:  # a broken responder must fail the test loudly, not hang it
             self.responder_errors.append(exc)
             record.outcome = "responder_error"
@@ -1073,11 +1076,12 @@ class FakeMessagesAPI:
             return True
         return await self._answer(record, reply, reader, writer, request_id=request_id, keep_alive=keep_alive)
 
-    def _title_reply(self) -> Reply:
+    def _title_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
             if self.title_replies:
                 return self.title_replies.popleft()
-        return TextReply(DEFAULT_TITLE)
+        reply = self.title_responder(body) if self.title_responder is not None else None
+        return reply if reply is not None else TextReply(DEFAULT_TITLE)
 
     def _next_reply(self, body: dict[str, Any]) -> Reply | None:
         with self._lock:

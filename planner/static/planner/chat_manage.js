@@ -88,7 +88,17 @@
     renameButton.focus();
   }
 
+  function refuse(message) {
+    renameError.textContent = message;
+    input.setAttribute("aria-invalid", "true");
+    input.focus();
+  }
+
   async function saveRename() {
+    if (!input.value.trim()) {
+      refuse("Write a title."); // the server says so too; no need to ask it
+      return;
+    }
     const saveButton = form.querySelector("button[type=submit]");
     saveButton.disabled = true;
     try {
@@ -96,9 +106,7 @@
       showTitle(session.title);
       closeRename();
     } catch (error) {
-      renameError.textContent = error.message;
-      input.setAttribute("aria-invalid", "true");
-      input.focus();
+      refuse(error.message);
     } finally {
       saveButton.disabled = false;
     }
