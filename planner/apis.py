@@ -49,14 +49,15 @@ from tracker.permissions import PLANNER_CHAT, TRACKER_READ
 
 class SessionListApi(BalletApi):
     @extend_schema(
-        summary="Your planner sessions, most recent first",
+        summary="Your planner sessions, most recent first (archived ones left out)",
         parameters=[SessionFilterSerializer],
         responses=with_errors({200: SessionListedSerializer(many=True)}, 400, *READ_ERRORS),
     )
     def get(self, request: Request) -> Response:
         filters = parse(SessionFilterSerializer, request.query_params)
         project = project_for(request, filters["project"], TRACKER_READ) if filters.get("project") else None
-        return self.paginated(session_list(user=caller(request), project=project), SessionListedSerializer)
+        listed = session_list(user=caller(request), project=project, query=filters.get("q", ""))
+        return self.paginated(listed, SessionListedSerializer)
 
     @extend_schema(
         summary="Open a planner session (a sub-chat with a parent)",

@@ -52,6 +52,9 @@ class SessionCreateSerializer(StrictSerializer):
 
 class SessionFilterSerializer(serializers.Serializer[Any]):
     project = serializers.CharField(required=False, allow_blank=True, max_length=10)
+    q = serializers.CharField(
+        required=False, allow_blank=True, max_length=MAX_TITLE, help_text="Titles containing this (any case)."
+    )
 
 
 class SessionListedSerializer(SessionSerializer):

@@ -168,6 +168,8 @@ def test_an_archived_chat_leaves_the_lists_but_its_transcript_stays(client_for, 
 
     listed = client.get("/api/v1/planner/sessions/").json()["results"]
     assert [row["id"] for row in listed] == [str(kept.pk)]
+    assert client.get("/api/v1/planner/sessions/?q=record").json()["results"] == []  # its title matches
+    assert client.get("/api/v1/planner/sessions/?q=KEP").json()["results"][0]["id"] == str(kept.pk)
     assert client.get("/api/v1/planner/sessions/?project=BAL").json()["results"][0]["id"] == str(kept.pk)
     transcript = client.get(detail_url(session)).json()
     assert transcript["messages"][0]["content"] == [{"type": "text", "text": "Keep this for the record"}]
