@@ -397,3 +397,19 @@ def test_only_the_owner_sees_rename_and_archive(chat_project, member, maintainer
     page = client.get(url).content.decode()
     assert 'id="rename-button"' in page
     assert 'id="archive-button"' in page
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_message_to_an_archived_chat_over_the_socket_is_refused(scripted, session, member):
+    await sync(Session.objects.filter(pk=session.pk).update)(archived_at="2026-01-01T00:00:00Z")
+    ws = await open_socket(session, member)  # the transcript stays watchable
+    try:
+        await ws.send_json_to({"type": "message", "text": "Anyone there?"})
+        refused = await ws.receive_json_from(timeout=5)
+    finally:
+        await ws.disconnect()
+    assert refused["type"] == "error"
+    assert refused["code"] == "invalid_state"
+    assert refused["message"].startswith("This chat is archived")
+    assert scripted.requests == []
+    assert (await sync(fresh)(session)).last_message_seq == 0
