@@ -13,6 +13,7 @@ from planner.gateway import GatewayError
 from planner.messages import Usage
 from planner.models import Session, UsageRecord
 from planner.questions import question_create
+from planner.runner import runner
 from planner.services import session_begin, session_create
 from planner.titles import TITLE_SYSTEM
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
@@ -327,6 +328,7 @@ async def test_watchers_get_the_title_after_turn_ended(scripted, session, member
     try:
         await ws.send_json_to({"type": "message", "text": "Plan the release"})
         seen = await frames_until(ws, "title")
+        await runner.wait(session.pk)  # its publishing to other processes done, before the loop ends
     finally:
         await ws.disconnect()
     kinds = [frame["type"] for frame in seen]
