@@ -19,6 +19,7 @@ from typing import Any
 from cryptography.fernet import Fernet
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
+DEFAULT_TITLE_MODEL = "claude-haiku-4-5"  # a chat's title is a few words: the cheapest model will do
 
 
 class ConfigError(Exception):
@@ -32,6 +33,7 @@ class PlannerConfig:
     max_rounds: int = 25
     max_output_tokens: int = 8192
     compaction_model: str | None = None
+    title_model: str = DEFAULT_TITLE_MODEL
     four_eyes: bool = False
     skill: str | None = None
     daily_token_budget: int | None = None  # input + output tokens per project per UTC day
@@ -45,6 +47,7 @@ PLANNER_KEYS: dict[str, tuple[str | None, type]] = {
     "max_rounds": ("BALLET_PLANNER_MAX_ROUNDS", int),
     "max_output_tokens": ("BALLET_PLANNER_MAX_OUTPUT_TOKENS", int),
     "compaction_model": ("BALLET_PLANNER_COMPACTION_MODEL", str),
+    "title_model": ("BALLET_PLANNER_TITLE_MODEL", str),
     "four_eyes": (None, bool),
     "skill": (None, str),
     "daily_token_budget": ("BALLET_PLANNER_DAILY_TOKEN_BUDGET", int),

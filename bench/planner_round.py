@@ -40,6 +40,12 @@ class InstantModel:
         from planner.gateway import CallRecord
         from planner.messages import ModelResponse, TextBlock, ToolUseBlock, Usage
 
+        if request.purpose == "title":  # after a session's first turn (planner/titles.py): not a round
+            usage = Usage(input_tokens=60, output_tokens=4)
+            await meter(CallRecord(request.purpose, request.model, usage, 0.0, "ok"))
+            return ModelResponse(
+                content=(TextBlock("Bench chat"),), stop_reason="end_turn", usage=usage, model=request.model
+            )
         self.starts.append(time.perf_counter())
         self.calls += 1
         usage = Usage(input_tokens=1500, output_tokens=40)

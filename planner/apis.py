@@ -15,7 +15,8 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from planner.models import SessionState
+from planner.chats import session_archive, session_rename
+from planner.models import Session, SessionState
 from planner.runner import runner
 from planner.selectors import (
     session_about,
@@ -32,6 +33,7 @@ from planner.serializers import (
     SessionCreateSerializer,
     SessionFilterSerializer,
     SessionListedSerializer,
+    SessionRenameSerializer,
     SessionSerializer,
     StopSerializer,
     TranscriptSerializer,
@@ -41,19 +43,21 @@ from planner.serializers import (
 from planner.services import session_create
 from planner.spend import chat_usage, project_today, usage_rows_priced
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
+from tracker.errors import NotFoundError
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ
 
 
 class SessionListApi(BalletApi):
     @extend_schema(
-        summary="Your planner sessions, most recent first",
+        summary="Your planner sessions, most recent first (archived ones left out)",
         parameters=[SessionFilterSerializer],
         responses=with_errors({200: SessionListedSerializer(many=True)}, 400, *READ_ERRORS),
     )
     def get(self, request: Request) -> Response:
         filters = parse(SessionFilterSerializer, request.query_params)
         project = project_for(request, filters["project"], TRACKER_READ) if filters.get("project") else None
-        return self.paginated(session_list(user=caller(request), project=project), SessionListedSerializer)
+        listed = session_list(user=caller(request), project=project, query=filters.get("q", ""))
+        return self.paginated(listed, SessionListedSerializer)
 
     @extend_schema(
         summary="Open a planner session (a sub-chat with a parent)",
@@ -88,11 +92,48 @@ class SessionDetailApi(BalletApi):
             context_tokens=found.context_tokens,
             last_seen_seq=found.last_seen_seq,
             about=session_about(session=found),
-            can_send=found.user_id == user.pk,
+            can_send=found.user_id == user.pk and found.archived_at is None,
             waiting=getattr(found, "waiting", False),  # annotated by session_list
             usage=ChatUsageSerializer(chat_usage(session=found)).data,
         )
         return Response(body)
+
+    @extend_schema(
+        summary="Rename your session",
+        description="Only the session's owner (with planner.chat) may; to anyone else it does not exist. "
+        "The title is stripped and must be 1 to 200 characters without control characters. The planner "
+        "never replaces a title a human gave.",
+        request=SessionRenameSerializer,
+        responses=with_errors({200: SessionSerializer}, *WRITE_ERRORS),
+    )
+    def patch(self, request: Request, session: str) -> Response:
+        found = _owned(request, session)
+        data = parse(SessionRenameSerializer, request.data)
+        renamed = session_rename(session_id=found.pk, user=caller(request), title=data["title"])
+        return Response(SessionSerializer(renamed).data)
+
+    @extend_schema(
+        summary="Archive your session",
+        description="Hidden from the session lists; the transcript stays readable by its URL (the audit "
+        "trail) and the session takes no more messages (409). Archiving an archived session changes "
+        "nothing (204 again). Refused (409) while a turn runs or a request waits for an answer. Only the "
+        "session's owner (with planner.chat) may; to anyone else it does not exist.",
+        request=None,
+        responses=with_errors({204: None}, 401, 403, 404, 409),
+    )
+    def delete(self, request: Request, session: str) -> Response:
+        found = _owned(request, session)
+        session_archive(session_id=found.pk, user=caller(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _owned(request: Request, session: str) -> Session:
+    """The caller's own session: whoever else may read it (a question's sub-chat) is told it
+    does not exist before their input is looked at."""
+    found = session_get(user=caller(request), session_id=session)
+    if found.user_id != caller(request).pk:
+        raise NotFoundError("Session not found.")
+    return found
 
 
 class SessionMessageApi(BalletApi):
@@ -102,7 +143,7 @@ class SessionMessageApi(BalletApi):
         "at the model's next call); to a paused one it continues the turn. Answers 202 at once; follow "
         "the turn on the WebSocket or by reading the transcript.",
         request=MessageSendSerializer,
-        responses=with_errors({202: MessageSentSerializer}, *WRITE_ERRORS, 429, 503),
+        responses=with_errors({202: MessageSentSerializer}, *WRITE_ERRORS, 409, 429, 503),
     )
     def post(self, request: Request, session: str) -> Response:
         found = session_get(user=caller(request), session_id=session)

@@ -135,6 +135,13 @@ class SteerRetractedFrame(_Envelope):
     text: str
 
 
+class TitleFrame(_Envelope):
+    """The planner named the chat (after its first turn, unless a human named it)."""
+
+    type: Literal["title"]
+    title: str
+
+
 class ErrorFrame(_Envelope):
     """A bad frame or a refused action; the connection stays open."""
 
@@ -158,6 +165,7 @@ Frame: TypeAlias = (
     | RequestResolvedFrame
     | ChangesetFrame
     | SteerRetractedFrame
+    | TitleFrame
     | ErrorFrame
 )
 
@@ -250,6 +258,10 @@ def steer_retracted(*, text: str) -> SteerRetractedFrame:
     return {"type": "steer_retracted", "text": text}
 
 
+def title(*, title: str) -> TitleFrame:
+    return {"type": "title", "title": title}
+
+
 def error(*, code: str, message: str) -> ErrorFrame:
     return {"type": "error", "code": code, "message": message}
 
@@ -303,6 +315,7 @@ def wire(frame: Frame) -> str:
             | "request_resolved"
             | "changeset"
             | "steer_retracted"
+            | "title"
         ):
             body = {k: v for k, v in frame.items() if k != "origin"}
         case unknown:

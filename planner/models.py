@@ -17,6 +17,12 @@ class SessionState(models.TextChoices):
     PAUSED = "paused"
 
 
+class TitleSource(models.TextChoices):
+    NONE = "", "not named"  # the first words of the first message, until someone names it
+    HUMAN = "human"
+    PLANNER = "planner"
+
+
 class Session(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="planner_sessions")
@@ -31,6 +37,10 @@ class Session(models.Model):
         "Question", null=True, blank=True, on_delete=models.SET_NULL, related_name="session"
     )
     title = models.CharField(max_length=200, blank=True)
+    # Who named the chat: a human's title is never replaced by the planner's proposal.
+    title_source = models.CharField(max_length=10, choices=TitleSource.choices, default="", blank=True)
+    # Archived (DELETE): hidden from lists, the transcript kept for the audit trail.
+    archived_at = models.DateTimeField(null=True, blank=True)
     state = models.CharField(max_length=20, choices=SessionState.choices, default=SessionState.IDLE)
     # Compaction: the summary and the seq of the last message it covers.
     summary = models.TextField(blank=True)

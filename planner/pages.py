@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from planner.models import Session
 from planner.selectors import session_get, session_list, session_waiting_count
-from planner.services import session_create
+from planner.services import MAX_TITLE, session_create
 from planner.spend import daily_usage, project_today
 from planner.usage_chart import BAR_WIDTH, today_figures, usage_chart
 from tracker.errors import NotFoundError, PermissionDeniedError
@@ -86,17 +86,21 @@ def _user(request: HttpRequest) -> User:
 @login_required
 @with_csp
 def chat_list(request: HttpRequest, key: str) -> HttpResponse:
-    """``/projects/{key}/chat/``: the user's chats in the project; POST opens a new one."""
+    """``/projects/{key}/chat/``: the user's chats in the project (``?q=``: those whose title
+    contains it), archived ones left out; POST opens a new one."""
     user = _user(request)
     if request.method == "POST":
         project = _project(user, key, PLANNER_CHAT)
         session = session_create(user=user, project=project)
         return HttpResponseRedirect(reverse("planner-chat", args=[project.key, session.pk]))
     project = _project(user, key)
-    listed = session_list(user=user, project=project).select_related("question__asker", "question__item")
+    query = request.GET.get("q", "").replace("\x00", "")[:MAX_TITLE]
+    listed = session_list(user=user, project=project, query=query)
+    listed = listed.select_related("question__asker", "question__item")
     sessions = list(listed.order_by("-waiting", "-updated_at")[: MAX_LISTED + 1])
     context = {
         "project": project,
+        "query": query.strip(),
         "sessions": sessions[:MAX_LISTED],
         "waiting": session_waiting_count(user=user, project=project),
         "more": len(sessions) > MAX_LISTED,
@@ -123,7 +127,8 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
         "session": found,
         "question": found.question,
         "can_chat": can_chat,
-        "can_send": can_chat and found.user_id == user.pk,
+        "can_send": can_chat and found.user_id == user.pk and found.archived_at is None,
+        "can_manage": can_chat and found.user_id == user.pk,  # rename, archive: the owner's
         "api_url": reverse("planner-api:session-detail", kwargs={"session": str(found.pk)}),
         "ws_path": f"/ws/planner/sessions/{found.pk}/",
     }

@@ -32,7 +32,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from planner import frames, questions, requests, services, turn
+from planner import frames, questions, requests, services, titles, turn
 from planner.executor import db
 from planner.frames import Frame
 from planner.gateway import AnthropicGateway, Gateway
@@ -62,6 +62,8 @@ class Runner:
         self.questions_waiting = False  # a question here waits for a free turn
         self._loop: asyncio.AbstractEventLoop | None = None  # where this process's watchers wait
         self._notices: set[asyncio.Task[None]] = set()
+        # Turns whose task still proposes the session's title, their turn over (``wait`` waits).
+        self._titling: dict[uuid.UUID, asyncio.Task[None]] = {}
 
     @property
     def gateway(self) -> Gateway:
@@ -268,10 +270,12 @@ class Runner:
         return recovered
 
     async def wait(self, session_id: uuid.UUID) -> None:
-        """Wait for the session's local turn to end (tests, shutdown)."""
+        """Wait for the session's local turn to end, and the title proposed after it (tests,
+        shutdown)."""
         live = turns.get(session_id)
-        if live is not None and live.task is not None:
-            await asyncio.shield(live.task)
+        task = live.task if live is not None else self._titling.get(session_id)
+        if task is not None:
+            await asyncio.shield(task)
 
     async def watch(self, *, session_id: uuid.UUID, user: User) -> AsyncGenerator[Frame, None]:
         """The session's frames: ``state``, the current turn's frames so far, then live ones.
@@ -394,14 +398,26 @@ class Runner:
         live.outbox.put(numbered)
 
     async def _drive(self, live: LiveTurn, setup: TurnSetup, *, continued: bool) -> None:
-        """Run a turn of this process (``turn.py``), then stop serving it and let it go."""
+        """Run a turn of this process (``turn.py``), then stop serving it and let it go; after
+        the session's first turn, propose its title (``titles.py``): the turn has ended by then,
+        for its watchers and for a next message alike."""
+        outcome = None
         try:
-            await turn.drive(live, setup, continued=continued, gateway=self.gateway, emit=self.emit)
+            outcome = await turn.drive(live, setup, continued=continued, gateway=self.gateway, emit=self.emit)
         finally:
             await self.relay.unserve(live.session_id)
             await live.outbox.close()
             turns.end(live)
         await self.start_waiting_questions()  # a turn is free
+        if outcome is not None and titles.wanted(turn=live.turn, reason=outcome.reason) and live.task:
+            self._titling[live.session_id] = live.task
+            try:
+                await titles.propose(
+                    session_id=live.session_id, gateway=self.gateway, announce=self._announce
+                )
+            finally:
+                if self._titling.get(live.session_id) is live.task:
+                    del self._titling[live.session_id]
 
 
 def _pending_frames(session_id: uuid.UUID) -> list[Frame]:

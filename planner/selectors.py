@@ -27,15 +27,25 @@ from tracker.permissions import PLANNER_CHAT, AnyUser, is_superuser, project_ids
 from tracker.selectors import project_planner_config
 
 
-def session_list(*, user: AnyUser, project: Project | None = None) -> QuerySet[Session]:
+def session_list(*, user: AnyUser, project: Project | None = None, query: str = "") -> QuerySet[Session]:
     """The user's own sessions in projects they can still read, and the question sub-chats of
-    projects where they may chat (SPEC § 13.2); ``waiting``: a request there waits for them."""
+    projects where they may chat (SPEC § 13.2), archived ones left out; ``query`` keeps those whose
+    title contains it (any case); ``waiting``: a request there waits for them."""
+    qs = sessions_visible(user=user).filter(archived_at__isnull=True)
+    if project is not None:
+        qs = qs.filter(project=project)
+    if query.strip():
+        qs = qs.filter(title__icontains=query.strip())
+    return qs
+
+
+def sessions_visible(*, user: AnyUser) -> QuerySet[Session]:
+    """Every session ``user`` may read, archived ones included (their transcript stays readable by
+    its URL: the audit trail), annotated with ``waiting``."""
     qs = Session.objects.filter(project__in=visible_projects(user)).select_related("project", "user")
     if not is_superuser(user):
         chat = project_ids_with(user, PLANNER_CHAT)
         qs = qs.filter(Q(user_id=user.pk or 0) | Q(question__isnull=False, project_id__in=chat))
-    if project is not None:
-        qs = qs.filter(project=project)
     pending = HumanRequest.objects.filter(session=OuterRef("pk"), status=RequestStatus.PENDING)
     waiting = Case(  # the owner answers every request; others only a sub-chat's questions
         When(user_id=user.pk or 0, then=Exists(pending)),
@@ -55,7 +65,7 @@ def session_get(*, user: AnyUser, session_id: uuid.UUID | str) -> Session:
     try:
         # Parsed here: a malformed id must not reach the database (Django's UUIDField raises its own error).
         pk = session_id if isinstance(session_id, uuid.UUID) else uuid.UUID(str(session_id))
-        return session_list(user=user).select_related("project__organization").get(pk=pk)
+        return sessions_visible(user=user).select_related("project__organization").get(pk=pk)
     except (Session.DoesNotExist, ValueError) as exc:
         raise NotFoundError("Session not found.") from exc
 

@@ -18,6 +18,10 @@ class SessionSerializer(serializers.Serializer[Session]):
     user = serializers.CharField(source="user.username")
     parent = serializers.UUIDField(source="parent_id", allow_null=True)  # type: ignore[assignment]
     title = serializers.CharField()
+    title_source = serializers.ChoiceField(
+        choices=["", "human", "planner"],
+        help_text="Who named the session: a human, the planner (after the first turn), or nobody yet.",
+    )
     state = serializers.CharField()
     turn_count = serializers.IntegerField()
     question = serializers.IntegerField(
@@ -25,6 +29,17 @@ class SessionSerializer(serializers.Serializer[Session]):
     )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    archived_at = serializers.DateTimeField(
+        allow_null=True, help_text="Archived: hidden from lists, the transcript kept."
+    )
+
+
+class SessionRenameSerializer(StrictSerializer):
+    title = StrictCharField(
+        trim_whitespace=False,
+        allow_blank=True,  # told apart, with the other rules, by planner.chats.human_title
+        help_text="1 to 200 characters once stripped, one line, no control characters.",
+    )
 
 
 class SessionCreateSerializer(StrictSerializer):
@@ -37,6 +52,9 @@ class SessionCreateSerializer(StrictSerializer):
 
 class SessionFilterSerializer(serializers.Serializer[Any]):
     project = serializers.CharField(required=False, allow_blank=True, max_length=10)
+    q = serializers.CharField(
+        required=False, allow_blank=True, max_length=MAX_TITLE, help_text="Titles containing this (any case)."
+    )
 
 
 class SessionListedSerializer(SessionSerializer):

@@ -30,12 +30,23 @@ from planner.liveness import owner_alive
 from planner.loop import History
 from planner.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from planner.metrics import TOOL_CALLS, TURNS
-from planner.models import Event, Message, MessageKind, Question, Session, SessionState, ToolCall, UsageRecord
+from planner.models import (
+    Event,
+    Message,
+    MessageKind,
+    Question,
+    Session,
+    SessionState,
+    TitleSource,
+    ToolCall,
+    UsageRecord,
+)
 from planner.notes import change_notes
 from planner.selectors import TurnSetup, session_history, turn_setup
 from planner.tools import ToolContext, ToolOutcome, call_tool
 from tracker.errors import (
     ConflictError,
+    InvalidStateError,
     NotFoundError,
     PermissionDeniedError,
     RateLimitedError,
@@ -58,6 +69,7 @@ INTERRUPTED_RESULT = json.dumps(
     }
 )
 
+ARCHIVED = "This chat is archived: it can be read but takes no more messages. Start a new chat instead."
 RECOVERED = "The process running this turn stopped; the turn was recovered."
 
 Meaning = Literal["started", "steered", "continued"]
@@ -96,8 +108,14 @@ def session_create(
     if parent is not None and parent.project_id != project.pk:
         raise ValidationError({"parent": ["A sub-chat belongs to its parent's project."]})
     head = Organization.objects.values_list("activity_seq", flat=True).get(pk=project.organization_id)
+    title = title.strip()
     return Session.objects.create(
-        project=project, user=user, parent=parent, title=title.strip(), last_seen_seq=head
+        project=project,
+        user=user,
+        parent=parent,
+        title=title,
+        title_source=TitleSource.HUMAN if title else TitleSource.NONE,  # a given title is the human's
+        last_seen_seq=head,
     )
 
 
@@ -302,6 +320,8 @@ def _lock(session_id: uuid.UUID, user: User) -> Session:
     if session is None or (session.user_id != user.pk and session.question_id is None):
         raise NotFoundError("Session not found.")
     require(user, session.project, PLANNER_CHAT)
+    if session.archived_at is not None:
+        raise InvalidStateError(ARCHIVED)
     if session.user_id != user.pk:
         raise PermissionDeniedError(
             "Only the agent that asked sends messages in a question's sub-chat; answer its questions "

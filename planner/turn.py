@@ -36,8 +36,11 @@ CRASHED = "Ballet hit an internal error running this turn; it was logged."
 Emit = Callable[[LiveTurn, Frame], Awaitable[None]]
 
 
-async def drive(live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: Gateway, emit: Emit) -> None:
-    """Run the turn to its end and send its ``turn_ended`` (unless it was superseded)."""
+async def drive(
+    live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: Gateway, emit: Emit
+) -> TurnOutcome | None:
+    """Run the turn to its end and send its ``turn_ended`` (unless it was superseded); how it
+    ended (None: superseded)."""
     outcome: TurnOutcome | None = TurnOutcome("failed", "The turn could not start.")
     heartbeat.keep_beating()
     try:
@@ -59,6 +62,7 @@ async def drive(live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: G
         if outcome is not None and outcome.reason != "paused":  # a paused turn has not ended
             TURNS.labels(outcome.reason).inc()
             await emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
+    return outcome
 
 
 async def _run(

@@ -61,6 +61,13 @@ Streams are sent with chunked transfer encoding over keep-alive connections (or,
 ``sse_framing="close"``, delimited by closing the connection). Without delays a whole stream goes out
 in one write, so hundreds of concurrent streams of hundreds of deltas are cheap.
 
+Title requests. Ballet asks a cheap model for a chat's title after its first turn
+(``planner/titles.py``). A request whose system prompt opens with :data:`TITLE_SYSTEM_OPENING` is
+kept apart: it takes no reply from the FIFO and is not in ``fake.requests``; it is recorded in
+``fake.title_requests`` and answered from ``fake.title_replies`` (``enqueue_title()``), else by the
+optional ``title_responder(request_json)``, else with ``TextReply(DEFAULT_TITLE)``. Tests that
+script turns are unaffected by it.
+
 The module uses only the standard library; it does not import the SDK.
 """
 
@@ -100,6 +107,9 @@ __all__ = [
 ]
 
 MESSAGES_PATH: Final = "/v1/messages"
+# planner/titles.py's TITLE_SYSTEM opens so (tests/fakes/test_messages_api.py checks they agree).
+TITLE_SYSTEM_OPENING: Final = "You name chats."
+DEFAULT_TITLE: Final = "A fake chat title"
 DEFAULT_MODEL: Final = "claude-fake"
 
 _MAX_HEAD_BYTES: Final = 1 << 20
@@ -771,6 +781,18 @@ def _block_start(block: TextBlockSpec | ThinkingBlockSpec | RedactedThinkingBloc
 # --------------------------------------------------------------------------------------------------
 
 
+def is_title_request(body: bytes) -> bool:
+    """Is this request Ballet asking for a chat's title (its system prompt opens so)?"""
+    try:
+        data = json.loads(body) if body else None
+    except (ValueError, UnicodeDecodeError):
+        return False
+    system = data.get("system") if isinstance(data, dict) else None
+    if isinstance(system, list):
+        system = "".join(b.get("text", "") for b in system if isinstance(b, dict))
+    return isinstance(system, str) and system.startswith(TITLE_SYSTEM_OPENING)
+
+
 class FakeMessagesAPI:
     """A scripted stand-in for the Messages API on ``127.0.0.1``; see the module docstring.
 
@@ -786,6 +808,7 @@ class FakeMessagesAPI:
         replies: Iterable[Reply] = (),
         *,
         responder: Responder | None = None,
+        title_responder: Responder | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         sse_framing: Literal["chunked", "close"] = "chunked",
@@ -793,7 +816,10 @@ class FakeMessagesAPI:
         default_model: str = DEFAULT_MODEL,
     ) -> None:
         self.responder = responder
+        self.title_responder = title_responder
         self.requests: list[RecordedRequest] = []
+        self.title_requests: list[RecordedRequest] = []
+        self.title_replies: deque[Reply] = deque()
         self.responder_errors: list[BaseException] = []
         self.sse_framing = sse_framing
         self.ping = ping
@@ -850,12 +876,19 @@ class FakeMessagesAPI:
             self._queue.extend(replies)
             self._scripted += len(replies)
 
+    def enqueue_title(self, *replies: Reply) -> None:
+        """Replies for the next title requests, in order (then ``DEFAULT_TITLE`` again)."""
+        with self._lock:
+            self.title_replies.extend(replies)
+
     def reset(self) -> None:
         """Forget enqueued replies and recorded requests (e.g. between benchmark rounds)."""
         with self._lock:
             self._queue.clear()
             self._scripted = 0
         self.requests.clear()
+        self.title_requests.clear()
+        self.title_replies.clear()
         self.responder_errors.clear()
 
     def close(self) -> None:
@@ -963,16 +996,18 @@ class FakeMessagesAPI:
         self, request: _HttpRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         """Answers one request; whether the connection may serve another."""
+        title = is_title_request(request.body)
+        recorded = self.title_requests if title else self.requests
         record = RecordedRequest(
-            index=len(self.requests),
+            index=len(recorded),
             method=request.method,
             path=request.target,
             headers=request.headers,
             body=request.body,
         )
-        self.requests.append(record)
+        recorded.append(record)
         try:
-            keep_open = await self._dispatch(record, request, reader, writer)
+            keep_open = await self._dispatch(record, request, reader, writer, title=title)
         except asyncio.CancelledError:
             if record.outcome == "pending":
                 record.outcome = "server_closed"
@@ -990,8 +1025,10 @@ class FakeMessagesAPI:
         request: _HttpRequest,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        *,
+        title: bool = False,
     ) -> bool:
-        request_id = f"req_fake_{record.index}"
+        request_id = f"req_fake_{'title_' if title else ''}{record.index}"
         keep_alive = request.keep_alive
         no_retry = [("x-should-retry", "false")]
         if request.method != "POST" or request.target.split("?", 1)[0] != MESSAGES_PATH:
@@ -1019,7 +1056,7 @@ class FakeMessagesAPI:
             return True
 
         try:
-            reply = self._next_reply(record.json)
+            reply = self._title_reply(record.json) if title else self._next_reply(record.json)
         except Exception as exc:  # a broken responder must fail the test loudly, not hang it
             self.responder_errors.append(exc)
             record.outcome = "responder_error"
@@ -1038,6 +1075,13 @@ class FakeMessagesAPI:
             )
             return True
         return await self._answer(record, reply, reader, writer, request_id=request_id, keep_alive=keep_alive)
+
+    def _title_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self.title_replies:
+                return self.title_replies.popleft()
+        reply = self.title_responder(body) if self.title_responder is not None else None
+        return reply if reply is not None else TextReply(DEFAULT_TITLE)
 
     def _next_reply(self, body: dict[str, Any]) -> Reply | None:
         with self._lock:

@@ -4,6 +4,12 @@ It stands in for the gateway (no network). Each script step is an answer
 (text and tool calls), a :class:`GatewayError` to raise, or a :class:`Hang`
 that streams some text and then waits until cancelled. Running out of script
 raises, so a test that causes an unexpected call fails loudly.
+
+Title requests (purpose ``title``, made after a session's first turn,
+``planner/titles.py``) are kept apart: they take no step of the script and are
+not in ``requests``; they are answered from ``titles`` (steps like the
+script's) or, when none is left, with :data:`DEFAULT_TITLE`, and recorded in
+``title_requests``. A test about titles scripts them; other tests are unaffected.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from planner.messages import (
 from tests.fakes.messages_api import history_problems
 
 _ids = itertools.count(1)
+DEFAULT_TITLE = "A scripted title"
+TITLE_USAGE = Usage(input_tokens=40, output_tokens=5)
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,8 @@ class ScriptedGateway:
         self.steps: list[Step] = list(steps)
         self.requests: list[ModelRequest] = []
         self.records: list[CallRecord] = []
+        self.titles: list[Step] = []
+        self.title_requests: list[ModelRequest] = []
 
     def add(self, *steps: Step) -> None:
         self.steps.extend(steps)
@@ -88,13 +98,18 @@ class ScriptedGateway:
     async def complete(
         self, request: ModelRequest, *, api_key: str | None, sink: StreamSink | None, meter: Meter
     ) -> ModelResponse:
-        self.requests.append(request)
-        assert_valid_history(request)
-        if not self.steps:
-            raise ScriptExhaustedError(
-                f"the script ran out at request {len(self.requests)} ({request.purpose})"
-            )
-        step = self.steps.pop(0)
+        if request.purpose == "title":
+            assert_valid_history(request)
+            self.title_requests.append(request)
+            step = self.titles.pop(0) if self.titles else Answer(DEFAULT_TITLE, usage=TITLE_USAGE)
+        else:
+            self.requests.append(request)
+            assert_valid_history(request)
+            if not self.steps:
+                raise ScriptExhaustedError(
+                    f"the script ran out at request {len(self.requests)} ({request.purpose})"
+                )
+            step = self.steps.pop(0)
         if isinstance(step, GatewayError):
             await meter(CallRecord(request.purpose, request.model, Usage(), 1.0, "error", step.message))
             raise step
@@ -104,7 +119,8 @@ class ScriptedGateway:
             step = step(request)
         response = await self._stream(step, sink, request.model)
         record = CallRecord(request.purpose, request.model, step.usage, 1.0, "ok")
-        self.records.append(record)
+        if request.purpose != "title":
+            self.records.append(record)
         await meter(record)
         return response
 

@@ -5,6 +5,9 @@ chat. The fake model answers by script: a test registers the replies for a
 keyword with :func:`Script.on`, and a request is answered from the script of
 the last human message that names a keyword, one reply per model call. A reply
 may also be a function of the request (to answer with what the request says).
+The title the planner proposes after a chat's first turn (``planner/titles.py``) is
+answered from :meth:`Script.titled` for the keyword the first message names, else
+with the fake's default title.
 """
 
 from __future__ import annotations
@@ -31,7 +34,19 @@ class Script:
 
     def __init__(self) -> None:
         self.replies: dict[str, list[ScriptedReply]] = {}
+        self.titles: dict[str, Reply] = {}
         self.lock = threading.Lock()
+
+    def titled(self, keyword: str, reply: Reply) -> str:
+        """Answer the title request of a chat whose first message names ``keyword`` with ``reply``."""
+        with self.lock:
+            self.titles[keyword] = reply
+        return keyword
+
+    def title(self, request: dict[str, Any]) -> Reply | None:
+        text = " ".join(message_text(m) for m in request.get("messages", []))
+        with self.lock:
+            return next((reply for keyword, reply in self.titles.items() if keyword in text), None)
 
     def on(self, keyword: str, *replies: ScriptedReply) -> str:
         with self.lock:
@@ -62,7 +77,7 @@ def script() -> Script:
 
 @pytest.fixture(scope="module")
 def fake_api(script: Script) -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI(responder=script) as fake:
+    with FakeMessagesAPI(responder=script, title_responder=script.title) as fake:
         yield fake
 
 

@@ -41,7 +41,8 @@ async def test_a_session_driven_over_rest(scripted, chat_project, member, make_i
     assert [e["kind"] for e in body["events"]] == ["turn_started", "turn_ended"]
     usage = await client.get("/api/v1/projects/BAL/usage/")
     assert usage.status_code == 200
-    (row,) = usage.json()["results"]
+    title, row = usage.json()["results"]  # by model: the title's after the first turn, then the turn's
+    assert (title["model"], title["calls"]) == ("claude-haiku-4-5", 1)
     assert (row["calls"], row["input_tokens"], row["output_tokens"]) == (2, 200, 40)
     listed = await client.get("/api/v1/planner/sessions/?project=BAL")
     assert listed.json()["results"][0]["id"] == session_id

@@ -92,8 +92,12 @@ async def test_streamed_text_and_usage(fake_api, chat_project, member):
     assert [f["type"] for f in chat.frames][:3] == ["state", "user_message", "turn_started"]
     # Five deltas streamed; a watcher that is behind gets a run of them as one frame.
     assert 1 <= len([f for f in chat.frames if f["type"] == "text_delta"]) <= 5
-    record = await sync(UsageRecord.objects.get)()
+    record = await sync(UsageRecord.objects.get)(purpose="turn")
     assert (record.input_tokens, record.output_tokens, record.cache_read_input_tokens) == (321, 17, 40)
+    # The first turn is followed by the title call, on the title model (planner/titles.py).
+    title = await sync(UsageRecord.objects.get)(purpose="title")
+    assert (title.model, title.outcome) == ("claude-haiku-4-5", "ok")
+    assert len(fake_api.title_requests) == 1
     sent = fake_api.requests[0].json
     assert sent["stream"] is True
     assert sent["system"][0]["cache_control"] == {"type": "ephemeral"}
@@ -149,7 +153,8 @@ async def test_a_stream_that_breaks_off_is_retried_and_watchers_drop_the_partial
     reset = types.index("text_reset")
     after = "".join(f["text"] for f in chat.frames[reset:] if f["type"] == "text_delta")
     assert after == "The full answer."
-    outcomes = await sync(lambda: sorted(UsageRecord.objects.values_list("outcome", flat=True)))()
+    turn_calls = UsageRecord.objects.filter(purpose="turn")  # the title's call comes after
+    outcomes = await sync(lambda: sorted(turn_calls.values_list("outcome", flat=True)))()
     assert outcomes == ["error", "ok"]
 
 
@@ -201,7 +206,10 @@ async def test_usage_endpoint_sums_what_the_fake_reported(fake_api, chat_project
     chat = await Chat.open(member)
     await chat.say("One", member)
     await chat.say("Two", member)
-    (row,) = (await chat.client.get("/api/v1/projects/BAL/usage/")).json()["results"]
+    rows = {r["model"]: r for r in (await chat.client.get("/api/v1/projects/BAL/usage/")).json()["results"]}
+    assert rows.keys() == {"claude-sonnet-5-5", "claude-haiku-4-5"}
+    assert rows["claude-haiku-4-5"]["calls"] == 1  # the title, after the first turn (planner/titles.py)
+    row = rows["claude-sonnet-5-5"]
     assert row["calls"] == 3
     assert row["input_tokens"] == 3300
     assert row["output_tokens"] == 90

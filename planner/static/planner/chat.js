@@ -1114,6 +1114,10 @@
     changeset(frame) {
       changesetStatus(frame);
     },
+    title(frame) {
+      if (typeof frame.title === "string") setTitle(frame.title); // the planner named the chat
+      refreshUsage(); // its call was metered
+    },
     turn_ended(frame) {
       endStream();
       turnEndNotice(frame.reason, frame.error);
