@@ -3,22 +3,19 @@
 A changeset the planner proposes carries its session's id (``Changeset.planner_session``).
 When a human applies or rejects it, or applying it conflicts — in the admin, over REST, in
 any process — the tracker sends ``changeset_decided`` once the decision is committed, and
-:func:`changeset_decided_receiver` turns it into a ``changeset`` frame for the session's
-watchers everywhere (SPEC § 8). A chat opened later reads the same state from the
-transcript (:func:`changesets_of`).
+``planner/decisions.py`` sends :func:`changeset_frame` to the session's watchers
+everywhere (SPEC § 8). A chat opened later reads the same state from the transcript
+(:func:`changesets_of`).
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Any
 
 from planner import frames
 from planner.frames import ChangesetFrame
 from tracker.models import Changeset
-
-logger = logging.getLogger(__name__)
 
 
 def review_url(changeset: Changeset) -> str:
@@ -49,12 +46,3 @@ def changesets_of(*, project_id: int, session_id: uuid.UUID) -> list[dict[str, A
         state: dict[str, Any] = {k: v for k, v in changeset_frame(changeset).items() if k != "type"}
         out.append({**state, "title": changeset.title, "review_url": review_url(changeset)})
     return out
-
-
-def changeset_decided_receiver(sender: Any, *, changeset: Changeset, **kwargs: Any) -> None:
-    """Tell the watchers of the session that proposed ``changeset`` how it was decided."""
-    if changeset.planner_session is None:
-        return
-    from planner.runner import runner  # noqa: PLC0415 - the runner imports the selectors, which import this module
-
-    runner.announce_from_thread(changeset.planner_session, [changeset_frame(changeset)])

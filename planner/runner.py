@@ -277,6 +277,14 @@ class Runner:
         if task is not None:
             await asyncio.shield(task)
 
+    async def settle(self) -> None:
+        """Wait for every title this process is proposing on this event loop (tests, shutdown):
+        the turns are over, their last database writes are not."""
+        loop = asyncio.get_running_loop()
+        pending = [task for task in self._titling.values() if task.get_loop() is loop and not task.done()]
+        if pending:
+            await asyncio.gather(*(asyncio.shield(task) for task in pending), return_exceptions=True)
+
     async def watch(self, *, session_id: uuid.UUID, user: User) -> AsyncGenerator[Frame, None]:
         """The session's frames: ``state``, the current turn's frames so far, then live ones.
 

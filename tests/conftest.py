@@ -13,6 +13,7 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from planner.executor import close_db_connections
+from planner.runner import runner
 from tests import cache_keys
 from tests.factories import MembershipFactory, OrganizationFactory, ProjectFactory, UserFactory
 from tracker.models import Item, Project, Role
@@ -110,6 +111,14 @@ def client_for(api_client) -> Callable[[Any], APIClient]:
         return client
 
     return make
+
+
+@pytest.fixture(autouse=True)
+async def _titles_settled():
+    """A first turn proposes its chat's title after ``turn_ended``: a test that stops at that frame
+    lets the proposal finish before its database goes (SQLite refuses a flush while it writes)."""
+    yield
+    await runner.settle()
 
 
 @pytest.fixture(autouse=True)

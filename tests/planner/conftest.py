@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
@@ -23,8 +25,10 @@ def model() -> ScriptedGateway:
 
 
 @pytest.fixture
-def planner(model) -> Runner:
-    return Runner(gateway=model)
+async def planner(model) -> AsyncIterator[Runner]:
+    planner = Runner(gateway=model)
+    yield planner
+    await planner.settle()  # a title proposed after a test's last turn_ended
 
 
 @pytest.fixture

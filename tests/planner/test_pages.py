@@ -135,6 +135,9 @@ def test_the_page_carries_no_inline_script_and_escapes_the_title(signed_in, sess
     scripts = re.findall(r"<script\b[^>]*>", html)
     # Only this site's own files; the owner's page also loads the rename and archive controls.
     assert scripts == [
+        '<script src="/static/planner/vendor/markdown-it.min.js" defer>',
+        '<script src="/static/planner/vendor/highlight.min.js" defer>',
+        '<script src="/static/planner/markdown.js" defer>',
         '<script src="/static/planner/chat.js" defer>',
         '<script src="/static/planner/chat_manage.js" defer>',
     ]
