@@ -13,7 +13,6 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from planner.executor import close_db_connections
-from planner.runner import runner
 from tests import cache_keys
 from tests.factories import MembershipFactory, OrganizationFactory, ProjectFactory, UserFactory
 from tracker.models import Item, Project, Role
@@ -50,6 +49,20 @@ def users(project) -> dict[str, Any]:
         result[role] = user
     result["stranger"] = UserFactory(username="stranger")
     return result
+
+
+@pytest.fixture
+def staff(users) -> dict[str, Any]:
+    """The role users, allowed into the admin (what they see there is up to their role)."""
+    for user in users.values():
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
+    return users
+
+
+@pytest.fixture
+def superuser(db):
+    return UserFactory(username="root", is_staff=True, is_superuser=True)
 
 
 @pytest.fixture
@@ -111,14 +124,6 @@ def client_for(api_client) -> Callable[[Any], APIClient]:
         return client
 
     return make
-
-
-@pytest.fixture(autouse=True)
-async def _titles_settled():
-    """A first turn proposes its chat's title after ``turn_ended``: a test that stops at that frame
-    lets the proposal finish before its database goes (SQLite refuses a flush while it writes)."""
-    yield
-    await runner.settle()
 
 
 @pytest.fixture(autouse=True)

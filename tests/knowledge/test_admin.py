@@ -18,19 +18,6 @@ from tracker.services.items import item_create
 
 
 @pytest.fixture
-def staff(users) -> dict[str, Any]:
-    for user in users.values():
-        user.is_staff = True
-        user.save(update_fields=["is_staff"])
-    return users
-
-
-@pytest.fixture
-def superuser(db):
-    return UserFactory(username="root", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
 def entries(project, other_project, staff) -> dict[str, KnowledgeEntry]:
     """A decision of BAL's organization, and a note of another organization."""
     outsider: Any = UserFactory(username="outsider")

@@ -24,6 +24,15 @@ def model() -> ScriptedGateway:
     return ScriptedGateway()
 
 
+@pytest.fixture(autouse=True)
+async def _titles_settled():
+    """A first turn proposes its chat's title after ``turn_ended``: a test that stops at that frame
+    lets the proposal finish before its database goes (SQLite refuses a flush while it writes).
+    Only here: the browser tests' Playwright runs an event loop of its own in their thread."""
+    yield
+    await runner.settle()
+
+
 @pytest.fixture
 async def planner(model) -> AsyncIterator[Runner]:
     planner = Runner(gateway=model)

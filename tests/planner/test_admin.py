@@ -55,19 +55,6 @@ def tool_call(session: Session, name: str, *, duration_ms: float, is_error: bool
 
 
 @pytest.fixture
-def staff(users) -> dict[str, Any]:
-    for user in users.values():
-        user.is_staff = True
-        user.save(update_fields=["is_staff"])
-    return users
-
-
-@pytest.fixture
-def superuser(db):
-    return UserFactory(username="root", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
 def world(project, other_project, staff):
     """A session with a tool call and a usage record in BAL and in OTH (owned by ``outsider``)."""
     outsider: Any = UserFactory(username="outsider", is_staff=True)

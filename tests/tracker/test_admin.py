@@ -31,20 +31,6 @@ from tracker.services.skills import skill_pin_set, skill_version_create
 # -- helpers and fixtures ------------------------------------------------------
 
 
-@pytest.fixture
-def staff(users) -> dict[str, Any]:
-    """The role users, allowed into the admin (what they see there is up to their role)."""
-    for user in users.values():
-        user.is_staff = True
-        user.save(update_fields=["is_staff"])
-    return users
-
-
-@pytest.fixture
-def superuser(db):
-    return UserFactory(username="root", is_staff=True, is_superuser=True)
-
-
 def admin_url(name: str, *args: Any) -> str:
     return reverse(f"admin:{name}", args=args)
 
