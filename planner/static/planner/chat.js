@@ -787,8 +787,8 @@
   const PERCENT = new Intl.NumberFormat("en-US", { style: "percent", maximumFractionDigits: 0 });
 
   function dollars(cost, unpriced) {
-    const text = cost > 0 && cost < 0.01 ? "< $0.01" : `$${cost.toFixed(2)}`;
-    return `≈ ${text}${unpriced ? " + unpriced models" : ""}`;
+    const text = cost > 0 && cost < 0.01 ? "< $0.01" : `≈ $${cost.toFixed(2)}`;
+    return `${text}${unpriced ? " + unpriced models" : ""}`;
   }
 
   /** The session's context against its compaction threshold, the chat's cost, and the project's day. */
