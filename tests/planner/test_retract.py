@@ -17,6 +17,7 @@ import pytest
 from django.conf import settings
 
 from planner import questions, services
+from planner.chats import session_rename
 from planner.live import turns
 from planner.models import Message, Session
 from planner.runner import Runner, runner
@@ -256,6 +257,9 @@ async def test_a_member_answering_a_sub_chat_cannot_retract_the_askers_steering(
 
 @pytest.mark.skipif(not settings.PRODUCTION_MODE, reason="processes meet over Redis (production mode)")
 async def test_the_retraction_reaches_a_watcher_in_another_process(scripted, session, member):
+    # Named: no title proposal after the turn (its publish, with a second relay receiving on this
+    # process's channel layer, left a receive that the event loop's teardown waited on forever).
+    await sync(session_rename)(session_id=session.pk, user=member, title="Retract across processes")
     hang = Hang(text="Checking", then=say("Done."))
     scripted.add(hang)
     await runner.send(session_id=session.pk, user=member, text="What is planned?")
