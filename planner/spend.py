@@ -12,6 +12,7 @@ them (``planner/session_io.py``). Each selector is one query.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
@@ -115,6 +116,14 @@ class Spend:
         )
 
 
+def _summed(rows: Iterable[dict[str, Any]]) -> Spend:
+    """The spend of rows of ``_SUMS`` per model, each priced as its model is."""
+    spend = Spend()
+    for row in rows:
+        spend = spend.plus(model=row["model"], sums=row)
+    return spend
+
+
 @dataclass(frozen=True)
 class SpendToday:
     """A project's use on the current UTC day, against its daily token budget."""
@@ -146,9 +155,7 @@ def project_today(*, project: Project) -> SpendToday:
         .annotate(**_SUMS)
         .order_by("model")
     )
-    spend = Spend()
-    for row in rows:
-        spend = spend.plus(model=row["model"], sums=row)
+    spend = _summed(rows)
     budget = project_planner_config(project).daily_token_budget
     return SpendToday(date=start.date(), spend=spend, budget=budget)
 
@@ -198,10 +205,7 @@ def usage_rows_priced(*, project: Project, since: date | None = None) -> list[di
 def session_spend(*, session: Session) -> Spend:
     """Every metered call of one chat (its turns, compactions and title), priced: one query."""
     rows = UsageRecord.objects.filter(session=session).values("model").annotate(**_SUMS).order_by("model")
-    spend = Spend()
-    for row in rows:
-        spend = spend.plus(model=row["model"], sums=row)
-    return spend
+    return _summed(rows)
 
 
 @dataclass(frozen=True)
