@@ -141,10 +141,15 @@ def _psql(sql: str) -> None:
 
 @dataclass
 class Server:
-    """One daphne process of a deployment."""
+    """One daphne process of a deployment.
+
+    The test process binds the listening socket and hands it to daphne (``--fd``): the
+    port is the kernel's choice, held from the start, so nothing can take it between
+    choosing and listening; a restart binds the same port again.
+    """
 
     deployment: Deployment
-    port: int = field(default_factory=free_port)
+    port: int = 0  # 0: any free port, fixed at the first start
     log: Path | None = None
     process: subprocess.Popen[bytes] | None = None
 
@@ -159,29 +164,46 @@ class Server:
     def start(self, *, wait: bool = True) -> Server:
         """Start daphne; with ``wait``, return once it answers ``/healthz`` (else see :meth:`wait_ready`)."""
         log = open(self.log or os.devnull, "ab")  # noqa: SIM115 - handed to the child process
-        self.process = subprocess.Popen(
-            [DAPHNE, "-b", "127.0.0.1", "-p", str(self.port), "ballet.asgi:application"],
-            cwd=ROOT,
-            env=self.deployment.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        with socket.socket() as listener:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", self.port))
+            listener.listen(128)
+            self.port = int(listener.getsockname()[1])
+            self.process = subprocess.Popen(
+                [DAPHNE, "--fd", str(listener.fileno()), "ballet.asgi:application"],
+                cwd=ROOT,
+                env=self.deployment.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(listener.fileno(),),
+            )
         if wait:
             self.wait_ready()
         return self
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
+        answer = "no answer"
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited with {self.process.returncode}; log: {self.log}")
+                code = self.process.returncode
+                raise RuntimeError(f"daphne exited with {code}; its log:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as response:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=5) as response:
                     if response.status == 200:
                         return
-            except OSError:
+            except OSError as error:
+                answer = str(error)
                 time.sleep(0.1)
-        raise RuntimeError(f"daphne on port {self.port} did not become healthy")
+        raise RuntimeError(
+            f"daphne on port {self.port} did not become healthy in {timeout:.0f} s "
+            f"(last: {answer}); its log:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 40) -> str:
+        if self.log is None or not self.log.exists():
+            return "(no log)"
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def kill(self) -> None:
         """SIGKILL: the process gets no chance to clean up, as in a crash."""
