@@ -256,6 +256,8 @@ def transcript(*, session: Session) -> dict[str, Any]:
         "events": events,
         "requests": requests_of(session),
         "changesets": changesets_of(project_id=session.project_id, session_id=session.pk),
+        # Steering its owner sent that the planner has not read yet (it reads it at its next step).
+        "queued": [str(item["text"]) for item in session.steering],
     }
 
 

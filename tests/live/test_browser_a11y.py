@@ -39,11 +39,17 @@ RUN_OPTIONS = {
     },
 }
 
+# Wider than a phone, and than the wide viewport's column: each scrolls sideways, by keyboard too.
+WIDE_CODE = f"```python\nprint('{'wide ' * 60}')\n```\n"
+WIDE_TABLE = "\n".join(
+    ["| " + " | ".join(f"column {n}" for n in range(16)) + " |", "|" + "---|" * 16]
+    + ["| " + " | ".join(f"cell {row}.{n}" for n in range(16)) + " |" for row in range(3)]
+)
 CHANGESET = {"number": 7, "title": "Add CSV export", "status": "proposed", "operations": [{"op": "create"}]}
 TRANSCRIPT: list[dict[str, Any]] = [
     {"type": "user_message", "seq": 1, "text": "What can run next?", "author": "demo", "kind": "human"},
     {"type": "turn_started", "turn": 1, "continued": False},
-    {"type": "text_delta", "text": "Here is **the plan**:\n\n- one\n- two\n\n```python\nprint('hi')\n```\n"},
+    {"type": "text_delta", "text": f"Here is **the plan**:\n\n- one\n- two\n\n{WIDE_CODE}\n{WIDE_TABLE}\n"},
     {"type": "tool_call", "id": "toolu_1", "name": "list_runnable", "input": {"limit": 3}},
     {
         "type": "tool_result",

@@ -123,6 +123,33 @@ def test_arrow_up_takes_back_a_queued_message_to_edit_and_the_planner_never_read
     )
 
 
+def test_a_queued_message_is_shown_after_a_reload_and_still_taken_back(page, script, fake_api):
+    release = threading.Event()
+    script.on(
+        "reload-queued",
+        HangReply(after_deltas=1, release=release, reply=TextReply(chunks=["Working. ", "Done."])),
+    )
+    new_chat(page)
+    send(page, "reload-queued: plan the beta")
+    expect(assistant(page)).to_have_text("Working.")
+    send(page, "mind the holidays")
+    queued = page.locator("#chat-log .entry.queued")
+    expect(queued.locator(".bubble")).to_have_text("mind the holidays")
+
+    page.reload()  # the queue is the server's: the page shows it again, below the running turn's replay
+    expect(page.locator("#chat-connection")).to_have_text("Live")
+    expect(assistant(page)).to_have_text("Working.")
+    expect(queued.locator(".bubble")).to_have_text("mind the holidays")
+    expect(page.locator("#chat-log > .entry").last).to_have_class(re.compile(r"\bqueued\b"))
+    box(page).press("ArrowUp")
+    expect(box(page)).to_have_value("mind the holidays")
+    expect(queued).to_have_count(0)
+    release.set()
+    expect(page.locator("#chat-state")).to_have_text("Idle")
+    expect(assistant(page).last).to_have_text("Working. Done.")
+    assert "mind the holidays" not in texts_sent_to_the_model(fake_api)
+
+
 RUNNING: list[dict[str, Any]] = [
     {"type": "user_message", "seq": 1, "text": "Plan the beta", "author": "demo", "kind": "human"},
     {"type": "turn_started", "turn": 1, "continued": False},
@@ -159,6 +186,60 @@ def test_a_retract_refused_once_the_planner_read_the_message_loses_nothing(page)
     expect(queued).to_have_count(0)
     expect(page.locator("#chat-log .entry.kind-steer .bubble")).to_have_text("also check the blockers")
     expect(box(page)).to_have_value("")
+
+
+@pytest.mark.parametrize(
+    ("became", "box_after"),
+    [("taken back", "also check the blockers"), ("still queued", ""), ("read by the planner", "")],
+)
+def test_a_retract_whose_answer_a_dropped_socket_lost_is_settled_by_the_transcript(page, became, box_after):
+    """The socket closed between ↑ and the server's answer: the transcript the page reloads says
+    whether the message was taken back (its text comes back to the box), still waits, or was read."""
+    fake = open_chat(page, RUNNING)
+    send(page, "also check the blockers")
+    queued = page.locator("#chat-log .entry.queued")
+    box(page).press("ArrowUp")
+    expect(queued).to_have_class(re.compile("retracting"))
+
+    def transcript(route: Any) -> None:
+        response = route.fetch()
+        body = response.json()
+        body["state"] = "running"
+        body["queued"] = ["also check the blockers"] if became == "still queued" else []
+        if became == "read by the planner":
+            text = [{"type": "text", "text": "also check the blockers"}]
+            at = "2026-01-01T00:00:00Z"
+            body["messages"] += [
+                {
+                    "seq": 1,
+                    "role": "user",
+                    "kind": "human",
+                    "turn": 1,
+                    "author": "demo",
+                    "content": [{"type": "text", "text": "Plan the beta"}],
+                    "created_at": at,
+                },
+                {
+                    "seq": 2,
+                    "role": "user",
+                    "kind": "steer",
+                    "turn": 1,
+                    "author": "demo",
+                    "content": text,
+                    "created_at": at,
+                },
+            ]
+        route.fulfill(response=response, json=body)
+
+    page.route(re.compile(r"/api/v1/planner/sessions/[0-9a-f-]+/?$"), transcript)
+    fake.route.close(code=1011)
+    expect(page.locator("#chat-connection")).to_have_text("Live")
+    expect(box(page)).to_have_value(box_after)
+    expect(page.locator("#chat-log .entry.queued")).to_have_count(1 if became == "still queued" else 0)
+    expect(page.locator("#chat-log .entry.retracting")).to_have_count(0)
+    box(page).fill("")
+    box(page).press("ArrowUp")  # a retract may be sent again: none is in flight
+    assert [f["type"] for f in fake.received].count("retract") == (2 if became == "still queued" else 1)
 
 
 def test_a_retraction_from_elsewhere_drops_the_bubble_and_leaves_the_box_alone(page):

@@ -21,6 +21,7 @@ from planner.chats import session_rename
 from planner.live import turns
 from planner.models import Message, Session
 from planner.runner import Runner, runner
+from planner.selectors import transcript
 from planner.services import NotQueuedError, steering_retract
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import frames_until, open_socket, sync
@@ -83,6 +84,26 @@ async def test_the_owner_takes_back_the_last_queued_message_and_the_model_never_
         "assistant",
     ]
     assert ("steer", "And the risks?") not in await stored(session)
+
+
+async def test_the_transcript_shows_the_queued_messages_until_the_planner_reads_them(
+    planner, model, session, member
+):
+    """A reloaded page shows them queued, and ↑ still takes the last one back."""
+
+    def shown() -> list[str]:
+        return transcript(session=Session.objects.get(pk=session.pk))["queued"]
+
+    hang = await running_with_steering(
+        planner, model, session, member, "Only epics, please", "And the risks?"
+    )
+    assert await sync(shown)() == ["Only epics, please", "And the risks?"]
+    await planner.retract(session_id=session.pk, user=member)
+    assert await sync(shown)() == ["Only epics, please"]
+    model.add(say("Noted: only epics."))
+    hang.release.set()
+    await planner.wait(session.pk)
+    assert await sync(shown)() == []
 
 
 async def test_taking_back_every_queued_message_leaves_the_turn_to_end_with_its_answer(

@@ -119,9 +119,12 @@
     for (const node of log.querySelectorAll(".chat-placeholder")) node.remove();
   }
 
+  /** A new entry goes at the end of the log, above the messages still queued for the planner:
+   * those stay last until the planner reads them. */
   function append(node) {
     clearPlaceholder();
-    changing(() => log.append(node));
+    const queued = node.classList.contains("kind-queued") ? null : log.querySelector(":scope > .entry.kind-queued");
+    changing(() => (queued ? log.insertBefore(node, queued) : log.append(node)));
     return node;
   }
 
@@ -964,6 +967,9 @@
     view.renderedSeq = seq;
     for (const request of Array.isArray(data.requests) ? data.requests : []) showRequest(request);
     for (const state of Array.isArray(data.changesets) ? data.changesets : []) changesetStatus(state);
+    const queued = Array.isArray(data.queued) ? data.queued.filter((text) => typeof text === "string") : [];
+    for (const text of queued) queuedEntry(text);
+    if (view.retracting !== null && !connected()) retractSettled(data, queued);
     questionStatus(data.about);
     showUsage(data.usage);
     if (!log.children.length) {
@@ -1023,11 +1029,12 @@
   }
 
   /** The replay of a running turn replaces what the transcript showed of it. */
+  /** Drop what a replay from `seq` shows again; the messages still queued stay. */
   function dropFromSeq(seq) {
-    const first = Array.from(log.children).find((node) => Number(node.dataset.seq || 0) >= seq);
-    if (!first) return;
-    while (first.nextSibling) first.nextSibling.remove();
-    first.remove();
+    const nodes = Array.from(log.children);
+    const first = nodes.findIndex((node) => Number(node.dataset.seq || 0) >= seq);
+    if (first < 0) return;
+    for (const node of nodes.slice(first)) if (!node.classList.contains("kind-queued")) node.remove();
   }
 
   // ---------------------------------------------------------------- frames
@@ -1245,13 +1252,17 @@
     socket.ws.send(JSON.stringify({ type: "message", text }));
     view.lastSent = text;
     input.value = "";
-    if (RUNNING.has(view.activity)) {
-      // Steering is shown when the planner takes it, at its next step; until then, as queued.
-      const entry = userEntry({ text, kind: "queued" });
-      entry.classList.add("queued");
-      entry.dataset.text = text;
-      entry.append(el("p", "meta", "queued — the planner reads it at its next step · ↑ in the empty box edits it"));
-    }
+    // Steering is shown when the planner takes it, at its next step; until then, as queued.
+    if (RUNNING.has(view.activity)) queuedEntry(text);
+  }
+
+  function queuedEntry(text) {
+    const entry = userEntry({ text, kind: "queued" });
+    entry.classList.add("queued");
+    entry.dataset.text = text;
+    const hint = config.canSend ? " · ↑ in the empty box edits it" : "";
+    entry.append(el("p", "meta", `queued — the planner reads it at its next step${hint}`));
+    return entry;
   }
 
   function stop() {
@@ -1292,6 +1303,21 @@
     input.focus();
     input.setSelectionRange(input.value.length, input.value.length);
     announce("Your message is back in the box: edit it and send it again.");
+  }
+
+  /** The socket closed before the answer to a retract came; the transcript says what became of
+   * the message: still queued (taken back or not, ↑ again), read by the planner (its last human
+   * message), or taken back — its text goes back in the box, as the answer would have put it. */
+  function retractSettled(data, queued) {
+    const text = view.retracting;
+    const humans = data.messages.filter((message) => message.role === "user" && ["human", "continue", "steer"].includes(message.kind));
+    const last = humans.length ? humans[humans.length - 1] : null;
+    const lastText = last && Array.isArray(last.content) ? last.content.filter((b) => b.type === "text").map((b) => b.text).join("") : null;
+    if (queued.includes(text) || lastText === text) {
+      retractRefused();
+      return;
+    }
+    retracted(text);
   }
 
   function retractRefused() {

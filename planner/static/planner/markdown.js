@@ -288,7 +288,7 @@
         return { inner: el(`h${Math.min(level + 2, 6)}`, `md-h${level}`) };
       }
       case "table_open": {
-        const wrap = el("div", "table-wrap"); // scrolls sideways on its own, not the page
+        const wrap = scrolling(el("div", "table-wrap"), "Table"); // scrolls sideways on its own, not the page
         return { inner: wrap.appendChild(el("table")), outer: wrap };
       }
       case "th_open":
@@ -352,9 +352,17 @@
     } else {
       code.textContent = text;
     }
-    const pre = el("pre", "md-code");
+    const pre = scrolling(el("pre", "md-code"), LANGUAGE.test(lang) ? `Code (${lang})` : "Code");
     pre.append(code);
     return pre;
+  }
+
+  /** A box that scrolls sideways is reached with Tab and scrolled with the arrow keys (WCAG 2.1.1). */
+  function scrolling(node, label) {
+    node.tabIndex = 0;
+    node.setAttribute("role", "group");
+    node.setAttribute("aria-label", label);
+    return node;
   }
 
   // ---------------------------------------------------------------- streaming
