@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
+from django.conf import settings
+from kombu import Connection
 
 from ballet.env import (
     DEFAULT_MODEL,
@@ -303,3 +306,11 @@ def test_debug_is_off_unless_asked_for(tmp_path):
     env = {**_embedded(tmp_path), "DJANGO_DEBUG": ""}
     assert _setting("DEBUG", env) == "False"
     assert _setting("DEBUG", {**env, "DJANGO_DEBUG": "1"}) == "True"
+
+
+def test_the_embedded_broker_names_its_host_so_every_eager_task_runs_without_a_warning(caplog):
+    """An eager task still takes a producer, whose connection describes itself; kombu warned
+    "No hostname was supplied" for a bare ``memory://`` on each task of a first run."""
+    caplog.set_level(logging.WARNING, logger="kombu")
+    Connection(settings.CELERY_BROKER_URL).info()
+    assert [record.getMessage() for record in caplog.records if record.name.startswith("kombu")] == []

@@ -214,7 +214,9 @@ AXES_VERBOSE = False
 AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "csrfmiddlewaretoken"]  # masked in stored form data
 
 # Celery: eager in the embedded mode, Redis broker in production.
-CELERY_BROKER_URL = SERVER.redis_url or "memory://"
+# An eager task still takes a producer; a memory broker named without a host makes kombu warn
+# ("No hostname was supplied") on every task a new user's first run starts.
+CELERY_BROKER_URL = SERVER.redis_url or "memory://localhost/"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not PRODUCTION_MODE
 CELERY_TASK_EAGER_PROPAGATES = True
