@@ -37,7 +37,9 @@ seed: migrate
 	$(BIN)/python manage.py seed_demo
 	$(BIN)/python manage.py search_backfill --all --unindexed
 
+# With DATABASE_URL and REDIS_URL set (production mode), pages link the collected, hashed files.
 run: seed
+	@if [ -n "$$DATABASE_URL" ] && [ -n "$$REDIS_URL" ]; then $(BIN)/python manage.py collectstatic --noinput --verbosity 0; fi
 	$(BIN)/daphne -b $(HOST) -p $(PORT) ballet.asgi:application
 
 lint: $(STAMP)

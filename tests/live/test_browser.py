@@ -241,6 +241,82 @@ def test_a_dropped_socket_reconnects_without_losing_text(page, script):
     assert len(sockets) == 2
 
 
+# Every socket the page opens stays "connecting" for the page until the test lets its open
+# event through (window.__held: one release per socket), however fast the server is; the
+# sockets are in window.__sockets.
+HOLD_OPEN = """(() => {
+  const Real = window.WebSocket;
+  window.__held = [];
+  window.__sockets = [];
+  window.WebSocket = class extends Real {
+    constructor(...args) {
+      super(...args);
+      window.__sockets.push(this);
+      this.__opened = false;
+      this.__openers = [];
+      super.addEventListener("open", (event) => window.__held.push(() => {
+        this.__opened = true;
+        for (const listener of this.__openers) listener(event);
+      }));
+    }
+    get readyState() {
+      const state = super.readyState;
+      return state === Real.OPEN && !this.__opened ? Real.CONNECTING : state;
+    }
+    addEventListener(type, listener, options) {
+      if (type === "open") this.__openers.push(listener);
+      else super.addEventListener(type, listener, options);
+    }
+  };
+})();"""
+
+
+def release_open(page: Any) -> None:
+    """Let the page see its socket open, once the socket has opened."""
+    for _ in range(100):
+        if page.evaluate("window.__held.length"):
+            page.evaluate("window.__held.shift()()")
+            return
+        page.wait_for_timeout(50)
+    raise AssertionError("the page's socket never opened")
+
+
+def test_a_message_sent_before_the_chat_is_live_goes_once_it_is(page, script):
+    script.on("early-bird", TextReply("Caught it."))
+    script.on("second-bird", TextReply("Caught that too."))
+    page.add_init_script(HOLD_OPEN)
+    page.goto("/projects/DEMO/chat/")
+    page.get_by_role("button", name="New chat").click()
+    page.wait_for_url(CHAT_URL)
+    box = page.get_by_label("Message to the planner")
+    send(page, "early-bird: are you there?")  # the socket is still connecting
+    expect(page.locator("#composer-status")).to_have_text(re.compile("goes as soon as the chat is live"))
+    expect(box).to_have_value("early-bird: are you there?")  # kept until it goes
+    expect(page.locator("#chat-log .entry.user")).to_have_count(0)
+    release_open(page)
+    expect(page.locator("#chat-connection")).to_have_text("Live")
+    expect(page.locator("#chat-log .entry.user .bubble")).to_have_text(["early-bird: are you there?"])
+    expect(assistant(page)).to_have_text("Caught it.")
+    expect(box).to_have_value("")
+    expect(page.locator("#composer-status")).to_have_text("")
+
+    expect(state(page)).to_have_text("Idle")
+    page.evaluate("window.__sockets[0].close(4000)")  # dropped: the page reconnects
+    expect(page.locator("#chat-connection")).to_have_text("Reconnecting…")
+    for _ in range(100):
+        if page.evaluate("window.__sockets.length") == 2:
+            break
+        page.wait_for_timeout(50)
+    send(page, "second-bird: still there?")
+    expect(box).to_have_value("second-bird: still there?")
+    release_open(page)
+    expect(page.locator("#chat-log .entry.user .bubble")).to_have_text(
+        ["early-bird: are you there?", "second-bird: still there?"]
+    )
+    expect(assistant(page).last).to_have_text("Caught that too.")
+    expect(box).to_have_value("")
+
+
 def test_model_output_never_runs_as_html(page, script):
     evil = (
         "Look: <script>window.__pwned=1</script> and "

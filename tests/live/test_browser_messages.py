@@ -140,7 +140,9 @@ INERT_CHECK = """(root) => {
     if (!allowed.has(node.tagName)) problems.push(node.tagName);
     for (const attr of node.attributes) {
       if (!["href", "rel", "target", "class", "data-lang", "data-seq", "scope", "start", "datetime", "title",
-            "type", "aria-label", "tabindex", "role"].includes(attr.name)) problems.push(`${node.tagName} ${attr.name}`);
+            "type", "aria-label", "tabindex", "role"].includes(attr.name)) {
+        problems.push(`${node.tagName} ${attr.name}`);
+      }
       if (attr.name === "title" && node.tagName !== "TIME") problems.push(`title on ${node.tagName}`);
       // A box that scrolls sideways (a table, a code block) is reached with Tab.
       if (attr.name === "tabindex" && attr.value !== "0") problems.push(`tabindex=${attr.value}`);

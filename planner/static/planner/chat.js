@@ -99,6 +99,7 @@
     awaitingReplay: false,
     sawTurnStart: false, // this connection saw the running turn from its start
     resynced: false,
+    sendOnOpen: false, // a message was sent before the socket was open: send the box once it is
   };
 
   // ---------------------------------------------------------------- scrolling and notices
@@ -1177,6 +1178,11 @@
       if (generation !== socket.generation) return;
       socket.attempts = 0;
       setConnection("Live", "live");
+      if (socket.sendOnOpen && form) {
+        socket.sendOnOpen = false;
+        announce("");
+        send(); // what the box holds now, if anything
+      }
     });
     ws.addEventListener("message", (event) => {
       if (generation !== socket.generation) return;
@@ -1245,8 +1251,15 @@
     const text = input.value;
     if (!text.trim() || socket.closed) return;
     if (!connected()) {
-      toast("Not connected yet; your message is kept. Reconnecting…");
-      reconnectNow();
+      // The message stays in the box and goes once the chat is live: at once when the page has
+      // just opened (its socket still connecting), or when a lost connection is back.
+      socket.sendOnOpen = true;
+      if (socket.timer === null) {
+        announce("Connecting… your message goes as soon as the chat is live.");
+      } else {
+        toast("Not connected; your message is kept and goes once the chat reconnects. Reconnecting…");
+        reconnectNow();
+      }
       return;
     }
     socket.ws.send(JSON.stringify({ type: "message", text }));
