@@ -30,12 +30,14 @@ from tracker.models import Project
 from tracker.selectors import project_planner_config
 
 MILLION = Decimal(1_000_000)
-_SUMS = {
-    "input_tokens": Sum("input_tokens"),
-    "output_tokens": Sum("output_tokens"),
-    "cache_write_tokens": Sum("cache_creation_input_tokens"),
-    "cache_read_tokens": Sum("cache_read_input_tokens"),
+# The token counts as a Spend (and estimated_cost) names them, and the usage record's fields.
+_FIELDS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_write_tokens": "cache_creation_input_tokens",
+    "cache_read_tokens": "cache_read_input_tokens",
 }
+_SUMS = {name: Sum(field) for name, field in _FIELDS.items()}
 
 
 def price_of(model: str) -> ModelPrice | None:
@@ -67,13 +69,7 @@ def estimated_cost(
 
 def record_cost(record: UsageRecord) -> Decimal | None:
     """The estimated cost of one usage record (the admin's column)."""
-    return estimated_cost(
-        model=record.model,
-        input_tokens=record.input_tokens,
-        output_tokens=record.output_tokens,
-        cache_write_tokens=record.cache_creation_input_tokens,
-        cache_read_tokens=record.cache_read_input_tokens,
-    )
+    return estimated_cost(model=record.model, **{name: getattr(record, f) for name, f in _FIELDS.items()})
 
 
 @dataclass(frozen=True)
@@ -104,16 +100,10 @@ class Spend:
 
     def plus(self, *, model: str, sums: dict[str, int | None]) -> Spend:
         """This spend with one model's summed tokens added."""
-        counts = {name: int(sums.get(name) or 0) for name in _SUMS}
+        counts = {name: int(sums.get(name) or 0) for name in _FIELDS}
         cost = estimated_cost(model=model, **counts)
-        return Spend(
-            input_tokens=self.input_tokens + counts["input_tokens"],
-            output_tokens=self.output_tokens + counts["output_tokens"],
-            cache_write_tokens=self.cache_write_tokens + counts["cache_write_tokens"],
-            cache_read_tokens=self.cache_read_tokens + counts["cache_read_tokens"],
-            cost=self.cost + (cost or 0),
-            unpriced=self.unpriced or (cost is None and any(counts.values())),
-        )
+        unpriced = cost is None and any(counts.values())
+        return self + Spend(**counts, cost=cost or Decimal(0), unpriced=unpriced)
 
 
 def _summed(rows: Iterable[dict[str, Any]]) -> Spend:
@@ -187,19 +177,10 @@ def daily_usage(*, project: Project, days: int = 30) -> list[DaySpend]:
 
 def usage_rows_priced(*, project: Project, since: date | None = None) -> list[dict[str, Any]]:
     """``usage_by_day``'s rows (per day and model), each with its ``estimated_cost`` (None: no price)."""
-    return [
-        {
-            **row,
-            "estimated_cost": estimated_cost(
-                model=row["model"],
-                input_tokens=row["input_tokens"],
-                output_tokens=row["output_tokens"],
-                cache_write_tokens=row["cache_creation_input_tokens"],
-                cache_read_tokens=row["cache_read_input_tokens"],
-            ),
-        }
-        for row in usage_by_day(project=project, since=since)
-    ]
+    rows = usage_by_day(project=project, since=since)
+    for row in rows:
+        row["estimated_cost"] = estimated_cost(model=row["model"], **{n: row[f] for n, f in _FIELDS.items()})
+    return rows
 
 
 def session_spend(*, session: Session) -> Spend:
