@@ -11,7 +11,7 @@ import math
 import os
 import secrets
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -205,14 +205,8 @@ def _model_price(model: str, table: Any, default: ModelPrice | None) -> ModelPri
     missing = [key for key in PRICE_KEYS if key not in table and default is None]
     if missing:
         raise ConfigError(f"{where} misses {', '.join(missing)} (USD per million tokens)")
-    prices: list[Decimal] = []
-    for key in PRICE_KEYS:
-        if key in table:
-            prices.append(_usd(f"{where} {key}", table[key]))
-        else:
-            assert default is not None  # a model without a default gives all four (checked above)
-            prices.append(getattr(default, key))
-    return ModelPrice(*prices)
+    given = {key: _usd(f"{where} {key}", value) for key, value in table.items()}
+    return ModelPrice(**given) if default is None else replace(default, **given)
 
 
 def load_prices() -> dict[str, ModelPrice]:
