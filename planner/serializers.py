@@ -200,6 +200,9 @@ class TranscriptSerializer(SessionSerializer):
     changesets = serializers.ListField(
         child=serializers.DictField(), help_text="The changesets the session proposed, as they stand now."
     )
+    queued = serializers.ListField(
+        child=serializers.CharField(), help_text="Messages sent during the turn, not read by the planner yet."
+    )
     about = serializers.DictField(allow_null=True, help_text="The question of a question's sub-chat.")
     can_send = serializers.BooleanField(help_text="You own the session: you send, stop and approve.")
     waiting = serializers.BooleanField(help_text="A request waits for you.")
