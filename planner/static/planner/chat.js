@@ -124,7 +124,7 @@
    * those stay last until the planner reads them. */
   function append(node) {
     clearPlaceholder();
-    const queued = node.classList.contains("kind-queued") ? null : log.querySelector(":scope > .entry.kind-queued");
+    const queued = node.classList.contains("queued") ? null : log.querySelector(":scope > .entry.queued");
     changing(() => (queued ? log.insertBefore(node, queued) : log.append(node)));
     return node;
   }
@@ -187,7 +187,7 @@
 
   /** A human's message; `at` (ISO 8601) when it was sent: the client's clock when a frame has none. */
   function userEntry({ text, author, kind, seq, at }) {
-    const entry = el("div", `entry user kind-${kind || "human"}`);
+    const entry = el("div", `entry user kind-${kind || "human"}${kind === "queued" ? " queued" : ""}`);
     if (seq) entry.dataset.seq = String(seq);
     entry.append(el("div", "bubble", text));
     const labels = [];
@@ -984,9 +984,15 @@
     if (follow) window.scrollTo(0, document.documentElement.scrollHeight);
   }
 
+  /** The text blocks of a stored message, joined. */
+  function messageText(message) {
+    const blocks = Array.isArray(message.content) ? message.content : [];
+    return blocks.filter((b) => b.type === "text").map((b) => b.text).join("");
+  }
+
   function renderMessage(message, calls) {
     const blocks = Array.isArray(message.content) ? message.content : [];
-    const text = blocks.filter((b) => b.type === "text").map((b) => b.text).join("");
+    const text = messageText(message);
     if (message.kind === "changes") {
       changesNote(text, message.seq);
     } else if (message.role === "assistant") {
@@ -1029,13 +1035,13 @@
     }
   }
 
-  /** The replay of a running turn replaces what the transcript showed of it. */
-  /** Drop what a replay from `seq` shows again; the messages still queued stay. */
+  /** The replay of a running turn replaces what the transcript showed of it (from `seq`); the
+   * messages still queued stay. */
   function dropFromSeq(seq) {
     const nodes = Array.from(log.children);
     const first = nodes.findIndex((node) => Number(node.dataset.seq || 0) >= seq);
     if (first < 0) return;
-    for (const node of nodes.slice(first)) if (!node.classList.contains("kind-queued")) node.remove();
+    for (const node of nodes.slice(first)) if (!node.classList.contains("queued")) node.remove();
   }
 
   // ---------------------------------------------------------------- frames
@@ -1271,7 +1277,6 @@
 
   function queuedEntry(text) {
     const entry = userEntry({ text, kind: "queued" });
-    entry.classList.add("queued");
     entry.dataset.text = text;
     const hint = config.canSend ? " · ↑ in the empty box edits it" : "";
     entry.append(el("p", "meta", `queued — the planner reads it at its next step${hint}`));
@@ -1310,8 +1315,7 @@
     if (entry) entry.remove();
     if (view.lastSent === text) view.lastSent = null;
     if (view.retracting === null || !input) return;
-    view.retracting = null;
-    for (const node of log.querySelectorAll(".entry.queued.retracting")) node.classList.remove("retracting");
+    retractEnded();
     input.value = input.value ? `${text}\n${input.value}` : text;
     input.focus();
     input.setSelectionRange(input.value.length, input.value.length);
@@ -1325,17 +1329,21 @@
     const text = view.retracting;
     const humans = data.messages.filter((message) => message.role === "user" && ["human", "continue", "steer"].includes(message.kind));
     const last = humans.length ? humans[humans.length - 1] : null;
-    const lastText = last && Array.isArray(last.content) ? last.content.filter((b) => b.type === "text").map((b) => b.text).join("") : null;
-    if (queued.includes(text) || lastText === text) {
+    if (queued.includes(text) || (last && messageText(last) === text)) {
       retractRefused();
       return;
     }
     retracted(text);
   }
 
-  function retractRefused() {
+  /** No retract is in flight any more: a bubble it marked that stays looks queued again. */
+  function retractEnded() {
     view.retracting = null;
     for (const node of log.querySelectorAll(".entry.queued.retracting")) node.classList.remove("retracting");
+  }
+
+  function retractRefused() {
+    retractEnded();
     announce("");
   }
 
