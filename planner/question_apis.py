@@ -11,6 +11,7 @@ thread and no database connection meanwhile.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
@@ -23,7 +24,7 @@ from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
 from planner.executor import db
-from planner.models import QuestionStatus
+from planner.models import Question, QuestionStatus
 from planner.questions import question_await, question_get, question_list
 from planner.runner import runner
 from planner.serializers import (
@@ -111,7 +112,12 @@ async def question_detail(request: HttpRequest, key: str, question: str) -> Http
     answered = await question_await(
         user=wait.user, project=wait.project, question_id=wait.question_id, seconds=wait.seconds
     )
-    return JsonResponse(QuestionSerializer(answered).data, encoder=JSONEncoder)
+    # Serialized where the database may be read: a serializer is free to follow a relation.
+    return JsonResponse(await db(_serialized)(answered), encoder=JSONEncoder)
+
+
+def _serialized(question: Question) -> dict[str, Any]:
+    return dict(QuestionSerializer(question).data)
 
 
 _detail = QuestionDetailApi.as_view()

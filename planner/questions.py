@@ -107,7 +107,8 @@ def _record(question: Question, actor: Actor, verb: str, data: dict[str, Any]) -
 def question_list(*, user: User, project: Project, status: str | None = None) -> QuerySet[Question]:
     """The project's questions, newest first (needs ``tracker.read``)."""
     require(user, project, TRACKER_READ)
-    qs = Question.objects.filter(project=project).select_related("project", "asker", "item", "session")
+    qs = Question.objects.filter(project=project)
+    qs = qs.select_related("project", "asker", "item__project", "session")
     return qs.filter(status=status) if status else qs
 
 

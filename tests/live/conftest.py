@@ -123,3 +123,18 @@ def page(browser: Any, server: Server, signed_in: str) -> Iterator[Any]:
     yield tab
     context.close()
     assert not errors, errors
+
+
+def shell(server: Server, code: str) -> str:
+    """The last line ``code`` printed in ``manage.py shell`` on the server's deployment."""
+    return server.deployment.manage("shell", "-c", code).strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def agent_token(server: Server) -> str:
+    """The REST token of the demo's worker ``agent``, a member of DEMO."""
+    return shell(
+        server,
+        "from rest_framework.authtoken.models import Token; "
+        "print(Token.objects.get(user__username='agent').key)",
+    )

@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.fakes.client import Client
 from tests.fakes.messages_api import TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import PASSWORD, Server
-from tests.live.conftest import Script
+from tests.live.conftest import Script, shell
 
 pytestmark = pytest.mark.live
 
@@ -47,21 +47,6 @@ def body(result) -> dict:
 @pytest.fixture(scope="module")
 def demo(server: Server) -> Client:
     return Client(server.url, "demo", PASSWORD)
-
-
-def shell(server: Server, code: str) -> str:
-    """The last line ``code`` printed in ``manage.py shell`` on the server's deployment."""
-    return server.deployment.manage("shell", "-c", code).strip().splitlines()[-1]
-
-
-@pytest.fixture(scope="module")
-def agent_token(server: Server) -> str:
-    """The REST token of the demo's worker ``agent``, a member of DEMO."""
-    return shell(
-        server,
-        "from rest_framework.authtoken.models import Token; "
-        "print(Token.objects.get(user__username='agent').key)",
-    )
 
 
 @pytest.fixture(scope="module")
