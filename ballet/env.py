@@ -36,7 +36,7 @@ class PlannerConfig:
     title_model: str = DEFAULT_TITLE_MODEL
     four_eyes: bool = False
     skill: str | None = None
-    daily_token_budget: int | None = None  # input + output tokens per project per UTC day
+    daily_token_budget: int | None = None  # every token processed per project per UTC day, cached ones too
     approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval (§ 13.3)
 
 

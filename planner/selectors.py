@@ -330,9 +330,12 @@ def utc_day_start(moment: datetime) -> datetime:
 
 
 def tokens_used_since(*, project_id: int, since: datetime) -> int:
-    """Input + output tokens metered for the project since ``since`` (one aggregate on the
+    """Every token metered for the project since ``since``: input, output, and the input written
+    to and read from the prompt cache, which the provider processed too (one aggregate on the
     ``(project, created_at)`` index)."""
+    processed = F("input_tokens") + F("output_tokens")
+    processed += F("cache_creation_input_tokens") + F("cache_read_input_tokens")
     total = UsageRecord.objects.filter(project_id=project_id, created_at__gte=since).aggregate(
-        tokens=Sum(F("input_tokens") + F("output_tokens"))
+        tokens=Sum(processed)
     )["tokens"]
     return int(total or 0)

@@ -150,7 +150,9 @@ class UsageRowSerializer(serializers.Serializer[Any]):
 
 class TokensTodaySerializer(serializers.Serializer[Any]):
     date = serializers.DateField(help_text="The current UTC day.")
-    tokens = serializers.IntegerField(help_text="Input + output tokens metered today.")
+    tokens = serializers.IntegerField(
+        help_text="Every token metered today, cached input included (what the budget counts)."
+    )
     budget = serializers.IntegerField(allow_null=True, help_text="daily_token_budget; null: none.")
     remaining = serializers.IntegerField(allow_null=True, help_text="Left today; null: no budget.")
     fraction_used = serializers.FloatField(allow_null=True, help_text="tokens / budget; null: no budget.")

@@ -282,9 +282,9 @@ class SessionIO(TurnIO):
 class BudgetedGateway:
     """The gateway of one turn, closed once the project's daily token budget is used up (SPEC § 12.4).
 
-    Before every model call of the turn (its rounds and compaction) it counts the project's
-    input + output tokens of the UTC day: the stored usage records, and this turn's calls
-    whose records still wait for the next step's transaction. A refused call is never made;
+    Before every model call of the turn (its rounds and compaction) it counts every token the
+    provider processed for the project in the UTC day, cached input included: the stored usage
+    records, and this turn's calls whose records still wait for the next step's transaction. A refused call is never made;
     the loop ends the turn ``failed`` with the message, leaving a valid history.
     """
 
@@ -298,7 +298,7 @@ class BudgetedGateway:
     ) -> ModelResponse:
         since = utc_day_start(timezone.now())
         stored = await db(tokens_used_since)(project_id=self.io.setup.project.pk, since=since)
-        pending = sum(r.usage.input_tokens + r.usage.output_tokens for r in self.io.records.usage)
+        pending = sum(r.usage.context_tokens for r in self.io.records.usage)
         if stored + pending >= self.budget:
             raise GatewayError(
                 "token_budget",

@@ -6,8 +6,8 @@ operator adjusts. Tokens of a model without a price are counted but not priced;
 the results say so (``unpriced``) instead of pretending they were free.
 
 The day is the UTC day, as for the daily token budget (SPEC § 12.4), and
-"tokens" against the budget are input + output tokens, as the budget counts
-them (``planner/session_io.py``). Each selector is one query.
+"tokens" against the budget are every token processed, cached input included, as the
+budget counts them (``planner/session_io.py``). Each selector is one query.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ class Spend:
 
     @property
     def tokens(self) -> int:
-        """Input + output tokens: what the daily budget counts."""
-        return self.input_tokens + self.output_tokens
+        """Every token processed, cached input included: what the daily budget counts."""
+        return self.input_tokens + self.output_tokens + self.cache_write_tokens + self.cache_read_tokens
 
     def __add__(self, other: Spend) -> Spend:
         return Spend(

@@ -40,7 +40,7 @@ class UsageChart:
     bars: list[Bar]
     width: int
     height: int
-    peak: int  # the largest day's input + output tokens: the top of the scale
+    peak: int  # the largest day's tokens: the top of the scale
     total: Spend  # over every day shown
 
     @property

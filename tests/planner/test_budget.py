@@ -1,4 +1,5 @@
-"""The daily token budget (SPEC § 12.4): input + output tokens per project per UTC day, in the gateway."""
+"""The daily token budget (SPEC § 12.4): every token processed per project per UTC day, cached input
+included, for turns, compaction and titles."""
 
 from __future__ import annotations
 
@@ -26,9 +27,21 @@ def set_settings(project, owner, **values) -> None:
     project_update(actor=Actor(user=owner), project=project, settings=values)
 
 
-def metered(project, *, input_tokens: int, output_tokens: int, days_ago: int = 0) -> None:
-    """A model call the gateway metered for ``project``, ``days_ago`` days back."""
-    record = CallRecord("turn", "claude-sonnet-5-5", Usage(input_tokens, output_tokens), 1.0, "ok")
+def metered(
+    project,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    days_ago: int = 0,
+    cached: int = 0,
+    purpose: str = "turn",
+) -> None:
+    """A model call the gateway metered for ``project``, ``days_ago`` days back; ``cached`` input
+    tokens read from the prompt cache, as many written to it."""
+    usage = Usage(
+        input_tokens, output_tokens, cache_creation_input_tokens=cached, cache_read_input_tokens=cached
+    )
+    record = CallRecord(purpose, "claude-sonnet-5-5", usage, 1.0, "ok")
     usage_save(project_id=project.pk, session_id=None, record=record)
     if days_ago:
         row = UsageRecord.objects.filter(project=project).latest("pk")
@@ -151,3 +164,32 @@ async def test_another_projects_usage_does_not_count(
     await drive(planner, session, member, "Hello")
 
     assert await turn_end(session) == {"reason": "completed"}
+
+
+@pytest.mark.parametrize("purpose", ["turn", "compaction", "title"])
+async def test_cached_input_counts_for_every_purpose(
+    planner, model, session, member, owner, chat_project, purpose
+):
+    # 20 uncached tokens, but 1,000 the provider processed from and into its cache.
+    await sync(set_settings)(chat_project, owner, daily_token_budget=1000)
+    await sync(metered)(chat_project, input_tokens=10, output_tokens=10, cached=490, purpose=purpose)
+
+    await drive(planner, session, member, "What is planned?")
+
+    assert model.requests == []
+    assert await turn_end(session) == {"reason": "failed", "error": USED_UP}
+
+
+async def test_this_turns_cached_input_counts_before_its_next_call(
+    planner, model, session, member, owner, chat_project
+):
+    await sync(set_settings)(chat_project, owner, daily_token_budget=1000)
+    cached = Usage(
+        input_tokens=5, output_tokens=5, cache_creation_input_tokens=500, cache_read_input_tokens=500
+    )
+    model.add(call("list_items", usage=cached))
+
+    await drive(planner, session, member, "Look around")
+
+    assert len(model.requests) == 1
+    assert await turn_end(session) == {"reason": "failed", "error": USED_UP}

@@ -73,7 +73,7 @@ def test_spend_adds_up_the_usage_records(client_for, chat, member, project, othe
     usage = usage_of(client_for(member), chat)
 
     today = usage["today"]
-    assert today["tokens"] == 1_000 + 200 + 3_000 + 400 + 500 + 50 + 10 + 10
+    assert today["tokens"] == 1_000 + 200 + 3_000 + 400 + 100 + 2_000 + 500 + 50 + 10 + 10
     assert today["unpriced"] is True
     # claude-sonnet-5-5: 3 / 15 / 3.75 / 0.30 USD per million input / output / cache write / cache read
     priced_today = (

@@ -41,11 +41,11 @@ def test_today_sums_today_only_with_the_budget(project, owner, django_assert_max
 
     assert (today.date, today.tokens, today.budget, today.remaining) == (
         midnight().date(),
-        1_100_000,
+        1_100_300,  # cached input too: the provider processed it
         2_000_000,
-        900_000,
+        899_700,
     )
-    assert today.fraction_used == pytest.approx(0.55)
+    assert today.fraction_used == pytest.approx(0.55015)
     assert (today.spend.cache_write_tokens, today.spend.cache_read_tokens) == (100, 200)
     # Sonnet: 1M input x $3, 100 cache writes x $3.75, 200 cache reads x $0.30; Haiku: 100k output x $5.
     assert today.spend.cost == Decimal("3") + Decimal("0.000375") + Decimal("0.00006") + Decimal("0.5")
