@@ -284,8 +284,9 @@ class BudgetedGateway:
 
     Before every model call of the turn (its rounds and compaction) it counts every token the
     provider processed for the project in the UTC day, cached input included: the stored usage
-    records, and this turn's calls whose records still wait for the next step's transaction. A refused call is never made;
-    the loop ends the turn ``failed`` with the message, leaving a valid history.
+    records, and this turn's calls whose records still wait for the next step's transaction. A
+    refused call is never made; the loop ends the turn ``failed`` with the message, leaving a
+    valid history.
     """
 
     def __init__(self, inner: Gateway, io: SessionIO, budget: int) -> None:
