@@ -187,6 +187,7 @@ class HumanRequest(models.Model):
 
 class QuestionStatus(models.TextChoices):
     OPEN = "open"
+    NEEDS_HUMAN = "needs_human", "Needs a human"  # its sub-chat ended without an answer
     ANSWERED = "answered"
     WITHDRAWN = "withdrawn"
 
@@ -201,14 +202,25 @@ class Question(models.Model):
     status = models.CharField(max_length=20, choices=QuestionStatus.choices, default=QuestionStatus.OPEN)
     answer = models.TextField(blank=True)
     answered_by = models.CharField(max_length=200, blank=True)  # planner:SESSION or user:NAME
+    # Why the question waits for the project's humans (needs_human): how its sub-chat ended.
+    reason = models.TextField(blank=True)
     # False while the running-turn limits keep its sub-chat's first turn waiting (§ 13.1).
     started = models.BooleanField(default=False)
+    # The asker's own key for the question: asking again with it returns this question.
+    idempotency_key = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     answered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]
         indexes = [models.Index(fields=["project", "status"]), models.Index(fields=["started", "status"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["asker", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="question_idempotency_key_per_asker",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"Question {self.pk} ({self.status})"

@@ -7,4 +7,9 @@ from planner import pages
 urlpatterns: list[URLPattern] = [
     path("projects/<str:key>/chat/", pages.chat_list, name="planner-chat-list"),
     path("projects/<str:key>/chat/<uuid:session>/", pages.chat, name="planner-chat"),
+    path(
+        "projects/<str:key>/chat/<uuid:session>/answer/",
+        pages.question_answer,
+        name="planner-question-answer",
+    ),
 ]

@@ -19,14 +19,21 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from planner.models import Session
+from planner.models import QuestionStatus, Session
+from planner.questions import question_answer_human
 from planner.selectors import session_get, session_list, session_waiting_count
 from planner.services import MAX_TITLE, session_create
 from planner.spend import daily_usage, project_today
 from planner.usage_chart import BAR_WIDTH, today_figures, usage_chart
-from tracker.errors import NotFoundError, PermissionDeniedError
+from tracker.errors import (
+    BalletError,
+    InvalidStateError,
+    NotFoundError,
+    PermissionDeniedError,
+    ValidationError,
+)
 from tracker.models import Project
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ, has_permission, require
 from tracker.selectors import project_get
@@ -127,12 +134,46 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
         "session": found,
         "question": found.question,
         "can_chat": can_chat,
+        "can_answer_question": can_chat
+        and found.question is not None
+        and found.question.status == QuestionStatus.NEEDS_HUMAN,
         "can_send": can_chat and found.user_id == user.pk and found.archived_at is None,
         "can_manage": can_chat and found.user_id == user.pk,  # rename, archive: the owner's
         "api_url": reverse("planner-api:session-detail", kwargs={"session": str(found.pk)}),
         "ws_path": f"/ws/planner/sessions/{found.pk}/",
     }
     return render(request, "planner/chat.html", context)
+
+
+@require_POST
+@login_required
+def question_answer(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
+    """A member answers, from its sub-chat, a question the planner left to the project's humans;
+    back to the sub-chat, which shows the answer (or why it was refused)."""
+    user = _user(request)
+    project = _project(user, key, PLANNER_CHAT)
+    found = _session(user, project, session)
+    if found.question_id is None:
+        raise Http404("This chat answers no question.")
+    back = reverse("planner-chat", args=[project.key, found.pk])
+    try:
+        question_answer_human(
+            user=user, project=project, question_id=found.question_id, answer=request.POST.get("answer")
+        )
+    except (ValidationError, InvalidStateError) as exc:
+        return render(
+            request,
+            "planner/question_refused.html",
+            {"project": project, "message": _first_error(exc), "back": back},
+            status=exc.status,
+        )
+    return HttpResponseRedirect(back)
+
+
+def _first_error(exc: BalletError) -> str:
+    if isinstance(exc, ValidationError):
+        return " ".join(str(m) for messages in exc.errors.values() for m in messages)
+    return exc.message
 
 
 def _session(user: User, project: Project, session_id: uuid.UUID) -> Session:

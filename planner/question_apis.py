@@ -25,9 +25,10 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from planner.executor import db
 from planner.models import Question, QuestionStatus
-from planner.questions import question_await, question_get, question_list
+from planner.questions import question_answer_human, question_await, question_get, question_list
 from planner.runner import runner
 from planner.serializers import (
+    QuestionAnswerSerializer,
     QuestionAskSerializer,
     QuestionFilterSerializer,
     QuestionSerializer,
@@ -126,9 +127,26 @@ question_detail.cls = QuestionDetailApi  # type: ignore[attr-defined]
 question_detail.initkwargs = {}  # type: ignore[attr-defined]
 
 
+class QuestionAnswerApi(BalletApi):
+    @extend_schema(
+        summary="Answer a question that waits for the project's humans (needs_human)",
+        description="Needs planner.chat. The answer is recorded under the caller's name and the asker's "
+        "wait returns it. A question the planner is still on (open) is answered in its sub-chat.",
+        request=QuestionAnswerSerializer,
+        responses=with_errors({200: QuestionSerializer}, *WRITE_ERRORS, 409, 429),
+    )
+    def post(self, request: Request, key: str, question: str) -> Response:
+        project = project_for(request, key, PLANNER_CHAT)
+        data = parse(QuestionAnswerSerializer, request.data)
+        answered = question_answer_human(
+            user=caller(request), project=project, question_id=question, answer=data["answer"]
+        )
+        return Response(QuestionSerializer(answered).data)
+
+
 class QuestionWithdrawApi(BalletApi):
     @extend_schema(
-        summary="Withdraw an open question (its asker, or a project admin); its sub-chat stops",
+        summary="Withdraw an unanswered question (its asker, or a project admin); its sub-chat stops",
         request=None,
         responses=with_errors({200: QuestionSerializer}, *WRITE_ERRORS, 409, 429),
     )
@@ -141,4 +159,10 @@ class QuestionWithdrawApi(BalletApi):
         return Response(QuestionSerializer(withdrawn).data)
 
 
-__all__ = ["QuestionDetailApi", "QuestionListApi", "QuestionWithdrawApi", "question_detail"]
+__all__ = [
+    "QuestionAnswerApi",
+    "QuestionDetailApi",
+    "QuestionListApi",
+    "QuestionWithdrawApi",
+    "question_detail",
+]

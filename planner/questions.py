@@ -33,7 +33,7 @@ from planner.executor import db
 from planner.models import Question, QuestionStatus, Session
 from tracker.errors import InvalidStateError, NotFoundError, PermissionDeniedError, ValidationError
 from tracker.inputs import refuse_nul
-from tracker.models import Organization, Project
+from tracker.models import ActivityEvent, Project
 from tracker.permissions import PLANNER_CHAT, PROJECT_ADMIN, TRACKER_READ, has_permission, require
 from tracker.selectors import item_get
 from tracker.services.activity import Actor, activity_record
@@ -43,12 +43,12 @@ MAX_WAIT_SECONDS = 60
 POLL_SECONDS = 1.0
 
 
-def _text(text: Any) -> str:
+def _text(text: Any, *, field: str = "text") -> str:
     if not isinstance(text, str) or not text.strip():
-        raise ValidationError({"text": ["Write the question."]})
+        raise ValidationError({field: ["Write the question." if field == "text" else "Write the answer."]})
     if len(text) > MAX_QUESTION_CHARS:
-        raise ValidationError({"text": [f"At most {MAX_QUESTION_CHARS} characters."]})
-    refuse_nul(text=text)
+        raise ValidationError({field: [f"At most {MAX_QUESTION_CHARS} characters."]})
+    refuse_nul(**{field: text})
     return text.strip()
 
 
@@ -79,13 +79,15 @@ def question_create(*, user: User, project: Project, text: Any, item_key: Any = 
         except NotFoundError as exc:
             raise ValidationError({"item": [exc.message]}) from exc
     question = Question.objects.create(project=project, asker=user, item=item, text=text)
-    head = Organization.objects.values_list("activity_seq", flat=True).get(pk=project.organization_id)
+    asked = _record(
+        question, Actor(user=user), "question.asked", {"text": text[:200], "item": _key(question)}
+    )
     words = " ".join(text.split())
     title = words if len(words) <= 60 else words[:59].rstrip() + "…"
+    # The sub-chat starts past its own question's event: its first message says it already.
     question.session = Session.objects.create(
-        project=project, user=user, question=question, title=f"Question: {title}", last_seen_seq=head
+        project=project, user=user, question=question, title=f"Question: {title}", last_seen_seq=asked.seq
     )
-    _record(question, Actor(user=user), "question.asked", {"text": text[:200], "item": _key(question)})
     return question
 
 
@@ -93,8 +95,8 @@ def _key(question: Question) -> str | None:
     return question.item.key if question.item is not None else None
 
 
-def _record(question: Question, actor: Actor, verb: str, data: dict[str, Any]) -> None:
-    activity_record(
+def _record(question: Question, actor: Actor, verb: str, data: dict[str, Any]) -> ActivityEvent:
+    return activity_record(
         actor=actor,
         organization_id=question.project.organization_id,
         project=question.project,
@@ -134,12 +136,18 @@ def question_answer(*, session_id: uuid.UUID, user: User, answer: str) -> Questi
         raise InvalidStateError(
             "This session answers no question: answer_question is for question sub-chats."
         )
-    question = (
-        Question.objects.select_for_update(of=("self",)).select_related("project", "item").get(pk=question.pk)
-    )
-    if question.status != QuestionStatus.OPEN:
+    question = _locked(question.pk)
+    _answer(question, Actor(user=user, planner_session=session_id), answer)
+    return question
+
+
+UNSETTLED = (QuestionStatus.OPEN, QuestionStatus.NEEDS_HUMAN)
+
+
+def _answer(question: Question, actor: Actor, answer: str) -> None:
+    """Record ``actor``'s answer to the locked ``question`` and wake its waiters once committed."""
+    if question.status not in UNSETTLED:
         raise InvalidStateError(f"The question is {question.status}; it takes no answer.")
-    actor = Actor(user=user, planner_session=session_id)
     question.status = QuestionStatus.ANSWERED
     question.answer = answer
     question.answered_by = actor.label
@@ -147,7 +155,45 @@ def question_answer(*, session_id: uuid.UUID, user: User, answer: str) -> Questi
     question.save(update_fields=["status", "answer", "answered_by", "answered_at"])
     _record(question, actor, "question.answered", {"answer": answer[:200], "item": _key(question)})
     transaction.on_commit(lambda: _answered(question.pk))
+
+
+@transaction.atomic
+def question_answer_human(*, user: User, project: Project, question_id: Any, answer: Any) -> Question:
+    """A member with ``planner.chat`` answers a question its sub-chat left to the project's humans."""
+    require(user, project, PLANNER_CHAT)
+    found = question_get(user=user, project=project, question_id=question_id)
+    question = _locked(found.pk)
+    if question.status == QuestionStatus.OPEN:
+        raise InvalidStateError(
+            "The planner is still on this question; answer its request in the sub-chat, or wait until "
+            "the question needs a human."
+        )
+    _answer(question, Actor(user=user), _text(answer, field="answer"))
     return question
+
+
+def _locked(question_id: int) -> Question:
+    return (
+        Question.objects.select_for_update(of=("self",))
+        .select_related("project", "asker", "item__project", "session")
+        .get(pk=question_id)
+    )
+
+
+@transaction.atomic
+def question_unanswered(*, question_id: int, reason: str) -> bool:
+    """The question's sub-chat ended without answering it: it waits for the project's humans
+    (``needs_human``) with ``reason``, and its waiters hear it at once. False if it was settled
+    or already waits for them."""
+    question = _locked(question_id)
+    if question.status != QuestionStatus.OPEN:
+        return False
+    question.status = QuestionStatus.NEEDS_HUMAN
+    question.reason = reason
+    question.save(update_fields=["status", "reason"])
+    _record(question, Actor(user=question.asker), "question.needs_human", {"reason": reason[:200]})
+    transaction.on_commit(lambda: _answered(question_id))
+    return True
 
 
 @dataclass(frozen=True)
@@ -163,12 +209,8 @@ def question_withdraw(*, user: User, project: Project, question_id: Any) -> With
     question = question_get(user=user, project=project, question_id=question_id)
     if question.asker_id != user.pk and not has_permission(user, project, PROJECT_ADMIN):
         raise PermissionDeniedError("Only the asker or a project admin may withdraw a question.")
-    question = (
-        Question.objects.select_for_update(of=("self",))
-        .select_related("project", "item", "asker")
-        .get(pk=question.pk)
-    )
-    if question.status != QuestionStatus.OPEN:
+    question = _locked(question.pk)
+    if question.status not in UNSETTLED:
         raise InvalidStateError(f"The question is already {question.status}.")
     question.status = QuestionStatus.WITHDRAWN
     question.answered_at = timezone.now()
@@ -179,11 +221,14 @@ def question_withdraw(*, user: User, project: Project, question_id: Any) -> With
     return Withdrawn(question, session_id)
 
 
-def question_started(*, question_id: int) -> None:
+@transaction.atomic
+def question_unstartable(*, question_id: int, reason: str) -> None:
+    """The question's sub-chat cannot start (its asker lost access): the humans settle it."""
     Question.objects.filter(pk=question_id).update(started=True)
+    question_unanswered(question_id=question_id, reason=f"The planner could not start: {reason}")
 
 
-def questions_waiting(*, limit: int = 20) -> list[Question]:
+def questions_waiting(*, limit: int = 100) -> list[Question]:
     """Open questions whose first turn has not started, oldest first."""
     qs = Question.objects.filter(status=QuestionStatus.OPEN, started=False).select_related(
         "project", "asker", "item", "session"

@@ -238,20 +238,24 @@ class Runner:
         except RateLimitedError:
             self.questions_waiting = True
             return False
-        except BalletError as exc:  # the asker lost access meanwhile: it never starts
+        except BalletError as exc:  # the asker lost access meanwhile: the humans settle it
             logger.warning("question %s cannot start: %s", question.pk, exc.message)
-            await db(questions.question_started)(question_id=question.pk)
+            await db(questions.question_unstartable)(question_id=question.pk, reason=exc.message)
         return True
 
     async def start_waiting_questions(self, *, force: bool = False) -> None:
         """Start questions the running-turn limits kept waiting, oldest first, while turns are free.
-        Without ``force`` only when this process saw one wait (a turn just ended here)."""
+        One that cannot start yet (its asker's or its project's turns are taken) holds back no
+        other user's, project's or organization's. Without ``force`` only when this process saw
+        one wait (a turn just ended here)."""
         if not (force or self.questions_waiting):
             return
         self.questions_waiting = False
+        refused: set[tuple[int, int]] = set()  # (asker, project): the same limits refuse again
         for question in await db(questions.questions_waiting)():
-            if not await self._start_question(question):
-                return
+            whose = (question.asker_id, question.project_id)
+            if whose not in refused and not await self._start_question(question):
+                refused.add(whose)
 
     async def withdraw(self, *, user: User, project: Project, question_id: Any) -> Question:
         """Withdraw a question (its asker, or a project admin) and stop its sub-chat's turn."""

@@ -17,7 +17,16 @@ from planner.changesets import changesets_of
 from planner.histories import Kept, histories
 from planner.loop import History, TurnSettings
 from planner.messages import ChatMessage, block_from_wire
-from planner.models import HumanRequest, Message, Question, RequestKind, RequestStatus, Session, UsageRecord
+from planner.models import (
+    HumanRequest,
+    Message,
+    Question,
+    QuestionStatus,
+    RequestKind,
+    RequestStatus,
+    Session,
+    UsageRecord,
+)
 from planner.prompt import system_prompt
 from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS
 from tracker.crypto import decrypt
@@ -48,6 +57,7 @@ def sessions_visible(*, user: AnyUser) -> QuerySet[Session]:
         qs = qs.filter(Q(user_id=user.pk or 0) | Q(question__isnull=False, project_id__in=chat))
     pending = HumanRequest.objects.filter(session=OuterRef("pk"), status=RequestStatus.PENDING)
     waiting = Case(  # the owner answers every request; others only a sub-chat's questions
+        When(question__status=QuestionStatus.NEEDS_HUMAN, then=Value(True)),
         When(user_id=user.pk or 0, then=Exists(pending)),
         When(question__isnull=False, then=Exists(pending.filter(kind=RequestKind.QUESTION))),
         default=Value(False),
@@ -301,6 +311,7 @@ def session_about(*, session: Session) -> dict[str, Any] | None:
         "asker": question.asker.username,
         "answer": question.answer,
         "answered_by": question.answered_by,
+        "reason": question.reason,
     }
 
 

@@ -87,6 +87,9 @@ class QuestionSerializer(serializers.Serializer[Question]):
     status = serializers.CharField()
     answer = serializers.CharField()
     answered_by = serializers.CharField()
+    reason = serializers.CharField(
+        help_text="needs_human: why the planner left it to the project's humans (how its sub-chat ended)."
+    )
     asker = serializers.CharField(source="asker.username")
     session = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField()
@@ -103,6 +106,10 @@ class QuestionSerializer(serializers.Serializer[Question]):
 class QuestionAskSerializer(StrictSerializer):
     text = StrictCharField(max_length=MAX_QUESTION_CHARS, validators=[no_nul_characters])
     item = StrictCharField(required=False, allow_null=True, max_length=30, validators=[no_nul_characters])
+
+
+class QuestionAnswerSerializer(StrictSerializer):
+    answer = StrictCharField(max_length=MAX_QUESTION_CHARS, validators=[no_nul_characters])
 
 
 class QuestionFilterSerializer(serializers.Serializer[Any]):

@@ -42,6 +42,7 @@ from planner.models import (
     UsageRecord,
 )
 from planner.notes import change_notes
+from planner.questions import question_unanswered
 from planner.selectors import TurnSetup, session_history, turn_setup
 from planner.tools import ToolContext, ToolOutcome, call_tool
 from tracker.errors import (
@@ -496,6 +497,9 @@ def message_save(
         Event.objects.create(
             session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"}
         )
+        question_id = Session.objects.filter(pk=session_id).values_list("question_id", flat=True).get()
+        if question_id is not None:
+            question_unanswered(question_id=question_id, reason=UNANSWERED["completed"])
         return Saved(messages=saved, inputs_waiting=False, ended=True)
     if not ask:
         return Saved(messages=saved, inputs_waiting=False)
@@ -554,6 +558,7 @@ def turn_close(session: Session, results: ChatMessage, *, reason: TurnEndReason)
         update_fields=["last_message_seq", "focus", "state", "turn_owner", "heartbeat_at", "updated_at"]
     )
     Event.objects.create(session=session, kind="turn_ended", turn=session.turn_count, data={"reason": reason})
+    _question_left(session, reason)
     transaction.on_commit(TURNS.labels(reason).inc)
 
 
@@ -632,7 +637,25 @@ def turn_end(
     if error:
         data["error"] = error
     Event.objects.create(session_id=session_id, kind="turn_ended", turn=turn, data=data)
+    _question_left(session, reason, error)
     return "ended"
+
+
+UNANSWERED: dict[TurnEndReason, str] = {
+    "completed": "The planner ended its turn without answering.",
+    "failed": "The planner's turn failed before it answered",
+    "max_rounds": "The planner ran out of rounds before it answered.",
+    "stopped": "The planner's turn was stopped before it answered.",
+}
+
+
+def _question_left(session: Session, reason: TurnEndReason, error: str | None = None) -> None:
+    """A question's sub-chat whose turn ended without an answer leaves the question to the
+    project's humans, saying why: a question never hangs."""
+    if session.question_id is None:
+        return
+    why = f"{UNANSWERED[reason]}: {error}" if reason == "failed" and error else UNANSWERED[reason]
+    question_unanswered(question_id=session.question_id, reason=why)
 
 
 def _state_after(reason: TurnEndReason) -> SessionState:
@@ -712,6 +735,7 @@ def _recover(session: Session) -> None:
     session.save(
         update_fields=["state", "turn_owner", "heartbeat_at", "steering", "last_message_seq", "updated_at"]
     )
+    _question_left(session, "failed", RECOVERED)
     # Its process died before counting it: the turn is counted here, by whichever process
     # recovers it (the Celery sweep, or a daphne the session is opened in), once committed.
     transaction.on_commit(TURNS.labels("failed").inc)

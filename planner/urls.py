@@ -11,7 +11,7 @@ from planner.apis import (
     SessionStopApi,
     SessionUsageApi,
 )
-from planner.question_apis import QuestionListApi, QuestionWithdrawApi, question_detail
+from planner.question_apis import QuestionAnswerApi, QuestionListApi, QuestionWithdrawApi, question_detail
 
 app_name = "planner-api"
 
@@ -27,6 +27,11 @@ urlpatterns = [
     re_path(SESSION + r"/usage/$", SessionUsageApi.as_view(), name="session-usage"),
     path("projects/<str:key>/questions/", QuestionListApi.as_view(), name="question-list"),
     path("projects/<str:key>/questions/<str:question>/", question_detail, name="question-detail"),
+    path(
+        "projects/<str:key>/questions/<str:question>/answer/",
+        QuestionAnswerApi.as_view(),
+        name="question-answer",
+    ),
     path(
         "projects/<str:key>/questions/<str:question>/withdraw/",
         QuestionWithdrawApi.as_view(),

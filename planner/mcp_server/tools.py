@@ -126,9 +126,10 @@ ASK_QUESTION = ToolSpec(
 
 GET_QUESTION = ToolSpec(
     name="get_question",
-    description="Read a question asked with ask_question: its status (open, answered, withdrawn), the "
-    "answer and who answered. With wait_seconds (at most "
-    f"{MAX_WAIT_SECONDS}), an open question is read once it is answered or when the wait is over.",
+    description="Read a question asked with ask_question: its status (open, needs_human, answered, "
+    "withdrawn), the answer and who answered; needs_human: the planner could not answer and the "
+    "project's humans will (reason says why). With wait_seconds (at most "
+    f"{MAX_WAIT_SECONDS}), an open question is read once it is settled or when the wait is over.",
     input_schema={
         "type": "object",
         "properties": {"id": {"type": "integer", "minimum": 1}, "wait_seconds": WAIT},

@@ -162,3 +162,58 @@ def test_an_answered_sub_chat_shows_the_answer_and_who_gave_it(signed_in, sub_ch
     assertContains(response, '<span id="question-status" class="badge question-answered">Answered</span>')
     Question.objects.filter(pk=question.pk).update(answered_by="user:maintainer")
     assertContains(signed_in(agent).get(chat_url(sub_chat)), "Answer by maintainer: </span>")
+
+
+def needs_human(session: Session) -> Question:
+    question = session.question
+    question.status, question.reason = "needs_human", "The planner ended its turn without answering."
+    question.save(update_fields=["status", "reason"])
+    return question
+
+
+@pytest.mark.django_db
+def test_a_question_left_to_the_humans_waits_for_every_member_who_may_chat(
+    sub_chat, maintainer, member, viewer, signed_in
+):
+    needs_human(sub_chat)
+
+    page = signed_in(maintainer).get(chat_url(sub_chat))
+
+    assertContains(page, "The planner could not answer: The planner ended its turn without answering.")
+    assertContains(page, 'name="answer"')
+    assert [s.pk for s in sessions_waiting(user=member, project=sub_chat.project)] == [sub_chat.pk]
+    assert sessions_waiting(user=viewer, project=sub_chat.project) == []
+
+
+@pytest.mark.django_db
+def test_a_member_answers_a_question_left_to_the_humans_from_its_sub_chat(sub_chat, maintainer, signed_in):
+    question = needs_human(sub_chat)
+    browser = signed_in(maintainer)
+
+    empty = browser.post(chat_url(sub_chat) + "answer/", {"answer": "  "})
+    answered = browser.post(chat_url(sub_chat) + "answer/", {"answer": "PostgreSQL 17."})
+    again = browser.post(chat_url(sub_chat) + "answer/", {"answer": "SQLite."})
+
+    assertContains(empty, "Write the answer.", status_code=400)
+    assert answered.status_code == 302
+    assert answered["Location"] == chat_url(sub_chat)
+    question.refresh_from_db()
+    assert (question.status, question.answer, question.answered_by) == (
+        "answered",
+        "PostgreSQL 17.",
+        "user:maintainer",
+    )
+    assertContains(again, "The question is answered; it takes no answer.", status_code=409)
+    assertNotContains(browser.get(chat_url(sub_chat)), 'name="answer"')
+
+
+@pytest.mark.django_db
+def test_who_may_not_answer_a_question_from_its_sub_chat(sub_chat, viewer, users, signed_in):
+    question = needs_human(sub_chat)
+
+    as_viewer = signed_in(viewer).post(chat_url(sub_chat) + "answer/", {"answer": "Mine."})
+    as_stranger = signed_in(users["stranger"]).post(chat_url(sub_chat) + "answer/", {"answer": "Mine."})
+
+    assert (as_viewer.status_code, as_stranger.status_code) == (403, 404)
+    question.refresh_from_db()
+    assert question.status == "needs_human"

@@ -774,7 +774,7 @@
   function questionStatus(question) {
     const node = document.getElementById("question-status");
     if (!node || !question) return;
-    const labels = { open: "Open", answered: "Answered", withdrawn: "Withdrawn" };
+    const labels = { open: "Open", needs_human: "Needs a human", answered: "Answered", withdrawn: "Withdrawn" };
     node.textContent = labels[question.status] || String(question.status || "");
     node.className = `badge question-${question.status}`;
     const answer = document.getElementById("question-answer");
