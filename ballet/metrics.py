@@ -43,6 +43,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from planner.metrics import QuestionsCollector
+
 KEPT = "counter|histogram|summary"  # the types whose counts outlive their process
 OWN = re.compile(rf"(?P<kind>{KEPT})_(?P<pid>\d+)\.db")
 FOLDING = re.compile(rf"(?P<kind>{KEPT})_(?P<pid>\d+)\.db\.fold-(?P<n>\d+)")
@@ -197,9 +199,15 @@ def registry() -> CollectorRegistry:
     return _registries[directory]
 
 
+_STATE = CollectorRegistry(auto_describe=False)
+_STATE.register(QuestionsCollector())
+
+
 def metrics_view(_request: HttpRequest) -> HttpResponse:
-    """``/metrics`` in Prometheus's text format."""
-    return HttpResponse(generate_latest(registry()), content_type=CONTENT_TYPE_LATEST)
+    """``/metrics`` in Prometheus's text format: the processes' counts, then what the database
+    holds (agents' questions)."""
+    body = generate_latest(registry()) + generate_latest(_STATE)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 
 
 _exit_hook = False

@@ -184,6 +184,7 @@ def test_the_gauges_of_a_dead_process_go_with_it(host):
     assert host.value("ballet_test_alive", pid=str(living)) == 1
 
 
+@pytest.mark.django_db
 def test_the_metrics_page_shows_the_host(host, client, settings):
     host.dead(2)
     host.alive(3)

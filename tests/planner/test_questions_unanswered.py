@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from planner.gateway import GatewayError
 from planner.models import Question, Session
 from planner.runner import runner
-from planner.services import sessions_recover_dead
+from planner.services import session_create, sessions_recover_dead
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
@@ -99,6 +101,7 @@ async def test_a_stopped_turn_leaves_it_to_the_humans(scripted, chat_project, me
     asked = await ask(client)
     waiting = asyncio.ensure_future(client.get(f"{QUESTIONS}{asked['id']}/?wait=20"))
     await hang.started.wait()
+    await asyncio.sleep(0.2)  # the wait has begun (the in-memory test database takes one writer)
 
     await runner.stop(session_id=uuid.UUID(asked["session"]), user=member)
     body = (await waiting).json()
@@ -203,3 +206,52 @@ def limits(settings):
         settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, **values)
 
     return set_limits
+
+
+async def test_metrics_count_questions_by_status_and_age(scripted, chat_project, member):
+    scripted.add(say("No idea."))
+    client = await client_for(member)
+    left = await ask(client, "Which cache?")
+    await runner.wait(uuid.UUID(left["session"]))
+    await sync(Question.objects.filter(pk=left["id"]).update)(
+        created_at=timezone.now() - timedelta(minutes=5)
+    )
+
+    text = (await client.client.get("/metrics")).content.decode()
+
+    assert 'ballet_questions{status="needs_human"} 1.0' in text
+    assert 'ballet_questions{status="answered"} 0.0' in text
+    age = float(text.split('ballet_questions_oldest_age_seconds{status="needs_human"} ')[1].split()[0])
+    assert 300 <= age < 400
+    assert 'ballet_questions_oldest_age_seconds{status="open"} 0.0' in text
+
+
+async def test_a_question_that_cannot_start_holds_back_no_other_askers(
+    scripted, limits, chat_project, member, maintainer
+):
+    """The oldest waiting question's asker still runs a turn; a later asker's question starts."""
+    limits(running_turns_per_user=1)
+    busy = {}
+    for user in (member, maintainer):
+        busy[user.username] = await sync(session_create)(user=user, project=chat_project)
+        hang = Hang("Thinking", then=say("Done."))
+        scripted.add(hang)
+        await runner.send(session_id=busy[user.username].pk, user=user, text="Think hard.")
+        await hang.started.wait()
+        busy[user.username + "-hang"] = hang
+    first = await ask(await client_for(member), "Which cache?")  # waits: member's turn is taken
+    second = await ask(await client_for(maintainer), "Which queue?")  # waits too, for now
+    scripted.add(call("answer_question", {"answer": "Redis streams."}), say("Answered."))
+
+    busy["maintainer-hang"].release.set()  # maintainer's turn ends: a turn is free for them
+    await runner.wait(busy["maintainer"].pk)
+    await runner.wait(uuid.UUID(second["session"]))
+
+    started = await sync(lambda: dict(Question.objects.values_list("pk", "started")))()
+    assert started == {first["id"]: False, second["id"]: True}
+    answered = await sync(Question.objects.get)(pk=second["id"])
+    assert (answered.status, answered.answer) == ("answered", "Redis streams.")
+    scripted.add(call("answer_question", {"answer": "Memcached."}), say("Answered."))
+    busy["member-hang"].release.set()
+    await runner.wait(busy["member"].pk)  # now member's question starts
+    await runner.wait(uuid.UUID(first["session"]))
