@@ -191,7 +191,13 @@ class SessionAnswerApi(BalletApi):
         )
         outcome = resolution.frames[0]
         assert outcome["type"] == "request_resolved"
-        return Response({"outcome": outcome["outcome"], "resumed": resolution.begin is not None})
+        return Response(
+            {
+                "outcome": outcome["outcome"],
+                "resumed": resolution.begin is not None,
+                "waiting": resolution.waiting,
+            }
+        )
 
 
 class SessionUsageApi(BalletApi):

@@ -33,7 +33,13 @@ from planner import frames, guard
 from planner.runner import runner
 from planner.selectors import session_get
 from planner.services import MAX_MESSAGE_CHARS
-from tracker.errors import BalletError, NotFoundError, PermissionDeniedError, UnavailableError
+from tracker.errors import (
+    BalletError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+    UnavailableError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -172,14 +178,7 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
             if frame["type"] == "message":
                 await runner.send(session_id=self.session_id, user=self.user, text=frame["text"])
             elif frame["type"] == "answer":
-                await runner.answer(
-                    session_id=self.session_id,
-                    user=self.user,
-                    request=frame.get("request"),
-                    text=frame.get("text"),
-                    approve=frame.get("approve"),
-                    reason=frame.get("reason"),
-                )
+                await self._answer(frame)
             elif frame["type"] == "retract":
                 await runner.retract(session_id=self.session_id, user=self.user)
             else:
@@ -192,6 +191,18 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
                 await self._error(exc.code, exc.message)
         except BalletError as exc:
             await self._error(exc.code, exc.message)
+
+    async def _answer(self, frame: dict[str, Any]) -> None:
+        resolution = await runner.answer(
+            session_id=self.session_id,
+            user=self.user,
+            request=frame.get("request"),
+            text=frame.get("text"),
+            approve=frame.get("approve"),
+            reason=frame.get("reason"),
+        )
+        if resolution.waiting is not None:  # accepted, yet the turn waits for a free one: say why
+            await self._error(RateLimitedError.code, resolution.waiting)
 
     async def _over_limit(self, verdict: Verdict) -> None:
         if verdict == "close":

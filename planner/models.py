@@ -59,6 +59,9 @@ class Session(models.Model):
     # Which process runs the current turn, and when it last said it was alive.
     turn_owner = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Every request of the paused turn is answered, but the running-turn limits keep it from
+    # resuming: it resumes, oldest first, as soon as a turn frees up.
+    resume_waiting = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -109,7 +109,7 @@ async def question_detail(request: HttpRequest, key: str, question: str) -> Http
     if wait is None:
         return response
     if not wait.started:  # the running-turn limits kept it waiting: a turn may have freed up
-        await runner.start_waiting_questions(force=True)
+        await runner.start_waiting(force=True)
     answered = await question_await(
         user=wait.user, project=wait.project, question_id=wait.question_id, seconds=wait.seconds
     )

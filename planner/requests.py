@@ -43,7 +43,13 @@ from planner.models import (
 from planner.previews import request_preview
 from planner.services import Begin, StepRecords, ToolRecord
 from planner.tools import TOOLS, ToolContext
-from tracker.errors import ConflictError, NotFoundError, PermissionDeniedError, ValidationError
+from tracker.errors import (
+    ConflictError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ValidationError,
+)
 from tracker.inputs import refuse_nul
 from tracker.models import Project
 from tracker.permissions import PLANNER_CHAT, require
@@ -141,6 +147,8 @@ def pending_requests(*, session_id: uuid.UUID) -> list[HumanRequest]:
 class Resolution:
     frames: list[Frame]  # request_resolved, then the results of approved calls that ran
     begin: Begin | None = None  # the turn resumed: where it continues from
+    # Every request is answered but the running-turn limits keep the turn from resuming yet: why.
+    waiting: str | None = None
 
 
 def _answer_body(kind: str, text: Any, approve: Any, reason: Any) -> tuple[RequestStatus, str]:
@@ -200,9 +208,48 @@ def request_answer(
     resolved = [resolved_frame(request)]
     if HumanRequest.objects.filter(session=session, status=RequestStatus.PENDING).exists():
         return Resolution(resolved)
+    resumed = _resume(session)
+    return replace(resumed, frames=resolved + resumed.frames)
+
+
+RESUMES_LATER = " The answer is kept: the planner resumes as soon as a turn frees up."
+
+
+def _resume(session: Session) -> Resolution:
+    """Resume the session's turn paused on requests now that none is pending, if the running-turn
+    limits allow (they count a resumed turn as a started one); else it waits, answers kept. The
+    caller holds the session's row lock."""
+    try:
+        services.check_running_turns(session)
+    except RateLimitedError as exc:
+        if not session.resume_waiting:
+            session.resume_waiting = True
+            session.save(update_fields=["resume_waiting", "updated_at"])
+        return Resolution([], waiting=exc.message + RESUMES_LATER)
     results, ran = _results(session)
-    begin = services.turn_continue(session, results)
-    return Resolution(resolved + ran, begin)
+    return Resolution(ran, services.turn_continue(session, results))
+
+
+@transaction.atomic
+def turn_resume(*, session_id: uuid.UUID) -> Resolution | None:
+    """Resume a turn whose answers waited for a free turn; None if it no longer waits (resumed
+    elsewhere, stopped, or a request is pending again)."""
+    session = (
+        Session.objects.select_for_update(of=("self",))
+        .select_related("project__organization", "user")
+        .filter(pk=session_id, state=SessionState.PAUSED, resume_waiting=True)
+        .first()
+    )
+    if session is None or HumanRequest.objects.filter(session=session, status=RequestStatus.PENDING).exists():
+        return None
+    return _resume(session)
+
+
+def sessions_resume_waiting(*, limit: int = 100) -> list[tuple[uuid.UUID, int, int]]:
+    """Sessions whose answered turn waits for a free turn, longest waiting first: (id, owner,
+    project)."""
+    waiting = Session.objects.filter(state=SessionState.PAUSED, resume_waiting=True).order_by("updated_at")
+    return list(waiting.values_list("pk", "user_id", "project_id")[:limit])
 
 
 def _request(session: Session, request_id: Any) -> HumanRequest:
@@ -253,7 +300,7 @@ def requests_cancel(*, session_id: uuid.UUID, user: User) -> list[Frame] | None:
 
 def _cancel(session: Session) -> list[Frame] | None:
     pending = list(HumanRequest.objects.filter(session=session, status=RequestStatus.PENDING))
-    if session.state != SessionState.PAUSED or not pending:
+    if session.state != SessionState.PAUSED or not (pending or session.resume_waiting):
         return None
     out: list[Frame] = []
     for request in pending:

@@ -41,7 +41,7 @@ from planner.live import LiveTurn, turns
 from planner.models import Question, SessionState
 from planner.relay import link
 from planner.requests import Resolution
-from planner.selectors import TurnSetup, session_get
+from planner.selectors import TurnSetup, session_get, work_waiting
 from planner.services import Begin
 from planner.watching import Inbox, Seen
 from tracker.errors import BalletError, NotFoundError, RateLimitedError, UnavailableError
@@ -59,7 +59,7 @@ class Runner:
         # Inboxes of this process's watchers, by session: local turns deliver to them directly.
         self.watchers: dict[uuid.UUID, set[Inbox]] = {}
         self.relay = link(deliver=self._deliver, control=self._control, lost=self._lost)
-        self.questions_waiting = False  # a question here waits for a free turn
+        self.work_waiting = False  # a question or an answered turn here waits for a free turn
         self._loop: asyncio.AbstractEventLoop | None = None  # where this process's watchers wait
         self._notices: set[asyncio.Task[None]] = set()
         # Turns whose task still proposes the session's title, their turn over (``wait`` waits).
@@ -172,7 +172,28 @@ class Runner:
         else:
             assert resolution.begin is not None
             self._start(live, resolution.begin, resolution.frames)
+        if resolution.waiting is not None:
+            self.work_waiting = True
         return resolution
+
+    async def _resume(self, session_id: uuid.UUID) -> bool:
+        """Resume a turn whose answers waited for a free turn; False if the limits still hold it."""
+        await self.relay.serve(session_id)
+        live = None
+        turns.claim(session_id)
+        try:
+            resolution: Resolution | None = await db(requests.turn_resume)(session_id=session_id)
+            if resolution is not None and resolution.begin is not None:
+                live = await self._live(session_id, resolution.begin, owner_id=None)
+        finally:
+            turns.release(session_id)
+            if live is None:
+                await self.relay.unserve(session_id)
+        if resolution is None or resolution.begin is None:
+            return resolution is None  # resumed elsewhere or settled: nothing holds it here
+        assert live is not None
+        self._start(live, resolution.begin, resolution.frames)
+        return True
 
     async def _live(self, session_id: uuid.UUID, begin: Begin, *, owner_id: int | None) -> LiveTurn:
         live = LiveTurn(
@@ -236,22 +257,27 @@ class Runner:
                 question=True,
             )
         except RateLimitedError:
-            self.questions_waiting = True
+            self.work_waiting = True
             return False
         except BalletError as exc:  # the asker lost access meanwhile: the humans settle it
             logger.warning("question %s cannot start: %s", question.pk, exc.message)
             await db(questions.question_unstartable)(question_id=question.pk, reason=exc.message)
         return True
 
-    async def start_waiting_questions(self, *, force: bool = False) -> None:
-        """Start questions the running-turn limits kept waiting, oldest first, while turns are free.
-        One that cannot start yet (its asker's or its project's turns are taken) holds back no
-        other user's, project's or organization's. Without ``force`` only when this process saw
-        one wait (a turn just ended here)."""
-        if not (force or self.questions_waiting):
+    async def start_waiting(self, *, force: bool = False) -> None:
+        """Start what the running-turn limits kept waiting while turns are free: answered turns
+        first, then questions, each oldest first. What cannot start yet (its owner's or its
+        project's turns are taken) holds back no other user's, project's or organization's.
+        Without ``force`` only when this process saw something wait, or the database holds some
+        (a turn just ended here; what waits may have been queued by a process since gone)."""
+        if not (force or self.work_waiting or await db(work_waiting)()):
             return
-        self.questions_waiting = False
-        refused: set[tuple[int, int]] = set()  # (asker, project): the same limits refuse again
+        self.work_waiting = False
+        refused: set[tuple[int, int]] = set()  # (owner, project): the same limits refuse again
+        for session_id, owner, project in await db(requests.sessions_resume_waiting)():
+            if (owner, project) not in refused and not await self._resume(session_id):
+                refused.add((owner, project))
+                self.work_waiting = True
         for question in await db(questions.questions_waiting)():
             whose = (question.asker_id, question.project_id)
             if whose not in refused and not await self._start_question(question):
@@ -420,7 +446,7 @@ class Runner:
             await self.relay.unserve(live.session_id)
             await live.outbox.close()
             turns.end(live)
-        await self.start_waiting_questions()  # a turn is free
+        await self.start_waiting()  # a turn is free
         if outcome is not None and titles.wanted(turn=live.turn, reason=outcome.reason) and live.task:
             self._titling[live.session_id] = live.task
             try:

@@ -25,6 +25,7 @@ from planner.models import (
     RequestKind,
     RequestStatus,
     Session,
+    SessionState,
     UsageRecord,
 )
 from planner.prompt import system_prompt
@@ -350,3 +351,12 @@ def tokens_used_since(*, project_id: int, since: datetime) -> int:
         tokens=Sum(processed)
     )["tokens"]
     return int(total or 0)
+
+
+def work_waiting() -> bool:
+    """Whether a question or an answered turn waits for a free turn (after a turn has ended: off
+    the path of any frame)."""
+    return (
+        Question.objects.filter(status=QuestionStatus.OPEN, started=False).exists()
+        or Session.objects.filter(state=SessionState.PAUSED, resume_waiting=True).exists()
+    )

@@ -77,6 +77,11 @@ class AnswerSerializer(StrictSerializer):
 class AnsweredSerializer(serializers.Serializer[Any]):
     outcome = serializers.CharField()
     resumed = serializers.BooleanField(help_text="No request waits any more: the turn resumed.")
+    waiting = serializers.CharField(
+        allow_null=True,
+        help_text="Every request is answered, but the running-turn limits keep the turn from resuming "
+        "yet: why. It resumes as soon as a turn frees up.",
+    )
 
 
 class QuestionSerializer(serializers.Serializer[Question]):

@@ -187,12 +187,12 @@ def session_begin(
         session.save(update_fields=["steering", "updated_at"])
         return Begin("steered", session.turn_count, None, recovered)
     continuing = session.state == SessionState.PAUSED
+    _check_running_turns(session, user, limits)  # a reply resumes a turn: it counts like a start
     if continuing and reply is not None:
         _count_message(user, limits)
         replied = reply(session, user, text)
         if replied is not None:
             return replied
-    _check_running_turns(session, user, limits)
     if question and session.question_id is not None:
         Question.objects.filter(pk=session.question_id).update(started=True)
     elif not (continuing and reply is not None):
@@ -286,6 +286,12 @@ def steering_retract(*, session_id: uuid.UUID, user: User) -> str:
     session.steering = kept
     session.save(update_fields=["steering", "updated_at"])
     return str(last["text"])
+
+
+def check_running_turns(session: Session) -> None:
+    """:func:`_check_running_turns` for the session's owner, as whom a resumed turn runs; the
+    caller holds the session's row lock."""
+    _check_running_turns(session, session.user, settings.BALLET_LIMITS)
 
 
 def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> None:
@@ -542,7 +548,8 @@ def turn_continue(session: Session, results: ChatMessage) -> Begin:
     the round's ``results``, deliver change notes, open the turn again in this process. The caller
     holds the session's row lock (its ``user`` loaded: the owner, as whom the turn acts)."""
     history = session_history(session=session)
-    _run_here(session, history, results, None, also=("focus",))
+    session.resume_waiting = False
+    _run_here(session, history, results, None, also=("focus", "resume_waiting"))
     setup = _open(session, history, continued=True)
     return Begin("continued", session.turn_count, None, setup=setup)
 
@@ -554,9 +561,9 @@ def turn_close(session: Session, results: ChatMessage, *, reason: TurnEndReason)
     session.state = _state_after(reason)
     session.turn_owner = ""
     session.heartbeat_at = None
-    session.save(
-        update_fields=["last_message_seq", "focus", "state", "turn_owner", "heartbeat_at", "updated_at"]
-    )
+    session.resume_waiting = False
+    fields = ["last_message_seq", "focus", "state", "turn_owner", "heartbeat_at", "resume_waiting"]
+    session.save(update_fields=[*fields, "updated_at"])
     Event.objects.create(session=session, kind="turn_ended", turn=session.turn_count, data={"reason": reason})
     _question_left(session, reason)
     transaction.on_commit(TURNS.labels(reason).inc)

@@ -205,7 +205,7 @@ async def _get(user: User, arguments: JsonObject) -> ToolOutcome:
     seconds = arguments.get("wait_seconds", 0)
     if project is None or outcome.is_error or not seconds or outcome.output["status"] != QuestionStatus.OPEN:
         return outcome
-    await runner.start_waiting_questions(force=True)  # the running-turn limits may have kept it waiting
+    await runner.start_waiting(force=True)  # the running-turn limits may have kept it waiting
     return await _awaited(user, project, outcome.output["id"], seconds)
 
 

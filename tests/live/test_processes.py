@@ -179,7 +179,7 @@ def test_a_pending_request_survives_a_sigkill_and_is_answered_after_the_restart(
         answered = client.post(
             f"/api/v1/planner/sessions/{session}/answers/", {"request": request["id"], "text": "Monday"}
         )
-        assert answered == {"outcome": "answered", "resumed": True}
+        assert answered == {"outcome": "answered", "resumed": True, "waiting": None}
         body = client.wait_for(session, lambda b: b["state"] == "idle")
         assert body["messages"][-1]["content"] == [{"type": "text", "text": "Monday, then."}]
         assert [e["data"]["reason"] for e in body["events"] if e["kind"] == "turn_ended"] == ["completed"]

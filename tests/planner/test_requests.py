@@ -289,7 +289,7 @@ async def test_answers_over_rest(scripted, session, member, viewer):
         f"/api/v1/planner/sessions/{session.pk}/answers/", {"request": pending["id"], "text": "Monday"}
     )
     assert answered.status_code == 200, answered.content
-    assert answered.json() == {"outcome": "answered", "resumed": True}
+    assert answered.json() == {"outcome": "answered", "resumed": True, "waiting": None}
     await runner.wait(session.pk)
     again = await client.post(
         f"/api/v1/planner/sessions/{session.pk}/answers/", {"request": pending["id"], "text": "Monday"}
