@@ -50,24 +50,33 @@ class QuestionListApi(BalletApi):
         project = project_for(request, key, TRACKER_READ)
         agent_request_count(user_id=caller(request).pk)
         filters = parse(QuestionFilterSerializer, request.query_params)
-        rows = question_list(user=caller(request), project=project, status=filters.get("status"))
+        rows = question_list(
+            user=caller(request), project=project, status=filters.get("status"), asker=filters.get("asker")
+        )
         return self.paginated(rows, QuestionSerializer)
 
     @extend_schema(
         summary="Ask the planner a question about the project or one item",
         description="Needs planner.chat. The question's sub-chat starts at once (or, past the running-turn "
-        "limits, as soon as a turn frees up); read the answer with GET …/questions/{id}/?wait=30.",
+        "limits, as soon as a turn frees up); read the answer with GET …/questions/{id}/?wait=30. With an "
+        "idempotency key (the field, or an Idempotency-Key header), asking again with the same key returns "
+        "the question first asked with it (200) instead of asking twice.",
         request=QuestionAskSerializer,
-        responses=with_errors({201: QuestionSerializer}, *WRITE_ERRORS, 429),
+        responses=with_errors({201: QuestionSerializer, 200: QuestionSerializer}, *WRITE_ERRORS, 409, 429),
     )
     def post(self, request: Request, key: str) -> Response:
         project = project_for(request, key, PLANNER_CHAT)
         agent_request_count(user_id=caller(request).pk)
         data = parse(QuestionAskSerializer, request.data)
-        question = async_to_sync(runner.ask)(
-            user=caller(request), project=project, text=data["text"], item_key=data.get("item")
+        asked = async_to_sync(runner.ask)(
+            user=caller(request),
+            project=project,
+            text=data["text"],
+            item_key=data.get("item"),
+            idempotency_key=data.get("idempotency_key") or request.headers.get("Idempotency-Key"),
         )
-        return Response(QuestionSerializer(question).data, status=status.HTTP_201_CREATED)
+        code = status.HTTP_200_OK if asked.replayed else status.HTTP_201_CREATED
+        return Response(QuestionSerializer(asked.question).data, status=code)
 
 
 @dataclass(frozen=True)

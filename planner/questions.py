@@ -25,21 +25,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from planner.executor import db
 from planner.models import Question, QuestionStatus, Session
-from tracker.errors import InvalidStateError, NotFoundError, PermissionDeniedError, ValidationError
+from tracker.errors import (
+    ConflictError,
+    InvalidStateError,
+    NotFoundError,
+    PermissionDeniedError,
+    ValidationError,
+)
 from tracker.inputs import refuse_nul
-from tracker.models import ActivityEvent, Project
+from tracker.models import ActivityEvent, Item, Project
 from tracker.permissions import PLANNER_CHAT, PROJECT_ADMIN, TRACKER_READ, has_permission, require
 from tracker.selectors import item_get
 from tracker.services.activity import Actor, activity_record
 
 MAX_QUESTION_CHARS = 8_000
 MAX_WAIT_SECONDS = 60
+MAX_IDEMPOTENCY_KEY = 200
 POLL_SECONDS = 1.0
 
 
@@ -65,20 +72,44 @@ def first_message(question: Question) -> str:
     return f"{about}{question.text}\n\n{how}"
 
 
+@dataclass(frozen=True)
+class Asked:
+    question: Question
+    replayed: bool = False  # asked before with the same idempotency key: nothing new was opened
+
+
 @transaction.atomic
-def question_create(*, user: User, project: Project, text: Any, item_key: Any = None) -> Question:
+def question_ask(
+    *, user: User, project: Project, text: Any, item_key: Any = None, idempotency_key: Any = None
+) -> Asked:
+    """:func:`question_create`, idempotent with ``idempotency_key``: asking again with the same
+    key (a client retrying a request whose answer it lost) returns the question first asked with
+    it and opens nothing; the same key for another question is a conflict."""
+    key = _idempotency_key(idempotency_key)
+    if not key:
+        return Asked(question_create(user=user, project=project, text=text, item_key=item_key))
+    try:
+        with transaction.atomic():  # a savepoint: a racing twin's insert fails alone
+            return Asked(
+                question_create(user=user, project=project, text=text, item_key=item_key, idempotency_key=key)
+            )
+    except IntegrityError:
+        return Asked(
+            _replayed(user=user, project=project, key=key, text=_text(text), item_key=item_key), True
+        )
+
+
+@transaction.atomic
+def question_create(
+    *, user: User, project: Project, text: Any, item_key: Any = None, idempotency_key: str = ""
+) -> Question:
     """Record ``user``'s question and open its sub-chat (needs ``planner.chat``)."""
     require(user, project, PLANNER_CHAT)
     text = _text(text)
-    item = None
-    if item_key not in (None, ""):
-        if not isinstance(item_key, str):
-            raise ValidationError({"item": ["Expected an item key such as DEMO-3."]})
-        try:
-            item = item_get(project=project, key=item_key)
-        except NotFoundError as exc:
-            raise ValidationError({"item": [exc.message]}) from exc
-    question = Question.objects.create(project=project, asker=user, item=item, text=text)
+    item = _item(project, item_key)
+    question = Question.objects.create(
+        project=project, asker=user, item=item, text=text, idempotency_key=idempotency_key
+    )
     asked = _record(
         question, Actor(user=user), "question.asked", {"text": text[:200], "item": _key(question)}
     )
@@ -89,6 +120,44 @@ def question_create(*, user: User, project: Project, text: Any, item_key: Any = 
         project=project, user=user, question=question, title=f"Question: {title}", last_seen_seq=asked.seq
     )
     return question
+
+
+def _idempotency_key(key: Any) -> str:
+    if key in (None, ""):
+        return ""
+    if (
+        not isinstance(key, str)
+        or len(key) > MAX_IDEMPOTENCY_KEY
+        or not key.isascii()
+        or not key.isprintable()
+    ):
+        raise ValidationError(
+            {"idempotency_key": [f"Expected printable ASCII of at most {MAX_IDEMPOTENCY_KEY} characters."]}
+        )
+    return key
+
+
+def _item(project: Project, item_key: Any) -> Item | None:
+    if item_key in (None, ""):
+        return None
+    if not isinstance(item_key, str):
+        raise ValidationError({"item": ["Expected an item key such as DEMO-3."]})
+    try:
+        return item_get(project=project, key=item_key)
+    except NotFoundError as exc:
+        raise ValidationError({"item": [exc.message]}) from exc
+
+
+def _replayed(*, user: User, project: Project, key: str, text: str, item_key: Any) -> Question:
+    first = question_list(user=user, project=project).filter(asker=user, idempotency_key=key).first()
+    if first is None:  # the key was used in another project
+        raise ConflictError("This idempotency key was already used for another question.")
+    item = _item(project, item_key)
+    if first.text != text or first.item_id != (item.pk if item else None):
+        raise ConflictError(
+            f"This idempotency key was already used for question {first.pk}, which asks something else."
+        )
+    return first
 
 
 def _key(question: Question) -> str | None:
@@ -106,11 +175,15 @@ def _record(question: Question, actor: Actor, verb: str, data: dict[str, Any]) -
     )
 
 
-def question_list(*, user: User, project: Project, status: str | None = None) -> QuerySet[Question]:
-    """The project's questions, newest first (needs ``tracker.read``)."""
+def question_list(
+    *, user: User, project: Project, status: str | None = None, asker: str | None = None
+) -> QuerySet[Question]:
+    """The project's questions, newest first (needs ``tracker.read``); ``asker``: a username."""
     require(user, project, TRACKER_READ)
     qs = Question.objects.filter(project=project)
     qs = qs.select_related("project", "asker", "item__project", "session")
+    if asker:
+        qs = qs.filter(asker__username=asker)
     return qs.filter(status=status) if status else qs
 
 

@@ -238,14 +238,18 @@ class Runner:
 
     # ------------------------------------------------------------------ agents' questions
 
-    async def ask(self, *, user: User, project: Project, text: Any, item_key: Any = None) -> Question:
+    async def ask(
+        self, *, user: User, project: Project, text: Any, item_key: Any = None, idempotency_key: Any = None
+    ) -> questions.Asked:
         """Record ``user``'s question and start its sub-chat's first turn at once, or, past the
-        running-turn limits, leave it open until a turn frees up (SPEC § 13.1)."""
-        question: Question = await db(questions.question_create)(
-            user=user, project=project, text=text, item_key=item_key
+        running-turn limits, leave it open until a turn frees up (SPEC § 13.1). A question asked
+        before with the same idempotency key is returned as it is."""
+        asked: questions.Asked = await db(questions.question_ask)(
+            user=user, project=project, text=text, item_key=item_key, idempotency_key=idempotency_key
         )
-        await self._start_question(question)
-        return question
+        if not asked.replayed:
+            await self._start_question(asked.question)
+        return asked
 
     async def _start_question(self, question: Question) -> bool:
         """Start the question's first turn; False if the running-turn limits keep it waiting."""

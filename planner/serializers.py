@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from planner.models import Question, QuestionStatus, Session
-from planner.questions import MAX_QUESTION_CHARS, MAX_WAIT_SECONDS
+from planner.questions import MAX_IDEMPOTENCY_KEY, MAX_QUESTION_CHARS, MAX_WAIT_SECONDS
 from planner.services import MAX_MESSAGE_CHARS, MAX_TITLE
 from tracker.serializers import StrictCharField, StrictSerializer, no_nul_characters
 
@@ -111,6 +111,12 @@ class QuestionSerializer(serializers.Serializer[Question]):
 class QuestionAskSerializer(StrictSerializer):
     text = StrictCharField(max_length=MAX_QUESTION_CHARS, validators=[no_nul_characters])
     item = StrictCharField(required=False, allow_null=True, max_length=30, validators=[no_nul_characters])
+    idempotency_key = StrictCharField(
+        required=False,
+        max_length=MAX_IDEMPOTENCY_KEY,
+        validators=[no_nul_characters],
+        help_text="Your own key for this question: asking again with it returns the same question.",
+    )
 
 
 class QuestionAnswerSerializer(StrictSerializer):
@@ -119,6 +125,7 @@ class QuestionAnswerSerializer(StrictSerializer):
 
 class QuestionFilterSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=QuestionStatus.choices, required=False)
+    asker = serializers.CharField(required=False, max_length=150, help_text="Only this user's questions.")
 
 
 class QuestionWaitSerializer(serializers.Serializer[Any]):

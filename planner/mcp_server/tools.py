@@ -28,7 +28,13 @@ from django.contrib.auth.models import User
 
 from planner.executor import db
 from planner.models import Question, QuestionStatus
-from planner.questions import MAX_QUESTION_CHARS, MAX_WAIT_SECONDS, question_await, question_get
+from planner.questions import (
+    MAX_IDEMPOTENCY_KEY,
+    MAX_QUESTION_CHARS,
+    MAX_WAIT_SECONDS,
+    question_await,
+    question_get,
+)
 from planner.runner import runner
 from planner.serializers import QuestionSerializer
 from planner.tools import TOOLS
@@ -115,6 +121,13 @@ ASK_QUESTION = ToolSpec(
             "text": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS},
             "item": ITEM_KEY,
             "wait_seconds": WAIT,
+            "idempotency_key": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_IDEMPOTENCY_KEY,
+                "description": "Your own key for this question: asking again with it (a retry) returns "
+                "the same question instead of asking twice.",
+            },
         },
         "required": ["text"],
         "additionalProperties": False,
@@ -194,10 +207,16 @@ async def _ask(user: User, arguments: JsonObject) -> ToolOutcome:
         return checked
     project, args = checked
     try:
-        asked = await runner.ask(user=user, project=project, text=args["text"], item_key=args.get("item"))
+        asked = await runner.ask(
+            user=user,
+            project=project,
+            text=args["text"],
+            item_key=args.get("item"),
+            idempotency_key=args.get("idempotency_key"),
+        )
     except BalletError as exc:
         return refused(exc)
-    return await _awaited(user, project, asked.pk, args.get("wait_seconds", ASK_WAIT_SECONDS))
+    return await _awaited(user, project, asked.question.pk, args.get("wait_seconds", ASK_WAIT_SECONDS))
 
 
 async def _get(user: User, arguments: JsonObject) -> ToolOutcome:

@@ -88,7 +88,7 @@ async def test_an_answer_past_the_limits_is_kept_and_resumes_when_a_turn_frees_u
 async def test_the_project_limit_holds_an_answered_turn_too(
     scripted, limits, chat_project, member, maintainer
 ):
-    asked, sub, request = await paused_question(scripted, member)
+    _, sub, request = await paused_question(scripted, member)
     limits(running_turns_per_project=1)
     other, hang = await busy(scripted, maintainer, chat_project)
 
