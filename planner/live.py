@@ -66,6 +66,8 @@ class LiveTurns:
     def __init__(self) -> None:
         self._live: dict[uuid.UUID, LiveTurn] = {}
         self._claims: Counter[uuid.UUID] = Counter()
+        # Stops that came while a turn of the session was being started here: it starts stopped.
+        self._stops: set[uuid.UUID] = set()
 
     def claim(self, session_id: uuid.UUID) -> None:
         self._claims[session_id] += 1
@@ -74,9 +76,25 @@ class LiveTurns:
         self._claims[session_id] -= 1
         if self._claims[session_id] <= 0:
             del self._claims[session_id]
+            self._stops.discard(session_id)  # no turn started here: nothing to stop
 
     def start(self, live: LiveTurn) -> None:
         self._live[live.session_id] = live
+        if live.session_id in self._stops:
+            self._stops.discard(live.session_id)
+            live.stop()
+
+    def stop(self, session_id: uuid.UUID) -> bool:
+        """Stop the session's turn running here, or the one being started here as soon as it is
+        registered (a stop that races an approval resuming the turn); False if none is here."""
+        live = self._live.get(session_id)
+        if live is not None:
+            live.stop()
+            return True
+        if session_id in self._claims:
+            self._stops.add(session_id)
+            return True
+        return False
 
     def end(self, live: LiveTurn) -> None:
         if self._live.get(live.session_id) is live:

@@ -207,7 +207,10 @@ class Runner:
         return live
 
     async def stop(self, *, session_id: uuid.UUID, user: User) -> bool:
-        """Stop the session's turn wherever it runs; False if none runs. Only its owner may."""
+        """Stop the session's turn wherever it runs; False if none runs. Only its owner may.
+
+        True means the turn ends ``stopped``: a stop that races an approval resuming the turn
+        stops the resumed turn, here or in the process resuming it."""
         live = turns.get(session_id)
         if live is not None and live.user_id == user.pk:
             live.stop()  # at once: not behind the turn's own work on the database threads
@@ -215,15 +218,14 @@ class Runner:
         session = await db(session_get)(user=user, session_id=session_id)
         if session.user_id != user.pk:
             raise NotFoundError("Session not found.")
-        live = turns.get(session_id)
-        if live is not None:
-            live.stop()
-            return True
         if session.state == SessionState.PAUSED:
             cancelled = await db(requests.requests_cancel)(session_id=session_id, user=user)
             if cancelled is not None:
                 await self._announce(session_id, cancelled)
-            return cancelled is not None
+                return True
+            session = await db(session_get)(user=user, session_id=session_id)  # resumed meanwhile?
+        if turns.stop(session_id):
+            return True
         if session.state != SessionState.RUNNING or await self.recover(session_id):
             return False
         await self.relay.stop(session_id)
@@ -372,13 +374,14 @@ class Runner:
 
     def _control(self, session_id: uuid.UUID, message: dict[str, Any]) -> Awaitable[None] | None:
         """A control message for a turn here: stop it, or replay its frames to another process."""
+        command = message.get("command")
+        if command == "stop":
+            turns.stop(session_id)  # also a turn being started here: it starts stopped
+            return None
         live = turns.get(session_id)
         if live is None:
             return None
-        command = message.get("command")
-        if command == "stop":
-            live.stop()
-        elif command == "replay" and message.get("reply_to"):
+        if command == "replay" and message.get("reply_to"):
             live.outbox.watched()  # publish from now on, without waiting for a check
             return self.relay.answer_replay(message, list(live.frames))
         return None
