@@ -26,7 +26,7 @@ import contextvars
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable
-from typing import Any
+from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -176,8 +176,9 @@ class Runner:
             self.work_waiting = True
         return resolution
 
-    async def _resume(self, session_id: uuid.UUID) -> bool:
-        """Resume a turn whose answers waited for a free turn; False if the limits still hold it."""
+    async def _resume(self, session_id: uuid.UUID) -> Literal["started", "settled", "held"]:
+        """Resume a turn whose answers waited for a free turn: "held" if the limits still hold it,
+        "settled" if it no longer waits (resumed elsewhere, stopped)."""
         await self.relay.serve(session_id)
         live = None
         turns.claim(session_id)
@@ -189,11 +190,13 @@ class Runner:
             turns.release(session_id)
             if live is None:
                 await self.relay.unserve(session_id)
-        if resolution is None or resolution.begin is None:
-            return resolution is None  # resumed elsewhere or settled: nothing holds it here
+        if resolution is None:
+            return "settled"
+        if resolution.begin is None:
+            return "held"
         assert live is not None
         self._start(live, resolution.begin, resolution.frames)
-        return True
+        return "started"
 
     async def _live(self, session_id: uuid.UUID, begin: Begin, *, owner_id: int | None) -> LiveTurn:
         live = LiveTurn(
@@ -270,24 +273,36 @@ class Runner:
             await db(questions.question_unstartable)(question_id=question.pk, reason=exc.message)
         return True
 
-    async def start_waiting(self, *, force: bool = False) -> None:
+    async def start_waiting(self, *, force: bool = False) -> list[uuid.UUID]:
         """Start what the running-turn limits kept waiting while turns are free: answered turns
-        first, then questions, each oldest first. What cannot start yet (its owner's or its
-        project's turns are taken) holds back no other user's, project's or organization's.
-        Without ``force`` only when this process saw something wait, or the database holds some
-        (a turn just ended here; what waits may have been queued by a process since gone)."""
+        first, then questions, each oldest first; the sessions whose turns started here. What
+        cannot start yet (its owner's or its project's turns are taken) holds back no other
+        user's, project's or organization's. Without ``force`` only when this process saw
+        something wait, or the database holds some (what waits may have been queued by a
+        process since gone)."""
         if not (force or self.work_waiting or await db(work_waiting)()):
-            return
+            return []
         self.work_waiting = False
+        started: list[uuid.UUID] = []
         refused: set[tuple[int, int]] = set()  # (owner, project): the same limits refuse again
         for session_id, owner, project in await db(requests.sessions_resume_waiting)():
-            if (owner, project) not in refused and not await self._resume(session_id):
-                refused.add((owner, project))
-                self.work_waiting = True
+            if (owner, project) in refused:
+                continue
+            match await self._resume(session_id):
+                case "started":
+                    started.append(session_id)
+                case "held":
+                    refused.add((owner, project))
+                    self.work_waiting = True
         for question in await db(questions.questions_waiting)():
             whose = (question.asker_id, question.project_id)
-            if whose not in refused and not await self._start_question(question):
+            if whose in refused:
+                continue
+            if await self._start_question(question):
+                started.append(question.session.pk)
+            else:
                 refused.add(whose)
+        return started
 
     async def withdraw(self, *, user: User, project: Project, question_id: Any) -> Question:
         """Withdraw a question (its asker, or a project admin) and stop its sub-chat's turn."""

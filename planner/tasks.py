@@ -1,4 +1,5 @@
-"""Celery tasks of the planner: the periodic sweep that recovers turns whose process died."""
+"""Celery tasks of the planner: the periodic sweep that recovers turns whose process died, and the
+one that starts what waits for a free turn when no process of the web tier is there to do it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from celery import shared_task
 
 from planner import events
 from planner.identity import stamped
+from planner.runner import runner
+from planner.selectors import work_waiting
 from planner.services import recovered_frame, sessions_recover_dead
 
 logger = logging.getLogger(__name__)
@@ -32,3 +35,23 @@ async def _announce(session_ids: list[uuid.UUID]) -> None:
             await events.publish(session_id, [stamped(recovered_frame())])
         except Exception:
             logger.warning("could not announce the recovery of session %s", session_id, exc_info=True)
+
+
+@shared_task(name="planner.start_waiting_work", ignore_result=True)
+def start_waiting_work() -> int:
+    """Start the questions and answered turns the running-turn limits kept waiting, once turns
+    are free. A turn's end starts them in its own process; this covers the case where that
+    process died (its turns recovered by the sweep) and no other turn ends to start them. They
+    run here, in the worker, to their end: a turn outlives no event loop."""
+    if not work_waiting():
+        return 0
+    return async_to_sync(_run_waiting)()
+
+
+async def _run_waiting() -> int:
+    started = await runner.start_waiting(force=True)
+    for session_id in started:
+        await runner.wait(session_id)
+    if started:
+        logger.info("started %d planner turn(s) that waited for a free turn", len(started))
+    return len(started)

@@ -223,6 +223,7 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "recover-dead-planner-turns": {"task": "planner.recover_dead_turns", "schedule": 5.0},
+    "start-waiting-planner-work": {"task": "planner.start_waiting_work", "schedule": 10.0},
 }
 
 # Search (SPEC § 7): the sentence-embedding backend (tracker.search.embeddings); the local model by default.

@@ -1,0 +1,104 @@
+"""Agents' questions across real processes (two daphnes, a Celery worker with beat, PostgreSQL,
+Redis): a question whose sub-chat's process is killed mid-turn gets an outcome the waiting agent
+hears, and a question the running-turn limits held back starts even though the process that
+queued it died."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fakes.client import Client
+from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply, ToolCallSpec, ToolUseReply
+from tests.fakes.servers import Deployment, Server, Worker, production_mode
+from tests.live.conftest import shell
+from tests.live.test_processes import wait_streaming
+
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.skipif(not production_mode(), reason="several processes share state only in production mode"),
+]
+
+QUESTIONS = "/api/v1/projects/DEMO/questions/"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeMessagesAPI]:
+    with FakeMessagesAPI() as api:
+        yield api
+
+
+@pytest.fixture
+def deployment(tmp_path, fake) -> Iterator[Deployment]:
+    # One turn at a time per user: the agent's second question waits for the first's turn.
+    created = Deployment.create(
+        tmp_path, fake.base_url, extra_env={"BALLET_LIMIT_RUNNING_TURNS_PER_USER": "1"}
+    )
+    yield created
+    created.drop()
+
+
+@pytest.fixture
+def processes(tmp_path, deployment) -> Iterator[tuple[Server, Server, Worker]]:
+    first = Server(deployment, log=tmp_path / "a.log").start()
+    second = Server(deployment, log=tmp_path / "b.log").start()
+    worker = Worker(deployment, tmp_path).start()
+    yield first, second, worker
+    for process in (first, second, worker):
+        process.stop()
+
+
+def agent_on(server: Server) -> Client:
+    token = shell(
+        server,
+        "from rest_framework.authtoken.models import Token; "
+        "print(Token.objects.get(user__username='agent').key)",
+    )
+    client = Client.__new__(Client)
+    client.base_url, client.token = server.url, token
+    return client
+
+
+def test_questions_of_a_process_killed_mid_turn_get_outcomes(fake, processes):
+    """The first question's turn hangs when its process is killed: the agent waiting on the other
+    process hears it needs a human. The second, held back by the running-turn limits, is started
+    by the worker once the sweep has freed the turn: nobody else is left to start it."""
+    first, second, _ = processes
+    agent = agent_on(first)
+    fake.enqueue(HangReply(after_deltas=1, reply=TextReply("Looking into it", chunks=3)))
+    status, hanging = agent.request("POST", QUESTIONS, {"text": "Which port do we serve on?"})
+    assert status == 201, hanging
+    wait_streaming(fake)
+    status, held = agent.request("POST", QUESTIONS, {"text": "Which branch do we deploy from?"})
+    assert (status, held["status"]) == (201, "open")
+    fake.enqueue(
+        ToolUseReply([ToolCallSpec("answer_question", {"answer": "main, always."})]), TextReply("Answered.")
+    )
+    on_second = agent_on(second)
+    heard: dict[str, tuple[int, dict]] = {}
+    waiter = threading.Thread(
+        target=lambda: heard.setdefault(
+            "it", on_second.request("GET", f"{QUESTIONS}{hanging['id']}/?wait=60")
+        )
+    )
+    waiter.start()
+    time.sleep(0.5)  # the agent waits on the other process
+
+    first.kill()
+    waiter.join(90)
+    deadline = time.monotonic() + 60
+    question: dict = {}
+    while time.monotonic() < deadline:
+        _, question = on_second.request("GET", f"{QUESTIONS}{held['id']}/")  # no wait: it starts nothing
+        if question["status"] != "open":
+            break
+        time.sleep(1)
+
+    status, recovered = heard["it"]
+    assert status == 200, recovered
+    assert recovered["status"] == "needs_human"
+    assert "the turn was recovered" in recovered["reason"]
+    assert (question["status"], question["answer"]) == ("answered", "main, always.")
