@@ -166,6 +166,7 @@ def test_an_answered_sub_chat_shows_the_answer_and_who_gave_it(signed_in, sub_ch
 
 def needs_human(session: Session) -> Question:
     question = session.question
+    assert question is not None
     question.status, question.reason = "needs_human", "The planner ended its turn without answering."
     question.save(update_fields=["status", "reason"])
     return question

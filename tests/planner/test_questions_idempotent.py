@@ -108,9 +108,11 @@ async def test_ask_question_over_mcp_is_idempotent(scripted, chat_project, membe
     ask = {"project": "BAL", "text": "Which queue?", "idempotency_key": "mcp-1", "wait_seconds": 0}
 
     async with connected(token) as session:
-        first = json.loads((await session.call_tool("ask_question", ask)).content[0].text)
+        first = (await session.call_tool("ask_question", ask)).structured_content
+        assert first is not None
         await runner.wait(uuid.UUID(first["session"]))
-        again = json.loads((await session.call_tool("ask_question", ask)).content[0].text)
+        again = (await session.call_tool("ask_question", ask)).structured_content
+        assert again is not None
 
     assert again["id"] == first["id"]
     assert await counts() == (1, 1)
