@@ -78,10 +78,11 @@ def _changeset(event: ActivityEvent, data: dict[str, Any]) -> str:
 
 
 def _question(event: ActivityEvent, data: dict[str, Any]) -> str:
-    action = event.verb.split(".", 1)[1]  # asked, answered, withdrawn: the service's verb
-    line = f"{quoted(event.target)} {action} by {quoted(event.actor)}"
-    if data.get("item"):
-        line += f" about {quoted(data['item'])}"
+    action = event.verb.split(".", 1)[1]  # asked, answered, withdrawn, needs_human: the service's verb
+    about = f" about {quoted(data['item'])}" if data.get("item") else ""
+    if action == "needs_human":  # its sub-chat ended without an answer: nobody acted
+        return f"{quoted(event.target)}{about} needs a human: {quoted(data.get('reason', ''))}"
+    line = f"{quoted(event.target)} {action} by {quoted(event.actor)}{about}"
     if data.get("text"):
         line += f": {quoted(data['text'])}"
     if data.get("answer"):

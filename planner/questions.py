@@ -264,7 +264,8 @@ def question_unanswered(*, question_id: int, reason: str) -> bool:
     question.status = QuestionStatus.NEEDS_HUMAN
     question.reason = reason
     question.save(update_fields=["status", "reason"])
-    _record(question, Actor(user=question.asker), "question.needs_human", {"reason": reason[:200]})
+    data = {"reason": reason[:200], "item": _key(question)}
+    _record(question, Actor(user=question.asker), "question.needs_human", data)
     transaction.on_commit(lambda: _answered(question_id))
     return True
 

@@ -255,3 +255,24 @@ async def test_a_question_that_cannot_start_holds_back_no_other_askers(
     busy["member-hang"].release.set()
     await runner.wait(busy["member"].pk)  # now member's question starts
     await runner.wait(uuid.UUID(first["session"]))
+
+
+async def test_other_sessions_hear_that_a_question_needs_a_human(scripted, chat_project, member, session):
+    scripted.add(say("No idea."))
+    asked = await ask(await client_for(member), "Which cache?")
+    await runner.wait(uuid.UUID(asked["session"]))
+    scripted.add(say("Noted."))
+
+    await runner.send(session_id=session.pk, user=member, text="Anything new?")
+    await runner.wait(session.pk)
+
+    notes = [
+        block.text
+        for m in scripted.turn_requests[-1].messages
+        for block in m.content
+        if getattr(block, "text", "").startswith("<workspace-changes>")
+    ]
+    assert (
+        f'"question:{asked["id"]}" needs a human: "The planner ended its turn without answering."'
+        in notes[-1]
+    )
