@@ -41,6 +41,7 @@ from planner.models import (
     ToolCall,
 )
 from planner.previews import request_preview
+from planner.selectors import session_reader
 from planner.services import Begin, StepRecords, ToolRecord
 from planner.tools import TOOLS, ToolContext
 from tracker.errors import ConflictError, NotFoundError, PermissionDeniedError, ValidationError
@@ -320,13 +321,15 @@ def _answered_block(use: ToolUseBlock, request: HumanRequest) -> ToolResultBlock
 def _run_approved(
     session: Session, use: ToolUseBlock, records: StepRecords
 ) -> tuple[ToolResultBlock, list[Frame]]:
-    """Run an approved call now, as the session's owner, with their access as it is now."""
+    """Run an approved call now, as the session's owner, with their access as it is now (in a
+    question's sub-chat, with what its asker and those who decided its requests share)."""
     context = ToolContext(
         user=session.user,
         project=session.project,
         session_id=session.pk,
         focus=set(session.focus),
         question_id=session.question_id,
+        shared=session_reader(session=session),
     )
     record: ToolRecord = services.tool_run(context=context, call=use)
     records.tools.append(record)

@@ -23,7 +23,14 @@ from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS
 from tracker.crypto import decrypt
 from tracker.errors import NotFoundError
 from tracker.models import Project
-from tracker.permissions import PLANNER_CHAT, AnyUser, is_superuser, project_ids_with, visible_projects
+from tracker.permissions import (
+    PLANNER_CHAT,
+    AnyUser,
+    Reader,
+    is_superuser,
+    project_ids_with,
+    visible_projects,
+)
 from tracker.selectors import project_planner_config
 
 
@@ -108,6 +115,28 @@ class TurnSetup:
     focus: list[str]
     approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval
     question_id: int | None = None  # the question of a question's sub-chat
+    shared: Reader | None = None  # a question's sub-chat: what its tools act with (session_reader)
+
+
+def session_reader(*, session: Session) -> Reader | None:
+    """What a question's sub-chat acts with, for its tools and change notes; None for any other chat
+    (it acts as its owner).
+
+    Every member of the project who may chat sees a sub-chat, so it acts as if its asker held this
+    project's membership alone; and once humans answered or decided its requests in the running
+    turn, with what they may do too (the intersection): an answer cannot make the planner do or
+    read what its author could not. Read from the stored requests, so a restart changes nothing.
+    """
+    if session.question_id is None:
+        return None
+    decided = (
+        HumanRequest.objects.filter(session_id=session.pk, turn=session.turn_count, answered_by__isnull=False)
+        .exclude(answered_by_id=session.user_id)
+        .select_related("answered_by")
+        .order_by("resolved_at", "pk")
+    )
+    others = {r.answered_by_id: r.answered_by for r in decided if r.answered_by is not None}
+    return Reader(users=(session.user, *others.values()), project_id=session.project_id)
 
 
 def turn_setup(*, session: Session, history: History) -> TurnSetup:
@@ -136,6 +165,7 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         focus=list(session.focus),
         approve_tools=config.approve_tools,
         question_id=session.question_id,
+        shared=session_reader(session=session),
     )
 
 

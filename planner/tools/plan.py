@@ -93,7 +93,7 @@ def list_runnable(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
     hits = project_find(
-        user=ctx.user,
+        user=ctx.reader,
         project=ctx.project,
         query=args["query"],
         kinds=args.get("kinds") or (ITEM, SKILL),
