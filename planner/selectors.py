@@ -19,7 +19,7 @@ from planner.loop import History, TurnSettings
 from planner.messages import ChatMessage, block_from_wire
 from planner.models import HumanRequest, Message, Question, RequestKind, RequestStatus, Session, UsageRecord
 from planner.prompt import system_prompt
-from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS
+from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS
 from tracker.crypto import decrypt
 from tracker.errors import NotFoundError
 from tracker.models import Project
@@ -48,19 +48,35 @@ def session_list(*, user: AnyUser, project: Project | None = None, query: str = 
 
 def sessions_visible(*, user: AnyUser) -> QuerySet[Session]:
     """Every session ``user`` may read, archived ones included (their transcript stays readable by
-    its URL: the audit trail), annotated with ``waiting``."""
+    its URL: the audit trail), annotated with ``waiting``: a request there is for them to answer
+    or decide."""
     qs = Session.objects.filter(project__in=visible_projects(user)).select_related("project", "user")
     if not is_superuser(user):
         chat = project_ids_with(user, PLANNER_CHAT)
         qs = qs.filter(Q(user_id=user.pk or 0) | Q(question__isnull=False, project_id__in=chat))
     pending = HumanRequest.objects.filter(session=OuterRef("pk"), status=RequestStatus.PENDING)
-    waiting = Case(  # the owner answers every request; others only a sub-chat's questions
+    question = Q(kind=RequestKind.QUESTION)
+    waiting = Case(  # the owner answers every request, but a sub-chat's asker only its questions
+        When(question__isnull=False, user_id=user.pk or 0, then=Exists(pending.filter(question))),
+        When(question__isnull=False, then=Exists(pending.filter(question | _decidable(user)))),
         When(user_id=user.pk or 0, then=Exists(pending)),
-        When(question__isnull=False, then=Exists(pending.filter(kind=RequestKind.QUESTION))),
         default=Value(False),
         output_field=BooleanField(),
     )
     return qs.annotate(waiting=waiting).order_by("-updated_at")
+
+
+def _decidable(user: AnyUser) -> Q:
+    """The approvals of question sub-chats that ``user`` may decide (``requests.may_decide``):
+    those of tools whose approver permission they hold in the sub-chat's project."""
+    tools: dict[str, list[str]] = {}
+    for name, spec in TOOLS.items():
+        tools.setdefault(spec.approver, []).append(name)
+    decidable = Q(pk__in=[])
+    for permission, names in tools.items():
+        projects = project_ids_with(user, permission)
+        decidable |= Q(kind=RequestKind.APPROVAL, tool__in=names, session__project_id__in=projects)
+    return decidable
 
 
 def session_waiting_count(*, user: AnyUser, project: Project) -> int:

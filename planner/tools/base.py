@@ -28,7 +28,7 @@ from planner.messages import ToolDefinition
 from tracker.errors import BalletError, ConflictError, ValidationError
 from tracker.inputs import NUL_MESSAGE, json_path, nul_paths
 from tracker.models import Project
-from tracker.permissions import Principal, Reader, has_permission
+from tracker.permissions import PLANNER_CHAT, Principal, Reader, has_permission
 from tracker.services.activity import Actor
 
 JsonObject = dict[str, Any]
@@ -95,6 +95,9 @@ class ToolSpec:
     writes: bool = False
     # A call waits for a human's answer (ask_human): the turn pauses instead of running it.
     asks_human: bool = False
+    # Who may approve a call when the project makes it wait for approval, in a question's sub-chat
+    # (elsewhere the chat's owner): a member of the project with this permission.
+    approver: str = PLANNER_CHAT
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(name=self.name, description=self.description, input_schema=self.input_schema)

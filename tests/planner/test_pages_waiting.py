@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
@@ -96,10 +98,14 @@ def test_a_question_sub_chat_waits_for_every_member_who_may_chat(sub_chat, users
     assert sessions_waiting(user=users["stranger"], project=chat_project) == []
 
 
-def test_an_approval_in_a_question_sub_chat_is_the_askers_alone(sub_chat, maintainer, agent, chat_project):
-    pending(sub_chat, RequestKind.APPROVAL)
-    assert sessions_waiting(user=maintainer, project=chat_project) == []
-    assert sessions_waiting(user=agent, project=chat_project) == [sub_chat]
+def test_a_changeset_in_a_question_sub_chat_waits_for_those_who_apply_not_the_asker(
+    sub_chat, users, agent, chat_project
+):
+    pending(sub_chat, RequestKind.APPROVAL)  # propose_changeset
+    for name in ("maintainer", "owner"):
+        assert sessions_waiting(user=users[name], project=chat_project) == [sub_chat], name
+    for user in (users["member"], users["viewer"], agent):
+        assert sessions_waiting(user=user, project=chat_project) == [], user
 
 
 def test_the_chat_list_names_a_sub_chats_asker_and_item(signed_in, sub_chat, maintainer):
@@ -162,3 +168,24 @@ def test_an_answered_sub_chat_shows_the_answer_and_who_gave_it(signed_in, sub_ch
     assertContains(response, '<span id="question-status" class="badge question-answered">Answered</span>')
     Question.objects.filter(pk=question.pk).update(answered_by="user:maintainer")
     assertContains(signed_in(agent).get(chat_url(sub_chat)), "Answer by maintainer: </span>")
+
+
+def approves(response) -> set[str]:
+    found = re.search(r'data-approves="([^"]*)"', response.content.decode())
+    assert found, "the chat page names no tools to approve"
+    return set(found.group(1).split())
+
+
+def test_the_chat_page_offers_approval_buttons_to_those_who_may_decide(
+    signed_in, client, session, sub_chat, users, agent
+):
+    assert {"propose_changeset", "create_knowledge"} <= approves(
+        signed_in(users["member"]).get(chat_url(session))
+    )
+    for name in ("maintainer", "owner"):
+        offered = approves(signed_in(users[name]).get(chat_url(sub_chat)))
+        assert {"propose_changeset", "create_knowledge"} <= offered, name
+    member_offered = approves(signed_in(users["member"]).get(chat_url(sub_chat)))
+    assert "create_knowledge" in member_offered
+    assert "propose_changeset" not in member_offered
+    assert approves(signed_in(agent).get(chat_url(sub_chat))) == set()

@@ -12,13 +12,16 @@ import pytest
 
 from knowledge.models import KnowledgeEntry
 from knowledge.services import knowledge_create, knowledge_update
-from planner.models import HumanRequest, Question, Session, ToolCall
+from planner.models import HumanRequest, Question, Session
+from planner.selectors import session_list
 from planner.services import session_create
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.fakes.scripted import Hang, ScriptedGateway, call, say, tool_results
 from tests.planner.conftest import drive, sync
-from tracker.models import Membership, Role
+from tracker.errors import PermissionDeniedError
+from tracker.models import Changeset, Membership, Role
 from tracker.services.activity import Actor
+from tracker.services.projects import project_update
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -153,24 +156,103 @@ async def test_an_answer_cannot_make_the_planner_reach_beyond_the_project(
     assert "Initech" not in question.answer
 
 
-async def test_after_an_answer_the_turn_acts_with_what_the_answerer_may_do_too(
-    planner, model, sub_chat, agent, maintainer, chat_project
+@pytest.fixture
+def approvals(chat_project, owner):
+    settings = {"approve_tools": ["propose_changeset", "create_knowledge"]}
+    project_update(actor=Actor(user=owner), project=chat_project, settings=settings)
+
+
+async def waiting_for(user, session: Session) -> bool:
+    listed = await sync(lambda: list(session_list(user=user, project=session.project)))()
+    return any(s.pk == session.pk and s.waiting for s in listed)
+
+
+PROPOSAL = {
+    "title": "Add export",
+    "operations": [{"op": "create", "ref": "x", "kind": "ticket", "fields": {"title": "Export CSV"}}],
+}
+
+
+async def test_a_sub_chats_changeset_waits_for_the_projects_humans_with_changeset_apply(
+    planner, model, approvals, sub_chat, agent, users
+):
+    model.add(call("propose_changeset", PROPOSAL))
+    await drive(planner, sub_chat, agent, "Plan the export.")
+    request = await sync(HumanRequest.objects.get)(session=sub_chat)
+    people = {**users, "agent": agent}
+    waiting = {name: await waiting_for(people[name], sub_chat) for name in ROLES_AND_ASKER}
+    assert waiting == {"viewer": False, "member": False, "maintainer": True, "owner": True, "agent": False}
+    for name in ("viewer", "member", "agent"):
+        with pytest.raises(PermissionDeniedError):
+            await planner.answer(
+                session_id=sub_chat.pk, user=people[name], request=str(request.pk), approve=True
+            )
+    assert not await sync(Changeset.objects.exists)()
+    model.add(say("Proposed."))
+    await planner.answer(
+        session_id=sub_chat.pk, user=users["maintainer"], request=str(request.pk), approve=True
+    )
+    await planner.wait(sub_chat.pk)
+    (proposed,) = outputs(model)[-1:]
+    assert proposed["changeset"]["status"] == "proposed"
+    changeset = await sync(Changeset.objects.select_related("proposed_by").get)()
+    assert changeset.proposed_by == agent  # the planner acts for the asker, within what both may do
+    request = await sync(HumanRequest.objects.select_related("answered_by").get)(pk=request.pk)
+    assert (request.status, request.answered_by) == ("approved", users["maintainer"])
+
+
+ROLES_AND_ASKER = ("viewer", "member", "maintainer", "owner", "agent")
+
+
+async def test_a_sub_chats_other_approvals_wait_for_every_member_who_may_chat(
+    planner, model, approvals, sub_chat, agent, users
+):
+    model.add(call("create_knowledge", {"kind": "note", "title": "Export ships in March"}))
+    await drive(planner, sub_chat, agent, "Write it down.")
+    people = {**users, "agent": agent}
+    waiting = {name: await waiting_for(people[name], sub_chat) for name in ROLES_AND_ASKER}
+    assert waiting == {"viewer": False, "member": True, "maintainer": True, "owner": True, "agent": False}
+    request = await sync(HumanRequest.objects.get)(session=sub_chat)
+    model.add(say("Written."))
+    await planner.answer(session_id=sub_chat.pk, user=users["member"], request=str(request.pk), approve=True)
+    await planner.wait(sub_chat.pk)
+    entry = await sync(KnowledgeEntry.objects.select_related("author").get)(title="Export ships in March")
+    assert entry.author == agent
+
+
+async def answered(planner, sub_chat, agent, human, how: str, *then) -> None:
+    """The sub-chat's turn pauses on a question or an approval, and ``human`` answers or approves
+    it; the model answers the turn's next requests with ``then``."""
+    first = (
+        call("ask_human", {"question": "Record the decision?"})
+        if how == "answer"
+        else call("create_knowledge", {"kind": "note", "title": "Approved note"})
+    )
+    planner.gateway.add(first)
+    await drive(planner, sub_chat, agent, "Should we write it down?")
+    request = await sync(HumanRequest.objects.get)(session=sub_chat)
+    decision: dict[str, Any] = {"text": "Yes"} if how == "answer" else {"approve": True}
+    planner.gateway.add(*then)
+    await planner.answer(session_id=sub_chat.pk, user=human, request=str(request.pk), **decision)
+
+
+@pytest.mark.parametrize("how", ["answer", "approve"])
+async def test_after_a_human_answers_the_turn_acts_with_what_they_may_do_too(
+    planner, model, owner, sub_chat, agent, maintainer, chat_project, how
 ):
     """The answerer's access is read at every call of the rest of the turn, as the asker's is:
     demoted to viewer before the planner acts on her answer, she cannot make it write."""
-    model.add(call("ask_human", {"question": "Record the decision?"}))
-    await drive(planner, sub_chat, agent, "Should we write it down?")
-    request = await sync(HumanRequest.objects.get)(session=sub_chat)
-    hang = Hang(then=call("create_knowledge", {"kind": "decision", "title": "Ship in March"}))
-    model.add(hang, say("Could not."))
-    await planner.answer(session_id=sub_chat.pk, user=maintainer, request=str(request.pk), text="Yes")
+    settings = {"approve_tools": ["create_knowledge"]}
+    await sync(project_update)(actor=Actor(user=owner), project=chat_project, settings=settings)
+    hang = Hang(then=call("propose_changeset", PROPOSAL))
+    await answered(planner, sub_chat, agent, maintainer, how, hang, say("Could not."))
     await asyncio.wait_for(hang.started.wait(), 5)
     await sync(Membership.objects.filter(user=maintainer, project=chat_project).update)(role=Role.VIEWER)
     hang.release.set()
     await planner.wait(sub_chat.pk)
-    (created,) = outputs(model)[-1:]
-    assert created["error"]["code"] == "permission_denied"
-    assert "maintainer lacks knowledge.write in BAL" in created["error"]["message"]
-    assert not await sync(KnowledgeEntry.objects.filter(title="Ship in March").exists)()
-    call_row = await sync(ToolCall.objects.filter(name="create_knowledge").get)()
-    assert call_row.is_error
+    (proposed,) = outputs(model)[-1:]
+    assert proposed.get("error", {}).get("code") == "permission_denied"
+    assert "maintainer lacks tracker.write in BAL" in proposed["error"]["message"]
+    assert not await sync(Changeset.objects.exists)()
+    if how == "approve":  # the approved call ran, with what both may do
+        assert await sync(KnowledgeEntry.objects.filter(title="Approved note").exists)()
