@@ -256,3 +256,22 @@ async def test_after_a_human_answers_the_turn_acts_with_what_they_may_do_too(
     assert not await sync(Changeset.objects.exists)()
     if how == "approve":  # the approved call ran, with what both may do
         assert await sync(KnowledgeEntry.objects.filter(title="Approved note").exists)()
+
+
+async def test_a_sub_chats_writes_stay_in_the_project_and_tell_nothing_of_others(
+    planner, model, sub_chat, agent, secret, make_item
+):
+    await sync(make_item)(title="Merger checklist", target=secret)
+    model.add(
+        call(
+            "create_knowledge",
+            {"kind": "note", "title": "Linked to SEC", "items": ["SEC-1"]},
+            ("create_knowledge", {"kind": "note", "title": "Linked to nothing", "items": ["SEC-99"]}),
+        ),
+        say("Done."),
+    )
+    await drive(planner, sub_chat, agent, "Write it down.")
+    existing, missing = outputs(model)
+    assert existing["error"]["fields"] == {"items": ["Unknown item SEC-1."]}  # as unknown as a missing one
+    assert missing["error"]["fields"] == {"items": ["Unknown item SEC-99."]}
+    assert not await sync(KnowledgeEntry.objects.filter(title__startswith="Linked").exists)()
