@@ -47,7 +47,7 @@ def agent(chat_project, secret):
 def entries(chat_project, secret, agent) -> dict[str, KnowledgeEntry]:
     """Knowledge of BAL, of SEC alone, and of both (readable only where both are)."""
     actor = Actor(user=agent)
-    return {
+    made = {
         name: knowledge_create(actor=actor, kind="note", title=title, body=body, projects=projects)
         for name, title, body, projects in (
             ("bal", "Release plan", "BAL ships the export in March.", [chat_project]),
@@ -55,6 +55,14 @@ def entries(chat_project, secret, agent) -> dict[str, KnowledgeEntry]:
             ("both", "Merger staffing", f"BAL staff move to SEC: {MEMO}", [chat_project, secret]),
         )
     }
+    made["org"] = KnowledgeEntry.objects.create(  # linked to no project: the whole organization's
+        organization=chat_project.organization,
+        kind="document",
+        title="Style guide",
+        author=agent,
+        last_editor=agent,
+    )
+    return made
 
 
 @pytest.fixture
@@ -82,14 +90,16 @@ async def test_a_sub_chats_tools_read_only_what_this_projects_membership_reads(
             ("get_knowledge", {"id": entries["secret"].pk}),
             ("get_knowledge", {"id": entries["both"].pk}),
             ("get_knowledge", {"id": entries["bal"].pk}),
+            ("get_knowledge", {"id": entries["org"].pk}),
         ),
         say("Done."),
     )
     await drive(planner, sub_chat, agent, "What do we know?")
-    found, secret, both, bal = outputs(model)
+    found, secret, both, bal, org = outputs(model)
     assert [hit["id"] for hit in found["results"]] == [entries["bal"].pk]
     assert secret["error"]["code"] == both["error"]["code"] == "not_found"
     assert (bal["title"], bal["projects"]) == ("Release plan", ["BAL"])
+    assert (org["title"], org["projects"]) == ("Style guide", [])
     assert "Initech" not in json.dumps([m.content for m in model.turn_requests[-1].messages], default=str)
 
 
