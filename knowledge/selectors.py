@@ -17,11 +17,11 @@ from knowledge.models import KnowledgeEntry, KnowledgeRevision
 from knowledge.search import knowledge_search
 from tracker.errors import NotFoundError
 from tracker.models import Project
-from tracker.permissions import KNOWLEDGE_READ, AnyUser, project_ids_with
+from tracker.permissions import KNOWLEDGE_READ, Principal, project_ids_with
 from tracker.search import SearchHit
 
 
-def knowledge_visible(*, user: AnyUser | None) -> QuerySet[KnowledgeEntry]:
+def knowledge_visible(*, user: Principal | None) -> QuerySet[KnowledgeEntry]:
     """The entries ``user`` may read (SPEC § 4.5): every path to knowledge starts here.
 
     An entry linked to projects is readable by those who read knowledge in
@@ -38,7 +38,7 @@ def knowledge_visible(*, user: AnyUser | None) -> QuerySet[KnowledgeEntry]:
     )
 
 
-def knowledge_hidden_ids(*, user: AnyUser | None, organization_id: int) -> frozenset[int]:
+def knowledge_hidden_ids(*, user: Principal | None, organization_id: int) -> frozenset[int]:
     """Ids of the organization's entries that ``user`` may not read (the complement of
     :func:`knowledge_visible` in the organization, in one cheap query): those linked to a project
     the user cannot read, and all of them for a user who reads no knowledge in the organization."""
@@ -52,7 +52,7 @@ def knowledge_hidden_ids(*, user: AnyUser | None, organization_id: int) -> froze
 
 
 def knowledge_find(
-    *, user: AnyUser | None, organization_id: int, query: str, kind: str | None = None, limit: int = 10
+    *, user: Principal | None, organization_id: int, query: str, kind: str | None = None, limit: int = 10
 ) -> list[SearchHit]:
     """The entries of the organization that ``user`` may read and that best answer ``query``.
 
@@ -66,7 +66,7 @@ def knowledge_find(
 
 def knowledge_list(
     *,
-    user: AnyUser | None,
+    user: Principal | None,
     kind: str | None = None,
     project: Project | None = None,
     q: str | None = None,
@@ -87,7 +87,7 @@ def knowledge_list(
 SEARCH_LIMIT = 100
 
 
-def _search(user: AnyUser | None, q: str, *, kind: str | None, organization_id: int | None) -> list[int]:
+def _search(user: Principal | None, q: str, *, kind: str | None, organization_id: int | None) -> list[int]:
     """Ids of the readable entries that best answer ``q`` in the organizations ``user`` reads knowledge of."""
     if organization_id is not None:
         org_ids = [organization_id]
@@ -112,7 +112,7 @@ def _ranked(qs: QuerySet[KnowledgeEntry], ids: list[int]) -> QuerySet[KnowledgeE
 
 
 def knowledge_get(
-    *, user: AnyUser | None, entry_id: int, organization_id: int | None = None
+    *, user: Principal | None, entry_id: int, organization_id: int | None = None
 ) -> KnowledgeEntry:
     """The entry, if ``user`` may read it (and it is of ``organization_id``, when given), in one query;
     else as unknown as a missing one."""
@@ -135,7 +135,7 @@ class KnowledgeLinks:
     items: list[str] = field(default_factory=list)
 
 
-def knowledge_links(*, user: AnyUser | None, entry_ids: Iterable[int]) -> dict[int, KnowledgeLinks]:
+def knowledge_links(*, user: Principal | None, entry_ids: Iterable[int]) -> dict[int, KnowledgeLinks]:
     """The links of each entry that ``user`` sees, in one query (SPEC § 4.5: links to projects, or to
     items of projects, where the user reads no knowledge are neither shown nor theirs to remove).
 

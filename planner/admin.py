@@ -3,9 +3,14 @@
 Everything is read-only (the transcript is the audit trail) and project-scoped
 by the one permission check: a staff user sees the rows of projects where they
 hold ``project.admin`` (owners: what a project's chats cost and do is
-operator data, and its transcripts are its members' conversations), a
-superuser all; another project's row answers 404. Model and user text is only
-ever escaped: by the templates' autoescape and ``format_html``.
+operator data), a superuser all; another project's row answers 404.
+
+What was said and read in someone else's chat (its title and summary,
+messages, tool inputs and outputs, event details) is shown only to superusers:
+the planner read with that person's access, which may reach projects the
+project's admin cannot read. A project admin sees who chatted, which tools ran,
+their outcomes, durations and tokens. Model and user text is only ever
+escaped: by the templates' autoescape and ``format_html``.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ from planner.models import Session, ToolCall, UsageRecord
 from planner.selectors import transcript
 from planner.spend import record_cost
 from planner.usage_chart import usd
-from tracker.admin.base import Action, BalletAdmin
-from tracker.permissions import PROJECT_ADMIN
+from tracker.admin.base import Action, BalletAdmin, acting_user
+from tracker.permissions import PROJECT_ADMIN, is_superuser
 
 READ_ONLY: Mapping[Action, str | None] = {"view": PROJECT_ADMIN, "add": None, "change": None, "delete": None}
 
@@ -68,19 +73,44 @@ def readable_block(block: Any) -> ReadableBlock:
     return ReadableBlock("other", "block", pretty_json(block))
 
 
-def readable_transcript(session: Session) -> dict[str, Any]:
-    """The session's transcript (``planner.selectors.transcript``) shaped for the change page."""
+def reads_content(request: HttpRequest, session_user_id: int) -> bool:
+    """May the admin's user read what was said and read in a chat of ``session_user_id``'s?
+    Their own, and a superuser everyone's."""
+    user = acting_user(request)
+    return user.pk == session_user_id or is_superuser(user)
+
+
+# What an event tells without telling what was said or read: how a turn went.
+EVENT_OUTLINE = ("continued", "model", "reason", "outcome")
+
+
+def readable_transcript(session: Session, *, content: bool = True) -> dict[str, Any]:
+    """The session's transcript (``planner.selectors.transcript``) shaped for the change page;
+    without ``content``, its outline: who wrote each message, which tools ran, how and how long,
+    which events happened, and nothing that was said or read."""
     read = transcript(session=session)
     messages = [
-        {**message, "blocks": [readable_block(b) for b in message["content"] or []]}
+        {**message, "blocks": [readable_block(b) for b in message["content"] or []] if content else []}
         for message in read["messages"]
     ]
     calls = [
-        {**call, "input": pretty_json(call["input"]), "output": pretty_json(call["output"])}
+        {
+            **call,
+            "input": pretty_json(call["input"]) if content else None,
+            "output": pretty_json(call["output"]) if content else None,
+        }
         for call in read["tool_calls"]
     ]
-    events = [{**event, "data": pretty_json(event["data"])} for event in read["events"]]
-    return {"messages": messages, "tool_calls": calls, "events": events}
+    events = [{**event, "data": pretty_json(_event_data(event["data"], content))} for event in read["events"]]
+    return {"messages": messages, "tool_calls": calls, "events": events, "content": content}
+
+
+def _event_data(data: Any, content: bool) -> Any:
+    if content:
+        return data
+    return (
+        {key: value for key, value in data.items() if key in EVENT_OUTLINE} if isinstance(data, dict) else {}
+    )
 
 
 @admin.register(Session)
@@ -88,7 +118,16 @@ class SessionAdmin(BalletAdmin):
     """Sessions of the projects the user administers; the change page is the transcript."""
 
     rules = READ_ONLY
-    list_display = ("__str__", "project", "user", "state", "turn_count", "context_tokens", "updated_at")
+    list_display = (
+        "__str__",
+        "title",
+        "project",
+        "user",
+        "state",
+        "turn_count",
+        "context_tokens",
+        "updated_at",
+    )
     list_filter = (("project", RelatedOnlyFieldListFilter), "state", ("user", RelatedOnlyFieldListFilter))
     search_fields = ("title",)
     list_select_related = ("project", "user")
@@ -106,6 +145,21 @@ class SessionAdmin(BalletAdmin):
         "updated_at",
     )
 
+    # Someone else's chat, to a project admin: who and how, not what (its title says what).
+    outline_list_display = tuple(name for name in list_display if name != "title")
+    outline_fields = tuple(name for name in fields if name not in ("title", "summary"))
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        return self.list_display if is_superuser(acting_user(request)) else self.outline_list_display
+
+    def get_search_fields(self, request: HttpRequest) -> Any:
+        return self.search_fields if is_superuser(acting_user(request)) else ()
+
+    def get_fields(self, request: HttpRequest, obj: Session | None = None) -> Any:
+        if obj is None or reads_content(request, obj.user_id):
+            return self.fields
+        return self.outline_fields
+
     def change_view(
         self,
         request: HttpRequest,
@@ -116,7 +170,8 @@ class SessionAdmin(BalletAdmin):
         context = dict(extra_context or {})
         session = self.get_object(request, unquote(object_id))
         if session is not None:  # only a row get_queryset let through: the user may read it
-            context["transcript"] = readable_transcript(session)
+            content = reads_content(request, session.user_id)
+            context["transcript"] = readable_transcript(session, content=content)
         return super().change_view(request, object_id, form_url, context)
 
 
@@ -157,6 +212,13 @@ class ToolCallAdmin(BalletAdmin):
         "output_json",
     )
     readonly_fields = ("outcome", "duration", "input_json", "output_json")
+    # Someone else's call, to a project admin: which tool, how it went, not what it read or wrote.
+    outline_fields = tuple(name for name in fields if name not in ("input_json", "output_json"))
+
+    def get_fields(self, request: HttpRequest, obj: ToolCall | None = None) -> Any:
+        if obj is None or reads_content(request, obj.session.user_id):
+            return self.fields
+        return self.outline_fields
 
     @admin.display(description="outcome", ordering="is_error")
     def outcome(self, obj: ToolCall) -> str:

@@ -70,7 +70,9 @@ class Session(models.Model):
         indexes = [models.Index(fields=["project", "user"]), models.Index(fields=["state"])]
 
     def __str__(self) -> str:
-        return self.title or f"Session {self.pk}"
+        # Not its title: a title says what was said, and a session is named on pages (admin
+        # breadcrumbs, its tool calls, changesets) that others than its owner read.
+        return f"Session {self.pk}"
 
 
 class MessageKind(models.TextChoices):

@@ -3,7 +3,8 @@
 The session's own actions are left out; changes to what it follows (its
 focus: items and knowledge it read or wrote, changesets it proposed) come first.
 
-A note holds only what the session's human may read now (SPEC § 12.3):
+A note holds only what the session's reader may read now: its human, or in a
+question's sub-chat what all of that chat's readers may read:
 events of the session's project, the organization's skills that reach it, and
 knowledge entries the human reads with their current links. Workspace text is
 data, never markup: every title, note, reason, value, key and actor is quoted
@@ -17,11 +18,9 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from django.contrib.auth.models import User
-
 from knowledge.selectors import knowledge_visible
 from tracker.models import ActivityEvent, Project
-from tracker.permissions import SKILL_READ, TRACKER_READ, has_permission
+from tracker.permissions import SKILL_READ, TRACKER_READ, Principal, has_permission
 
 MAX_LINES = 40
 KNOWLEDGE_TARGET = "knowledge:"
@@ -106,7 +105,7 @@ def _in_focus(event: ActivityEvent, focus: set[str], session_label: str) -> bool
     )
 
 
-def _readable(events: Sequence[ActivityEvent], *, user: User, project: Project) -> list[ActivityEvent]:
+def _readable(events: Sequence[ActivityEvent], *, user: Principal, project: Project) -> list[ActivityEvent]:
     """The events ``user`` may read from ``project``'s session, decided now."""
     entry_ids = {
         int(e.target.removeprefix(KNOWLEDGE_TARGET))
@@ -131,7 +130,7 @@ def change_notes(
     *,
     session_label: str,
     project: Project,
-    user: User,
+    user: Principal,
     focus: Iterable[str],
 ) -> str | None:
     """The ``<workspace-changes>`` text for what of ``events`` ``user`` may read, or None if nothing."""

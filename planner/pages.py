@@ -23,9 +23,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from planner.models import QuestionStatus, Session
 from planner.questions import question_answer_human
+from planner.requests import may_decide
 from planner.selectors import session_get, session_list, session_waiting_count
 from planner.services import MAX_TITLE, session_create
 from planner.spend import daily_usage, project_today
+from planner.tools import TOOLS
 from planner.usage_chart import BAR_WIDTH, today_figures, usage_chart
 from tracker.errors import (
     BalletError,
@@ -35,7 +37,7 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.models import Project
-from tracker.permissions import PLANNER_CHAT, TRACKER_READ, has_permission, require
+from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, has_permission, require
 from tracker.selectors import project_get
 
 MAX_LISTED = 100
@@ -139,6 +141,7 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
         and found.question.status == QuestionStatus.NEEDS_HUMAN,
         "can_send": can_chat and found.user_id == user.pk and found.archived_at is None,
         "can_manage": can_chat and found.user_id == user.pk,  # rename, archive: the owner's
+        "approves": _approvable(found, user),
         "api_url": reverse("planner-api:session-detail", kwargs={"session": str(found.pk)}),
         "ws_path": f"/ws/planner/sessions/{found.pk}/",
     }
@@ -174,6 +177,12 @@ def _first_error(exc: BalletError) -> str:
     if isinstance(exc, ValidationError):
         return " ".join(str(m) for messages in exc.errors.values() for m in messages)
     return exc.message
+
+
+def _approvable(session: Session, user: User) -> str:
+    """The tools whose calls ``user`` may approve or decline in ``session``, space-separated."""
+    with access_scope():
+        return " ".join(sorted(name for name in TOOLS if may_decide(session, name, user)))
 
 
 def _session(user: User, project: Project, session_id: uuid.UUID) -> Session:

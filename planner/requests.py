@@ -41,6 +41,7 @@ from planner.models import (
     ToolCall,
 )
 from planner.previews import request_preview
+from planner.selectors import session_reader
 from planner.services import Begin, StepRecords, ToolRecord
 from planner.tools import TOOLS, ToolContext
 from tracker.errors import (
@@ -52,7 +53,7 @@ from tracker.errors import (
 )
 from tracker.inputs import refuse_nul
 from tracker.models import Project
-from tracker.permissions import PLANNER_CHAT, require
+from tracker.permissions import PLANNER_CHAT, has_permission, require
 
 MAX_REASON = 2_000
 
@@ -195,12 +196,13 @@ def request_answer(
     """Resolve one pending request of the session; the turn resumes once none is pending.
 
     The owner answers any request; in a question's sub-chat, every member with
-    ``planner.chat`` may answer its questions (under their own name).
+    ``planner.chat`` may answer its questions (under their own name), and its approvals
+    are for the project's humans (:func:`may_decide`).
     """
     session = _locked(session_id, user)
     request = _request(session, request_id)
-    if session.user_id != user.pk and request.kind != RequestKind.QUESTION:
-        raise PermissionDeniedError("Only the session's owner approves or declines its tool calls.")
+    if request.kind != RequestKind.QUESTION and not may_decide(session, request.tool, user):
+        raise PermissionDeniedError(_NOT_YOURS if session.question_id is None else _NOT_THE_ASKERS)
     if request.status != RequestStatus.PENDING:
         raise ConflictError(f"This request was already {request.status}.")
     status, answer = _answer_body(request.kind, text, approve, reason)
@@ -250,6 +252,27 @@ def sessions_resume_waiting(*, limit: int = 100) -> list[tuple[uuid.UUID, int, i
     project)."""
     waiting = Session.objects.filter(state=SessionState.PAUSED, resume_waiting=True).order_by("updated_at")
     return list(waiting.values_list("pk", "user_id", "project_id")[:limit])
+
+
+_NOT_YOURS = "Only the session's owner approves or declines its tool calls."
+_NOT_THE_ASKERS = (
+    "In a question's sub-chat, the project's members approve or decline the planner's tool calls "
+    "(propose_changeset: those with changeset.apply), not the agent that asked."
+)
+
+
+def may_decide(session: Session, tool: str, user: User) -> bool:
+    """May ``user`` approve or decline a call of ``tool`` in ``session``? In an ordinary chat its
+    owner alone; in a question's sub-chat a member of the project (not its asker, who cannot click)
+    holding the tool's approver permission."""
+    if session.question_id is None:
+        return session.user_id == user.pk
+    spec = TOOLS.get(tool)
+    return (
+        spec is not None
+        and session.user_id != user.pk
+        and has_permission(user, session.project, spec.approver)
+    )
 
 
 def _request(session: Session, request_id: Any) -> HumanRequest:
@@ -367,13 +390,15 @@ def _answered_block(use: ToolUseBlock, request: HumanRequest) -> ToolResultBlock
 def _run_approved(
     session: Session, use: ToolUseBlock, records: StepRecords
 ) -> tuple[ToolResultBlock, list[Frame]]:
-    """Run an approved call now, as the session's owner, with their access as it is now."""
+    """Run an approved call now, as the session's owner, with their access as it is now (in a
+    question's sub-chat, with what its asker and those who decided its requests share)."""
     context = ToolContext(
         user=session.user,
         project=session.project,
         session_id=session.pk,
         focus=set(session.focus),
         question_id=session.question_id,
+        shared=session_reader(session=session),
     )
     record: ToolRecord = services.tool_run(context=context, call=use)
     records.tools.append(record)

@@ -29,11 +29,18 @@ from planner.models import (
     UsageRecord,
 )
 from planner.prompt import system_prompt
-from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS
+from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS
 from tracker.crypto import decrypt
 from tracker.errors import NotFoundError
 from tracker.models import Project
-from tracker.permissions import PLANNER_CHAT, AnyUser, is_superuser, project_ids_with, visible_projects
+from tracker.permissions import (
+    PLANNER_CHAT,
+    AnyUser,
+    Reader,
+    is_superuser,
+    project_ids_with,
+    visible_projects,
+)
 from tracker.selectors import project_planner_config
 
 
@@ -51,20 +58,36 @@ def session_list(*, user: AnyUser, project: Project | None = None, query: str = 
 
 def sessions_visible(*, user: AnyUser) -> QuerySet[Session]:
     """Every session ``user`` may read, archived ones included (their transcript stays readable by
-    its URL: the audit trail), annotated with ``waiting``."""
+    its URL: the audit trail), annotated with ``waiting``: a request there is for them to answer
+    or decide."""
     qs = Session.objects.filter(project__in=visible_projects(user)).select_related("project", "user")
     if not is_superuser(user):
         chat = project_ids_with(user, PLANNER_CHAT)
         qs = qs.filter(Q(user_id=user.pk or 0) | Q(question__isnull=False, project_id__in=chat))
     pending = HumanRequest.objects.filter(session=OuterRef("pk"), status=RequestStatus.PENDING)
-    waiting = Case(  # the owner answers every request; others only a sub-chat's questions
+    question = Q(kind=RequestKind.QUESTION)
+    waiting = Case(  # the owner answers every request, but a sub-chat's asker only its questions
         When(question__status=QuestionStatus.NEEDS_HUMAN, then=Value(True)),
+        When(question__isnull=False, user_id=user.pk or 0, then=Exists(pending.filter(question))),
+        When(question__isnull=False, then=Exists(pending.filter(question | _decidable(user)))),
         When(user_id=user.pk or 0, then=Exists(pending)),
-        When(question__isnull=False, then=Exists(pending.filter(kind=RequestKind.QUESTION))),
         default=Value(False),
         output_field=BooleanField(),
     )
     return qs.annotate(waiting=waiting).order_by("-updated_at")
+
+
+def _decidable(user: AnyUser) -> Q:
+    """The approvals of question sub-chats that ``user`` may decide (``requests.may_decide``):
+    those of tools whose approver permission they hold in the sub-chat's project."""
+    tools: dict[str, list[str]] = {}
+    for name, spec in TOOLS.items():
+        tools.setdefault(spec.approver, []).append(name)
+    decidable = Q(pk__in=[])
+    for permission, names in tools.items():
+        projects = project_ids_with(user, permission)
+        decidable |= Q(kind=RequestKind.APPROVAL, tool__in=names, session__project_id__in=projects)
+    return decidable
 
 
 def session_waiting_count(*, user: AnyUser, project: Project) -> int:
@@ -119,6 +142,28 @@ class TurnSetup:
     focus: list[str]
     approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval
     question_id: int | None = None  # the question of a question's sub-chat
+    shared: Reader | None = None  # a question's sub-chat: what its tools act with (session_reader)
+
+
+def session_reader(*, session: Session) -> Reader | None:
+    """What a question's sub-chat acts with, for its tools and change notes; None for any other chat
+    (it acts as its owner).
+
+    Every member of the project who may chat sees a sub-chat, so it acts as if its asker held this
+    project's membership alone; and once humans answered or decided its requests in the running
+    turn, with what they may do too (the intersection): an answer cannot make the planner do or
+    read what its author could not. Read from the stored requests, so a restart changes nothing.
+    """
+    if session.question_id is None:
+        return None
+    decided = (
+        HumanRequest.objects.filter(session_id=session.pk, turn=session.turn_count, answered_by__isnull=False)
+        .exclude(answered_by_id=session.user_id)
+        .select_related("answered_by")
+        .order_by("resolved_at", "pk")
+    )
+    others = {r.answered_by_id: r.answered_by for r in decided if r.answered_by is not None}
+    return Reader(users=(session.user, *others.values()), project_id=session.project_id)
 
 
 def turn_setup(*, session: Session, history: History) -> TurnSetup:
@@ -147,6 +192,7 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         focus=list(session.focus),
         approve_tools=config.approve_tools,
         question_id=session.question_id,
+        shared=session_reader(session=session),
     )
 
 

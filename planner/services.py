@@ -43,7 +43,7 @@ from planner.models import (
 )
 from planner.notes import change_notes
 from planner.questions import question_unanswered
-from planner.selectors import TurnSetup, session_history, turn_setup
+from planner.selectors import TurnSetup, session_history, session_reader, turn_setup
 from planner.tools import ToolContext, ToolOutcome, call_tool
 from tracker.errors import (
     ConflictError,
@@ -390,8 +390,9 @@ def _append_notes(session: Session, turn: int, focus: list[str]) -> list[tuple[C
     if not events:
         return []
     session.last_seen_seq = events[-1].seq
+    reader = session_reader(session=session) or session.user
     notes = change_notes(
-        events, session_label=f"planner:{session.pk}", project=session.project, user=session.user, focus=focus
+        events, session_label=f"planner:{session.pk}", project=session.project, user=reader, focus=focus
     )
     return [(_append(session, _human(notes, MessageKind.CHANGES), turn), "")] if notes else []
 

@@ -69,6 +69,7 @@ class SessionIO(TurnIO):
             session_id=live.session_id,
             focus=set(setup.focus),
             question_id=setup.question_id,
+            shared=setup.shared,
         )
         self.records = services.StepRecords(project_id=setup.project.pk)
         self.last_seq = setup.history.messages[-1].seq if setup.history.messages else 0

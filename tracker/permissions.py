@@ -5,6 +5,9 @@ REST, admin, pages, WebSocket and planner tools all ask :func:`has_permission`
 it does not exist. Access is read from the database for the request, frame or
 tool call at hand (:func:`access_scope`), never cached on a user object: a
 member removed, demoted, deactivated a moment ago has lost access now.
+
+Where several people see what is done (a question's shared sub-chat), it is done
+as a :class:`Reader`: with what every one of them may do, within one project.
 """
 
 from __future__ import annotations
@@ -46,6 +49,22 @@ ROLE_PERMISSIONS: Final[dict[str, frozenset[str]]] = {
 ALL_PERMISSIONS: Final = _OWNER
 
 AnyUser = User | AnonymousUser
+# Roles from least to most: each grants all the permissions of those before it.
+ROLES_ASCENDING: Final = (Role.VIEWER, Role.MEMBER, Role.MAINTAINER, Role.OWNER)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """Several users at once: what every one of them may do, and, with ``project_id``, only in that
+    project, as if each held that project's membership alone (a question's sub-chat, which all of a
+    project's members see: nothing done there may reach beyond the project or its least-entitled
+    reader). Their access is read afresh, like a user's."""
+
+    users: tuple[User, ...]
+    project_id: int | None = None
+
+
+Principal = AnyUser | Reader
 
 
 @dataclass(frozen=True)
@@ -96,8 +115,10 @@ def access_load(user_ids: Iterable[int]) -> dict[int, Access]:
     return loaded
 
 
-def access_of(user: AnyUser | None) -> Access:
+def access_of(user: Principal | None) -> Access:
     """``user``'s access now (once per scope)."""
+    if isinstance(user, Reader):
+        return _joint_access(user)
     if user is None or not user.is_authenticated or user.pk is None or not user.is_active:
         return NO_ACCESS
     cache = _scope.get()
@@ -106,7 +127,27 @@ def access_of(user: AnyUser | None) -> Access:
     return access_load([user.pk])[user.pk]
 
 
-def permissions_for(user: AnyUser | None, project_id: int) -> frozenset[str]:
+def _joint_access(reader: Reader) -> Access:
+    """The access every user of ``reader`` holds, within its project if it has one: per project
+    the least of their roles (a superuser counts as an owner there)."""
+    each = [access_of(user) for user in reader.users]
+    if not each or not all(access.active for access in each):
+        return NO_ACCESS
+    if reader.project_id is None and all(access.superuser for access in each):
+        return Access(active=True, superuser=True, roles={})
+    if reader.project_id is not None:
+        project_ids = {reader.project_id}
+    else:
+        project_ids = {pid for access in each for pid in access.roles}
+    roles: dict[int, str] = {}
+    for pid in project_ids:
+        held = [Role.OWNER if access.superuser else access.roles.get(pid, "") for access in each]
+        if all(held):
+            roles[pid] = min(held, key=lambda role: ROLES_ASCENDING.index(Role(role)))
+    return Access(active=True, superuser=False, roles=roles)
+
+
+def permissions_for(user: Principal | None, project_id: int) -> frozenset[str]:
     """Every permission ``user`` holds in the project."""
     access = access_of(user)
     if not access.active:
@@ -117,13 +158,13 @@ def permissions_for(user: AnyUser | None, project_id: int) -> frozenset[str]:
     return ROLE_PERMISSIONS.get(role, frozenset()) if role else frozenset()
 
 
-def is_superuser(user: AnyUser | None) -> bool:
+def is_superuser(user: Principal | None) -> bool:
     """An active superuser, now."""
     access = access_of(user)
     return access.active and access.superuser
 
 
-def has_permission(user: AnyUser | None, project: Project | int, permission: str) -> bool:
+def has_permission(user: Principal | None, project: Project | int, permission: str) -> bool:
     """The one check: does ``user`` hold ``permission`` in ``project``?"""
     if permission not in ALL_PERMISSIONS:
         raise ValueError(f"unknown permission {permission!r}")
@@ -131,7 +172,7 @@ def has_permission(user: AnyUser | None, project: Project | int, permission: str
     return permission in permissions_for(user, project_id)
 
 
-def require(user: AnyUser | None, project: Project, permission: str) -> None:
+def require(user: Principal | None, project: Project, permission: str) -> None:
     """Raise unless ``user`` holds ``permission``; hide projects the user cannot read."""
     if has_permission(user, project, permission):
         return
@@ -140,7 +181,7 @@ def require(user: AnyUser | None, project: Project, permission: str) -> None:
     raise PermissionDeniedError(f"You need {permission} in {project.key} to do this.")
 
 
-def project_ids_with(user: AnyUser | None, permission: str) -> list[int]:
+def project_ids_with(user: Principal | None, permission: str) -> list[int]:
     """Ids of the projects in which ``user`` holds ``permission``."""
     access = access_of(user)
     if not access.active:
@@ -150,7 +191,7 @@ def project_ids_with(user: AnyUser | None, permission: str) -> list[int]:
     return [pid for pid, role in access.roles.items() if permission in ROLE_PERMISSIONS[role]]
 
 
-def visible_projects(user: AnyUser | None) -> QuerySet[Project]:
+def visible_projects(user: Principal | None) -> QuerySet[Project]:
     """The projects ``user`` may read."""
     qs = Project.objects.select_related("organization")
     if is_superuser(user):
@@ -158,7 +199,7 @@ def visible_projects(user: AnyUser | None) -> QuerySet[Project]:
     return qs.filter(pk__in=project_ids_with(user, TRACKER_READ))
 
 
-def has_organization_permission(user: AnyUser | None, organization_id: int, permission: str) -> bool:
+def has_organization_permission(user: Principal | None, organization_id: int, permission: str) -> bool:
     """Does ``user`` hold ``permission`` in some project of the organization?"""
     ids = project_ids_with(user, permission)
     return Project.objects.filter(pk__in=ids, organization_id=organization_id).exists()

@@ -28,7 +28,7 @@ from tracker.models import (
     SkillVersion,
 )
 from tracker.models.plan import RESOLVED_STATES
-from tracker.permissions import SKILL_READ, AnyUser, has_permission, visible_projects
+from tracker.permissions import SKILL_READ, Principal, has_permission, visible_projects
 from tracker.search import ITEM, SKILL, SearchHit, project_search
 
 
@@ -146,7 +146,7 @@ def item_dependencies(*, item: Item) -> ItemDependencies:
     )
 
 
-def item_list_by_keys(*, user: AnyUser, keys: Iterable[str]) -> list[Item]:
+def item_list_by_keys(*, user: Principal, keys: Iterable[str]) -> list[Item]:
     """The items ``keys`` name, in the order named, in projects ``user`` can read, in two queries.
 
     A key naming no item, or one in a project the user cannot read, is a ValidationError on ``items``.
@@ -295,7 +295,7 @@ def skill_resolve(*, project: Project, name: str) -> EffectiveSkill:
 
 def project_find(
     *,
-    user: AnyUser,
+    user: Principal,
     project: Project,
     query: str,
     kinds: Iterable[str] = (ITEM, SKILL),

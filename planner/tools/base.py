@@ -1,10 +1,12 @@
 """What a planner tool is: its spec, the context it runs in, and how a call is run.
 
 A call is validated against the tool's JSON Schema before anything runs, then
-authorized with the one permission check for the human the session speaks
-for, then handled in a savepoint. Every failure becomes ``{"error": {"code",
-"message"}}``; one the handler did not expect is ``internal_error`` (logged
-with its traceback, never shown to the model), and the turn goes on.
+authorized with the one permission check for the tool context's reader (the
+human the session speaks for, or in a shared sub-chat what all its readers may
+do: ``planner/selectors.py`` ``session_reader``), then handled in a savepoint.
+Every failure becomes ``{"error": {"code", "message"}}``; one the handler did
+not expect is ``internal_error`` (logged with its traceback, never shown to the
+model), and the turn goes on.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from planner.messages import ToolDefinition
 from tracker.errors import BalletError, ConflictError, ValidationError
 from tracker.inputs import NUL_MESSAGE, json_path, nul_paths
 from tracker.models import Project
-from tracker.permissions import has_permission
+from tracker.permissions import PLANNER_CHAT, Principal, Reader, has_permission
 from tracker.services.activity import Actor
 
 JsonObject = dict[str, Any]
@@ -53,10 +55,18 @@ class ToolContext:
     focus: set[str] = field(default_factory=set)
     drafts: list[Draft] = field(default_factory=list)
     question_id: int | None = None  # the question of a question's sub-chat (answer_question)
+    # A question's sub-chat: the tools read and are authorized with what all its readers share,
+    # never with the asker's access alone. What they write is still attributed to ``user``.
+    shared: Reader | None = None
 
     @property
     def actor(self) -> Actor:
         return Actor(user=self.user, planner_session=self.session_id)
+
+    @property
+    def reader(self) -> Principal:
+        """Whose access the tools read with and are authorized for."""
+        return self.user if self.shared is None else self.shared
 
     def follow(self, *targets: str) -> None:
         self.focus.update(targets)
@@ -85,6 +95,9 @@ class ToolSpec:
     writes: bool = False
     # A call waits for a human's answer (ask_human): the turn pauses instead of running it.
     asks_human: bool = False
+    # Who may approve a call when the project makes it wait for approval, in a question's sub-chat
+    # (elsewhere the chat's owner): a member of the project with this permission.
+    approver: str = PLANNER_CHAT
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(name=self.name, description=self.description, input_schema=self.input_schema)
@@ -177,9 +190,8 @@ def run_tool(spec: ToolSpec | None, name: str, arguments: Any, context: ToolCont
     problem = input_problem(spec, arguments)
     if problem:
         return ToolOutcome(error_output("invalid_input", problem), True)
-    if not has_permission(context.user, context.project, spec.permission):
-        message = f"{context.user.get_username()} lacks {spec.permission} in {context.project.key}."
-        return ToolOutcome(error_output("permission_denied", message), True)
+    if not has_permission(context.reader, context.project, spec.permission):
+        return ToolOutcome(error_output("permission_denied", _denied(context, spec.permission)), True)
     drafts = len(context.drafts)
     try:
         with transaction.atomic() if spec.writes else contextlib.nullcontext():
@@ -194,6 +206,18 @@ def run_tool(spec: ToolSpec | None, name: str, arguments: Any, context: ToolCont
         output = error_output("internal_error", message)
     del context.drafts[drafts:]  # nothing it drafted was kept
     return ToolOutcome(output, True)
+
+
+def _denied(context: ToolContext, permission: str) -> str:
+    key = context.project.key
+    if context.shared is None:
+        return f"{context.user.get_username()} lacks {permission} in {key}."
+    users = context.shared.users
+    lacking = [u.get_username() for u in users if not has_permission(u, context.project, permission)]
+    return (
+        f"{', '.join(lacking) or 'A reader of this chat'} lacks {permission} in {key}: in a question's "
+        "sub-chat you may do only what the agent that asked and every human who answered you may do."
+    )
 
 
 def domain_error(exc: BalletError) -> JsonObject:

@@ -1,7 +1,9 @@
 """Tools over the knowledge base: search_knowledge, get_knowledge, create_knowledge, update_knowledge.
 
-The planner reads what its human may read, through the selectors the REST API
-uses (:mod:`knowledge.selectors`), limited to the session's organization.
+The planner reads what its reader may read (its human, or in a question's
+sub-chat what all of that chat's readers may: ``ToolContext.reader``), through
+the selectors the REST API uses (:mod:`knowledge.selectors`), limited to the
+session's organization.
 Knowledge the planner writes is linked to the session's project, so it is
 readable only where that project is, and attributed to the human it acts for.
 """
@@ -22,7 +24,7 @@ KINDS: JsonObject = {"enum": list(KnowledgeKind.values)}
 
 def search_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
     hits = knowledge_find(
-        user=ctx.user,
+        user=ctx.reader,
         organization_id=ctx.project.organization_id,
         query=args["query"],
         kind=args.get("kind"),
@@ -37,8 +39,8 @@ def search_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 
 def get_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    entry = knowledge_get(user=ctx.user, entry_id=args["id"], organization_id=ctx.project.organization_id)
-    links = knowledge_links(user=ctx.user, entry_ids=[entry.pk]).get(entry.pk, KnowledgeLinks())
+    entry = knowledge_get(user=ctx.reader, entry_id=args["id"], organization_id=ctx.project.organization_id)
+    links = knowledge_links(user=ctx.reader, entry_ids=[entry.pk]).get(entry.pk, KnowledgeLinks())
     ctx.follow(f"knowledge:{entry.pk}")
     return {
         "id": entry.pk,
@@ -59,14 +61,14 @@ def create_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
         title=args["title"],
         body=args.get("body", ""),
         projects=[ctx.project],
-        items=item_list_by_keys(user=ctx.user, keys=args.get("items", [])),
+        items=item_list_by_keys(user=ctx.reader, keys=args.get("items", [])),
     )
     ctx.follow(f"knowledge:{entry.pk}")
     return {"id": entry.pk, "version": entry.version, "title": entry.title}
 
 
 def update_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    entry = knowledge_get(user=ctx.user, entry_id=args["id"], organization_id=ctx.project.organization_id)
+    entry = knowledge_get(user=ctx.reader, entry_id=args["id"], organization_id=ctx.project.organization_id)
     fields: dict[str, Any] = {k: args[k] for k in ("kind", "title", "body") if k in args}
     if not fields:
         raise ToolError("invalid_input", "Send at least one of kind, title, body.")

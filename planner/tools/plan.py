@@ -10,7 +10,7 @@ from planner.tools.base import Draft, JsonObject, ToolContext, ToolError, ToolSp
 from tracker.models import Item
 from tracker.models.plan import ALL_STATES
 from tracker.operations import OPERATIONS_SCHEMA
-from tracker.permissions import TRACKER_READ, TRACKER_WRITE
+from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE
 from tracker.search import ITEM, SKILL
 from tracker.selectors import (
     changeset_list,
@@ -93,7 +93,7 @@ def list_runnable(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
     hits = project_find(
-        user=ctx.user,
+        user=ctx.reader,
         project=ctx.project,
         query=args["query"],
         kinds=args.get("kinds") or (ITEM, SKILL),
@@ -264,5 +264,6 @@ SPECS = (
         permission=TRACKER_WRITE,
         handler=propose_changeset,
         writes=True,
+        approver=CHANGESET_APPLY,
     ),
 )

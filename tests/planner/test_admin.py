@@ -284,8 +284,10 @@ def transcript_session(world, staff):
     return session
 
 
-def test_the_transcript_shows_messages_calls_and_events_in_order(client: Client, staff, transcript_session):
-    client.force_login(staff["owner"])
+def test_the_transcript_shows_messages_calls_and_events_in_order(
+    client: Client, superuser, transcript_session
+):
+    client.force_login(superuser)
     response = client.get(admin_url("session_change", transcript_session.pk))
     html = response.content.decode()
     text = re.sub(r"\s+", " ", strip_tags(html))
@@ -304,8 +306,8 @@ def test_the_transcript_shows_messages_calls_and_events_in_order(client: Client,
     )
 
 
-def test_model_text_in_the_transcript_is_escaped(client: Client, staff, transcript_session):
-    client.force_login(staff["owner"])
+def test_model_text_in_the_transcript_is_escaped(client: Client, superuser, transcript_session):
+    client.force_login(superuser)
     html = client.get(admin_url("session_change", transcript_session.pk)).content.decode()
     assert SCRIPT not in html
     assert "<b>bold</b>" not in html
@@ -313,20 +315,98 @@ def test_model_text_in_the_transcript_is_escaped(client: Client, staff, transcri
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; more" in html
 
 
-def test_a_session_title_with_markup_is_escaped_in_the_list(client: Client, staff, world):
+def test_a_session_title_with_markup_is_escaped_in_the_list(client: Client, superuser, world):
     Session.objects.filter(pk=world["own"].pk).update(title=SCRIPT)
-    client.force_login(staff["owner"])
-    for url in (admin_url("session_changelist"), admin_url("toolcall_changelist")):
-        html = client.get(url).content.decode()
-        assert SCRIPT not in html
-        assert "&lt;script&gt;" in html
+    client.force_login(superuser)
+    html = client.get(admin_url("session_changelist")).content.decode()
+    assert SCRIPT not in html
+    assert "&lt;script&gt;" in html
 
 
 def test_a_tool_calls_page_shows_its_input_and_output_escaped(
-    client: Client, staff, transcript_session, world
+    client: Client, superuser, transcript_session, world
 ):
-    client.force_login(staff["owner"])
+    client.force_login(superuser)
     html = client.get(admin_url("toolcall_change", world["own_call"].pk)).content.decode()
     assert SCRIPT not in html
     assert "&quot;text&quot;: &quot;&lt;script&gt;" in html
     assert "12.5 ms" in html
+
+
+# -- what was said and read: superusers only ------------------------------------
+
+MEMO = "Acme buys Initech"
+
+
+@pytest.fixture
+def memo_read(world):
+    """The member's planner read another project's memo in their own chat (the member may read
+    it; the project's owner may not)."""
+    session = world["own"]
+    Session.objects.filter(pk=session.pk).update(title=f"About {MEMO}", summary=f"They read {MEMO}.")
+    rows = [
+        ("user", "human", [{"type": "text", "text": f"What does the memo say? {MEMO}?"}]),
+        (
+            "assistant",
+            "assistant",
+            [{"type": "tool_use", "id": "toolu_1", "name": "get_knowledge", "input": {"id": 7}}],
+        ),
+        ("user", "tool_results", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": MEMO}]),
+    ]
+    for seq, (role, kind, content) in enumerate(rows, start=1):
+        Message.objects.create(session=session, seq=seq, role=role, kind=kind, content=content, turn=1)
+    Event.objects.create(session=session, kind="turn_ended", turn=1, data={"reason": "failed", "error": MEMO})
+    ToolCall.objects.filter(pk=world["own_call"].pk).update(
+        name="get_knowledge", input={"id": 7, "note": MEMO}, output={"body": MEMO}
+    )
+    return session
+
+
+def operator_pages(world) -> list[str]:
+    return [
+        admin_url("session_changelist"),
+        admin_url("session_change", world["own"].pk),
+        admin_url("toolcall_changelist"),
+        admin_url("toolcall_change", world["own_call"].pk),
+        admin_url("usagerecord_changelist"),
+        admin_url("usagerecord_change", world["own_usage"].pk),
+    ]
+
+
+def test_a_project_admin_sees_how_anothers_chat_went_not_what_was_said_or_read(
+    client: Client, staff, world, memo_read
+):
+    client.force_login(staff["owner"])
+    for url in operator_pages(world):
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert "Initech" not in response.content.decode(), url
+    text = page_text(client.get(admin_url("session_change", memo_read.pk)))
+    assert "#1 user · human · turn 1" in text  # who wrote which kind of message, when
+    assert "#2 assistant · assistant · turn 1" in text
+    assert "get_knowledge (toolu_list_items_12.5) · turn 1 · 12.5 ms · ok" in text  # which tool, how
+    assert "turn_ended" in text
+    assert "&quot;reason&quot;: &quot;failed&quot;" in text  # how it ended, not its error text
+    assert "shown only to superusers" in text
+    call_page = page_text(client.get(admin_url("toolcall_change", world["own_call"].pk)))
+    for shown in ("get_knowledge", "12.5 ms", "member", "ok"):
+        assert shown in call_page
+
+
+def page_text(response) -> str:
+    return re.sub(r"\s+", " ", strip_tags(response.content.decode()))
+
+
+def test_a_superuser_reads_what_was_said_and_read(client: Client, superuser, world, memo_read):
+    client.force_login(superuser)
+    for url in operator_pages(world)[:2] + operator_pages(world)[3:4]:  # a chat's list row, its page, a call
+        assert "Initech" in client.get(url).content.decode(), url
+
+
+def test_a_project_admin_reads_their_own_chat(client: Client, staff, project):
+    own = session_create(user=staff["owner"], project=project, title=f"About {MEMO}")
+    Message.objects.create(
+        session=own, seq=1, role="user", kind="human", content=[{"type": "text", "text": MEMO}], turn=1
+    )
+    client.force_login(staff["owner"])
+    assert client.get(admin_url("session_change", own.pk)).content.decode().count("Initech") >= 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
@@ -47,7 +49,7 @@ def sub_chat(chat_project, agent, make_item):
     """An agent's question about an item, and its sub-chat, owned by the agent."""
     item = make_item(title="Export bookings")
     question = Question.objects.create(
-        project=chat_project, asker=agent, item=item, text="Which <b>database</b>?"
+        project=chat_project, asker=agent, item=item, text="Which <b>database</b>?", started=True
     )
     session = session_create(user=agent, project=chat_project, title="Which database?")
     session.question = question
@@ -96,10 +98,14 @@ def test_a_question_sub_chat_waits_for_every_member_who_may_chat(sub_chat, users
     assert sessions_waiting(user=users["stranger"], project=chat_project) == []
 
 
-def test_an_approval_in_a_question_sub_chat_is_the_askers_alone(sub_chat, maintainer, agent, chat_project):
-    pending(sub_chat, RequestKind.APPROVAL)
-    assert sessions_waiting(user=maintainer, project=chat_project) == []
-    assert sessions_waiting(user=agent, project=chat_project) == [sub_chat]
+def test_a_changeset_in_a_question_sub_chat_waits_for_those_who_apply_not_the_asker(
+    sub_chat, users, agent, chat_project
+):
+    pending(sub_chat, RequestKind.APPROVAL)  # propose_changeset
+    for name in ("maintainer", "owner"):
+        assert sessions_waiting(user=users[name], project=chat_project) == [sub_chat], name
+    for user in (users["member"], users["viewer"], agent):
+        assert sessions_waiting(user=user, project=chat_project) == [], user
 
 
 def test_the_chat_list_names_a_sub_chats_asker_and_item(signed_in, sub_chat, maintainer):
@@ -218,3 +224,24 @@ def test_who_may_not_answer_a_question_from_its_sub_chat(sub_chat, viewer, users
     assert (as_viewer.status_code, as_stranger.status_code) == (403, 404)
     question.refresh_from_db()
     assert question.status == "needs_human"
+
+
+def approves(response) -> set[str]:
+    found = re.search(r'data-approves="([^"]*)"', response.content.decode())
+    assert found, "the chat page names no tools to approve"
+    return set(found.group(1).split())
+
+
+def test_the_chat_page_offers_approval_buttons_to_those_who_may_decide(
+    signed_in, client, session, sub_chat, users, agent
+):
+    assert {"propose_changeset", "create_knowledge"} <= approves(
+        signed_in(users["member"]).get(chat_url(session))
+    )
+    for name in ("maintainer", "owner"):
+        offered = approves(signed_in(users[name]).get(chat_url(sub_chat)))
+        assert {"propose_changeset", "create_knowledge"} <= offered, name
+    member_offered = approves(signed_in(users["member"]).get(chat_url(sub_chat)))
+    assert "create_knowledge" in member_offered
+    assert "propose_changeset" not in member_offered
+    assert approves(signed_in(agent).get(chat_url(sub_chat))) == set()

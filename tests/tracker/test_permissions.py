@@ -5,9 +5,16 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
-from tests.factories import make_user
+from tests.factories import MembershipFactory, ProjectFactory, make_user
 from tracker.errors import NotFoundError, PermissionDeniedError
-from tracker.permissions import ALL_PERMISSIONS, has_permission, require, visible_projects
+from tracker.permissions import (
+    ALL_PERMISSIONS,
+    Reader,
+    has_permission,
+    project_ids_with,
+    require,
+    visible_projects,
+)
 
 EXPECTED = {
     "viewer": {"tracker.read", "skill.read", "knowledge.read"},
@@ -69,3 +76,30 @@ def test_visible_projects_lists_only_memberships(project, other_project, users):
 def test_unknown_permission_is_a_programming_error(project, users):
     with pytest.raises(ValueError, match="unknown permission"):
         has_permission(users["owner"], project, "tracker.delete")
+
+
+@pytest.fixture
+def elsewhere(org):
+    """Another project of the organization."""
+    return ProjectFactory(organization=org, key="SEC")
+
+
+def test_a_reader_holds_what_all_its_users_hold_within_its_project(project, elsewhere, users, superuser):
+    MembershipFactory(project=elsewhere, user=users["owner"], role="owner")
+    MembershipFactory(project=elsewhere, user=users["member"], role="member")
+    both = Reader(users=(users["owner"], users["member"]))
+    assert has_permission(both, project, "knowledge.write")
+    assert not has_permission(both, project, "changeset.apply")  # the member's role is the lesser
+    assert has_permission(both, elsewhere, "tracker.write")
+    confined = Reader(users=(users["owner"], users["member"]), project_id=project.pk)
+    assert not has_permission(confined, elsewhere, "tracker.read")  # as if BAL were their only project
+    assert sorted(project_ids_with(confined, "knowledge.read")) == [project.pk]
+    assert list(visible_projects(confined)) == [project]
+    root_alone = Reader(users=(superuser,), project_id=project.pk)
+    assert has_permission(root_alone, project, "project.admin")
+    assert not has_permission(root_alone, elsewhere, "tracker.read")
+    with_stranger = Reader(users=(users["owner"], users["stranger"]), project_id=project.pk)
+    assert not has_permission(with_stranger, project, "tracker.read")
+    users["member"].is_active = False
+    users["member"].save(update_fields=["is_active"])
+    assert not has_permission(Reader(users=(users["owner"], users["member"])), project, "tracker.read")

@@ -39,7 +39,10 @@
     loginUrl: root.dataset.loginUrl,
     user: root.dataset.user,
     canChat: root.dataset.canChat === "true",
-    canSend: root.dataset.canSend === "true", // the session's owner: sends, stops, approves
+    canSend: root.dataset.canSend === "true", // the session's owner: sends, stops
+    // The tools whose calls this viewer approves: an ordinary chat's owner all; in a question's
+    // sub-chat the project's members entitled to (never the agent that asked).
+    approves: new Set((root.dataset.approves || "").split(" ").filter(Boolean)),
     questionChat: Boolean(root.dataset.question), // a question's sub-chat: members answer its questions
   };
   const log = document.getElementById("chat-log");
@@ -472,10 +475,12 @@
     return Array.from(view.requests.values()).filter((request) => request.status === "pending");
   }
 
-  /** Whether this viewer may answer ``request``: its owner any, a member of a question's sub-chat its questions. */
+  /** Whether this viewer may answer ``request``: a question its owner, or any member of a question's
+   * sub-chat; an approval those the server names (``data-approves``). */
   function mayAnswer(request) {
+    if (request.kind === "approval") return config.approves.has(request.tool);
     if (config.canSend) return true;
-    return request.kind === "question" && config.questionChat && config.canChat;
+    return config.questionChat && config.canChat;
   }
 
   /** What the composer's placeholder says while requests wait: a message answers or declines them. */
@@ -568,6 +573,9 @@
   }
 
   function waitingFor(request) {
+    if (request.kind === "approval" && config.questionChat) {
+      return "Waiting for a member of the project who may approve it to approve or decline.";
+    }
     if (request.kind === "approval") return "Waiting for the chat's owner to approve or decline.";
     return "Waiting for an answer from the chat's owner.";
   }
