@@ -48,7 +48,6 @@ from tracker.errors import (
     ConflictError,
     NotFoundError,
     PermissionDeniedError,
-    RateLimitedError,
     ValidationError,
 )
 from tracker.inputs import refuse_nul
@@ -148,8 +147,13 @@ def pending_requests(*, session_id: uuid.UUID) -> list[HumanRequest]:
 class Resolution:
     frames: list[Frame]  # request_resolved, then the results of approved calls that ran
     begin: Begin | None = None  # the turn resumed: where it continues from
-    # Every request is answered but the running-turn limits keep the turn from resuming yet: why.
-    waiting: str | None = None
+    # Every request is answered but the running-turn limits keep the turn from resuming yet.
+    held: services.TurnsFullError | None = None
+
+    @property
+    def waiting(self) -> str | None:
+        """Why the answered turn waits (None: it resumed, or a request is still pending)."""
+        return None if self.held is None else self.held.message + RESUMES_LATER
 
 
 def _answer_body(kind: str, text: Any, approve: Any, reason: Any) -> tuple[RequestStatus, str]:
@@ -223,11 +227,11 @@ def _resume(session: Session) -> Resolution:
     caller holds the session's row lock."""
     try:
         services.check_running_turns(session)
-    except RateLimitedError as exc:
+    except services.TurnsFullError as exc:
         if not session.resume_waiting:
             session.resume_waiting = True
             session.save(update_fields=["resume_waiting", "updated_at"])
-        return Resolution([], waiting=exc.message + RESUMES_LATER)
+        return Resolution([], held=exc)
     results, ran = _results(session)
     return Resolution(ran, services.turn_continue(session, results))
 

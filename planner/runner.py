@@ -26,7 +26,8 @@ import contextvars
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -42,15 +43,36 @@ from planner.models import Question, SessionState
 from planner.relay import link
 from planner.requests import Resolution
 from planner.selectors import TurnSetup, session_get, work_waiting
-from planner.services import Begin
+from planner.services import Begin, TurnsFullError
 from planner.watching import Inbox, Seen
-from tracker.errors import BalletError, NotFoundError, RateLimitedError, UnavailableError
+from tracker.errors import BalletError, NotFoundError, UnavailableError
 from tracker.models import Project
 
 logger = logging.getLogger(__name__)
 
 ANNOUNCE_WAIT_SECONDS = 5.0
 LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."
+
+
+Held = TurnsFullError  # the running-turn limit that keeps a turn from starting yet
+
+
+@dataclass
+class _FullLimits:
+    """The running-turn limits found full in one pass over what waits: the users and projects
+    whose turns are all taken."""
+
+    users: set[int] = field(default_factory=set)
+    projects: set[int] = field(default_factory=set)
+
+    def holds(self, user_id: int, project_id: int) -> bool:
+        return user_id in self.users or project_id in self.projects
+
+    def add(self, held: Held, user_id: int, project_id: int) -> None:
+        if held.scope == "user":
+            self.users.add(user_id)
+        else:
+            self.projects.add(project_id)
 
 
 class Runner:
@@ -176,9 +198,9 @@ class Runner:
             self.work_waiting = True
         return resolution
 
-    async def _resume(self, session_id: uuid.UUID) -> Literal["started", "settled", "held"]:
-        """Resume a turn whose answers waited for a free turn: "held" if the limits still hold it,
-        "settled" if it no longer waits (resumed elsewhere, stopped)."""
+    async def _resume(self, session_id: uuid.UUID) -> Held | bool:
+        """Resume a turn whose answers waited for a free turn: True if it started here, False if
+        it no longer waits (resumed elsewhere, stopped), the limit that still holds it else."""
         await self.relay.serve(session_id)
         live = None
         turns.claim(session_id)
@@ -191,12 +213,13 @@ class Runner:
             if live is None:
                 await self.relay.unserve(session_id)
         if resolution is None:
-            return "settled"
+            return False
         if resolution.begin is None:
-            return "held"
+            assert resolution.held is not None  # answered, not resumed: a limit holds it
+            return resolution.held
         assert live is not None
         self._start(live, resolution.begin, resolution.frames)
-        return "started"
+        return True
 
     async def _live(self, session_id: uuid.UUID, begin: Begin, *, owner_id: int | None) -> LiveTurn:
         live = LiveTurn(
@@ -256,8 +279,9 @@ class Runner:
             await self._start_question(asked.question)
         return asked
 
-    async def _start_question(self, question: Question) -> bool:
-        """Start the question's first turn; False if the running-turn limits keep it waiting."""
+    async def _start_question(self, question: Question) -> Held | UnavailableError | None:
+        """Start the question's first turn; the limit that keeps it waiting, if one does (or the
+        channel layer, down for a moment)."""
         try:
             await self.send(
                 session_id=question.session.pk,
@@ -265,44 +289,55 @@ class Runner:
                 text=questions.first_message(question),
                 question=True,
             )
-        except RateLimitedError:
+        except (TurnsFullError, UnavailableError) as exc:  # it waits, recorded, for a later pass
             self.work_waiting = True
-            return False
+            return exc
         except BalletError as exc:  # the asker lost access meanwhile: the humans settle it
             logger.warning("question %s cannot start: %s", question.pk, exc.message)
             await db(questions.question_unstartable)(question_id=question.pk, reason=exc.message)
-        return True
+        return None
 
     async def start_waiting(self, *, force: bool = False) -> list[uuid.UUID]:
         """Start what the running-turn limits kept waiting while turns are free: answered turns
         first, then questions, each oldest first; the sessions whose turns started here. What
         cannot start yet (its owner's or its project's turns are taken) holds back no other
-        user's, project's or organization's. Without ``force`` only when this process saw
-        something wait, or the database holds some (what waits may have been queued by a
-        process since gone)."""
+        user's, project's or organization's, and what the same full limit holds is not tried
+        again in the same pass. Without ``force`` only when this process saw something wait, or
+        the database holds some (what waits may have been queued by a process since gone)."""
         if not (force or self.work_waiting or await db(work_waiting)()):
             return []
         self.work_waiting = False
         started: list[uuid.UUID] = []
-        refused: set[tuple[int, int]] = set()  # (owner, project): the same limits refuse again
+        full = _FullLimits()
+        try:
+            await self._resume_waiting(full, started)
+            await self._start_questions(full, started)
+        except UnavailableError:  # the channel layer is down: a later pass starts them
+            self.work_waiting = True
+        return started
+
+    async def _resume_waiting(self, full: _FullLimits, started: list[uuid.UUID]) -> None:
         for session_id, owner, project in await db(requests.sessions_resume_waiting)():
-            if (owner, project) in refused:
+            if full.holds(owner, project):
                 continue
-            match await self._resume(session_id):
-                case "started":
-                    started.append(session_id)
-                case "held":
-                    refused.add((owner, project))
-                    self.work_waiting = True
+            resumed = await self._resume(session_id)
+            if resumed is True:
+                started.append(session_id)
+            elif resumed:
+                full.add(resumed, owner, project)
+                self.work_waiting = True
+
+    async def _start_questions(self, full: _FullLimits, started: list[uuid.UUID]) -> None:
         for question in await db(questions.questions_waiting)():
-            whose = (question.asker_id, question.project_id)
-            if whose in refused:
+            if full.holds(question.asker_id, question.project_id):
                 continue
-            if await self._start_question(question):
+            held = await self._start_question(question)
+            if isinstance(held, UnavailableError):
+                raise held
+            if held is None:
                 started.append(question.session.pk)
             else:
-                refused.add(whose)
-        return started
+                full.add(held, question.asker_id, question.project_id)
 
     async def withdraw(self, *, user: User, project: Project, question_id: Any) -> Question:
         """Withdraw a question (its asker, or a project admin) and stop its sub-chat's turn."""

@@ -83,6 +83,14 @@ class NotQueuedError(ConflictError):
     code = "not_queued"
 
 
+class TurnsFullError(RateLimitedError):
+    """The running-turn limit of ``scope`` (the user's, or the project's) refuses a turn for now."""
+
+    def __init__(self, message: str, *, scope: Literal["user", "project"]) -> None:
+        super().__init__(message)
+        self.scope = scope
+
+
 class TurnSupersededError(ConflictError):
     """The session no longer runs this turn: it was recovered (its process was taken for dead)
     and maybe a new turn started. The turn goes quiet without writing anything more."""
@@ -305,14 +313,16 @@ def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> 
         mine=Count("pk", filter=Q(user=user)), here=Count("pk", filter=Q(project_id=session.project_id))
     )
     if counts["mine"] >= limits.running_turns_per_user:
-        raise RateLimitedError(
+        raise TurnsFullError(
             f"You already have {limits.running_turns_per_user} planner turns running; "
-            "wait for one to end, or stop one."
+            "wait for one to end, or stop one.",
+            scope="user",
         )
     if counts["here"] >= limits.running_turns_per_project:
-        raise RateLimitedError(
+        raise TurnsFullError(
             f"{limits.running_turns_per_project} planner turns are already running in "
-            f"{session.project.key}; try again when one has ended."
+            f"{session.project.key}; try again when one has ended.",
+            scope="project",
         )
 
 

@@ -3,6 +3,7 @@ one that starts what waits for a free turn when no process of the web tier is th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 
@@ -10,7 +11,9 @@ from asgiref.sync import async_to_sync
 from celery import shared_task
 
 from planner import events
+from planner.executor import db
 from planner.identity import stamped
+from planner.live import turns
 from planner.runner import runner
 from planner.selectors import work_waiting
 from planner.services import recovered_frame, sessions_recover_dead
@@ -48,10 +51,24 @@ def start_waiting_work() -> int:
     return async_to_sync(_run_waiting)()
 
 
+SWEEP_SECONDS = 5.0  # as the beat's own sweep
+MAX_PASSES = 10_000  # a bound for the loop below: the turns' own bounds end it long before
+
+
 async def _run_waiting() -> int:
+    """Start what waits, then run every turn this loop holds to its end (a turn's end may start
+    more: a loop's end would cancel them), sweeping dead turns meanwhile: this task holds a
+    worker process that the beat's sweep may be waiting for."""
     started = await runner.start_waiting(force=True)
-    for session_id in started:
-        await runner.wait(session_id)
+    for _ in range(MAX_PASSES):
+        running = [asyncio.ensure_future(runner.wait(session_id)) for session_id in turns.sessions()]
+        if not running:
+            break
+        await asyncio.wait(running, timeout=SWEEP_SECONDS)
+        recovered = await db(sessions_recover_dead)()
+        if recovered:
+            await _announce(recovered)
+    await runner.settle()
     if started:
         logger.info("started %d planner turn(s) that waited for a free turn", len(started))
     return len(started)
