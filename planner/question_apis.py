@@ -47,7 +47,7 @@ class QuestionListApi(BalletApi):
     )
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
-        agent_request_count(user_id=caller(request).pk)
+        agent_request_count(user_id=caller(request).pk, write=False)
         filters = parse(QuestionFilterSerializer, request.query_params)
         rows = question_list(user=caller(request), project=project, status=filters.get("status"))
         return self.paginated(rows, QuestionSerializer)
@@ -57,11 +57,11 @@ class QuestionListApi(BalletApi):
         description="Needs planner.chat. The question's sub-chat starts at once (or, past the running-turn "
         "limits, as soon as a turn frees up); read the answer with GET …/questions/{id}/?wait=30.",
         request=QuestionAskSerializer,
-        responses=with_errors({201: QuestionSerializer}, *WRITE_ERRORS, 429),
+        responses=with_errors({201: QuestionSerializer}, *WRITE_ERRORS, 429, 503),
     )
     def post(self, request: Request, key: str) -> Response:
         project = project_for(request, key, PLANNER_CHAT)
-        agent_request_count(user_id=caller(request).pk)
+        agent_request_count(user_id=caller(request).pk, write=True)
         data = parse(QuestionAskSerializer, request.data)
         question = async_to_sync(runner.ask)(
             user=caller(request), project=project, text=data["text"], item_key=data.get("item")
@@ -86,7 +86,7 @@ class QuestionDetailApi(BalletApi):
     )
     def get(self, request: Request, key: str, question: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
-        agent_request_count(user_id=caller(request).pk)
+        agent_request_count(user_id=caller(request).pk, write=False)
         seconds = parse(QuestionWaitSerializer, request.query_params)["wait"]
         found = question_get(user=caller(request), project=project, question_id=question)
         if seconds > 0 and found.status == QuestionStatus.OPEN:
@@ -130,11 +130,11 @@ class QuestionWithdrawApi(BalletApi):
     @extend_schema(
         summary="Withdraw an open question (its asker, or a project admin); its sub-chat stops",
         request=None,
-        responses=with_errors({200: QuestionSerializer}, *WRITE_ERRORS, 409, 429),
+        responses=with_errors({200: QuestionSerializer}, *WRITE_ERRORS, 409, 429, 503),
     )
     def post(self, request: Request, key: str, question: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
-        agent_request_count(user_id=caller(request).pk)
+        agent_request_count(user_id=caller(request).pk, write=True)
         withdrawn = async_to_sync(runner.withdraw)(
             user=caller(request), project=project, question_id=question
         )
