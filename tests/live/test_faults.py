@@ -321,6 +321,11 @@ def _status_and_code(answer: tuple[int, Any]) -> tuple[int, str | None]:
     return status, error.get("code") if isinstance(error, dict) else None
 
 
+def _tool_json(result: Any) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(result.content[0].text)
+    return parsed
+
+
 async def _mcp_calls(server: Server, token: str, item: str) -> dict[str, Any]:
     """What an MCP client sees of a read (get_item) and a write (ask_question): a tool result, or
     the exception the client raised (a bare 500, say)."""
@@ -334,9 +339,9 @@ async def _mcp_calls(server: Server, token: str, item: str) -> dict[str, Any]:
         ):
             await session.initialize()
             got = await session.call_tool("get_item", {"project": "DEMO", "key": item})
-            seen["get_item"] = ("error" if got.is_error else "ok", json.loads(got.content[0].text).get("key"))
+            seen["get_item"] = ("error" if got.is_error else "ok", _tool_json(got).get("key"))
             asked = await session.call_tool("ask_question", {"project": "DEMO", "text": "Asked then?"})
-            error = json.loads(asked.content[0].text).get("error") or {}
+            error = _tool_json(asked).get("error") or {}
             readable = "Redis" in str(error.get("message"))
             seen["ask_question"] = ("error" if asked.is_error else "ok", error.get("code"), readable)
     except Exception as exc:  # what the client met (a bare 500, say) is the observation

@@ -347,7 +347,7 @@ async def test_a_title_lost_with_its_process_is_metered_and_proposed_at_the_next
 ):
     model.add(say("Ship the checkout in two steps."), say("Then the refunds."), say("Done."))
     model.titles += [say("Lost with its process"), say("Checkout in two steps")]
-    dying = Runner(gateway=DiesAfterTheTitleCall(model))  # type: ignore[arg-type]
+    dying = Runner(gateway=DiesAfterTheTitleCall(model))
     await dying.send(session_id=session.pk, user=member, text="How do we ship the checkout?")
     with contextlib.suppress(asyncio.CancelledError):
         await dying.wait(session.pk)
