@@ -241,6 +241,7 @@ class ServerConfig:
     credential_key_fallbacks: tuple[str, ...] = field(default=(), repr=False)
     static_root: str | None = None  # where collectstatic writes the static files WhiteNoise serves
     metrics_dir: str | None = None  # the directory in which every process of the host counts its metrics
+    database_pool_size: int = 20  # PostgreSQL connections one process holds at most (production mode)
 
     @property
     def production(self) -> bool:
@@ -272,7 +273,19 @@ def load_server_config() -> ServerConfig:
         metrics_dir=os.environ.get("BALLET_METRICS_DIR")
         or os.environ.get("PROMETHEUS_MULTIPROC_DIR")
         or None,
+        database_pool_size=_pool_size(os.environ.get("BALLET_DATABASE_POOL_SIZE") or "20"),
     )
+
+
+# The planner's database threads (planner/executor.py) keep a connection each while turns run.
+MIN_POOL_SIZE = 10
+
+
+def _pool_size(value: str) -> int:
+    size: int = coerce("BALLET_DATABASE_POOL_SIZE", value, int)
+    if size < MIN_POOL_SIZE:
+        raise ConfigError(f"BALLET_DATABASE_POOL_SIZE: must be at least {MIN_POOL_SIZE}, got {size}")
+    return size
 
 
 def share_metrics(server: ServerConfig) -> Path | None:

@@ -2,7 +2,9 @@
 
 Turns outlive the request or connection that started them, so their database
 work runs on these threads, never on a request's thread-sensitive executor.
-SQLite takes one writer at a time; PostgreSQL gets a few connections.
+SQLite takes one writer at a time; PostgreSQL gets eight threads, each keeping a
+connection of the process's pool between calls (the check below gives it back to
+the pool every few seconds and takes one again).
 
 A connection that the database dropped (a restart, a failover, an idle
 timeout, ``pg_terminate_backend``) fails the statement running on it. Every

@@ -48,7 +48,7 @@ class QuestionListApi(BalletApi):
     )
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
-        agent_request_count(user_id=caller(request).pk)
+        agent_request_count(user_id=caller(request).pk, write=False)
         filters = parse(QuestionFilterSerializer, request.query_params)
         rows = question_list(
             user=caller(request), project=project, status=filters.get("status"), asker=filters.get("asker")
@@ -62,11 +62,13 @@ class QuestionListApi(BalletApi):
         "idempotency key (the field, or an Idempotency-Key header), asking again with the same key returns "
         "the question first asked with it (200) instead of asking twice.",
         request=QuestionAskSerializer,
-        responses=with_errors({201: QuestionSerializer, 200: QuestionSerializer}, *WRITE_ERRORS, 409, 429),
+        responses=with_errors(
+            {201: QuestionSerializer, 200: QuestionSerializer}, *WRITE_ERRORS, 409, 429, 503
+        ),
     )
     def post(self, request: Request, key: str) -> Response:
         project = project_for(request, key, PLANNER_CHAT)
-        agent_request_count(user_id=caller(request).pk)
+        agent_request_count(user_id=caller(request).pk, write=True)
         data = parse(QuestionAskSerializer, request.data)
         asked = async_to_sync(runner.ask)(
             user=caller(request),
@@ -96,7 +98,7 @@ class QuestionDetailApi(BalletApi):
     )
     def get(self, request: Request, key: str, question: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
-        agent_request_count(user_id=caller(request).pk)
+        agent_request_count(user_id=caller(request).pk, write=False)
         seconds = parse(QuestionWaitSerializer, request.query_params)["wait"]
         found = question_get(user=caller(request), project=project, question_id=question)
         if seconds > 0 and found.status == QuestionStatus.OPEN:
@@ -157,11 +159,11 @@ class QuestionWithdrawApi(BalletApi):
     @extend_schema(
         summary="Withdraw an unanswered question (its asker, or a project admin); its sub-chat stops",
         request=None,
-        responses=with_errors({200: QuestionSerializer}, *WRITE_ERRORS, 409, 429),
+        responses=with_errors({200: QuestionSerializer}, *WRITE_ERRORS, 409, 429, 503),
     )
     def post(self, request: Request, key: str, question: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
-        agent_request_count(user_id=caller(request).pk)
+        agent_request_count(user_id=caller(request).pk, write=True)
         withdrawn = async_to_sync(runner.withdraw)(
             user=caller(request), project=project, question_id=question
         )

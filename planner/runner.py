@@ -494,8 +494,8 @@ class Runner:
 
     async def _drive(self, live: LiveTurn, setup: TurnSetup, *, continued: bool) -> None:
         """Run a turn of this process (``turn.py``), then stop serving it and let it go; after
-        the session's first turn, propose its title (``titles.py``): the turn has ended by then,
-        for its watchers and for a next message alike."""
+        a turn of a chat still unnamed, propose its title (``titles.py``): the turn has ended by
+        then, for its watchers and for a next message alike."""
         outcome = None
         try:
             outcome = await turn.drive(live, setup, continued=continued, gateway=self.gateway, emit=self.emit)
@@ -504,7 +504,7 @@ class Runner:
             await live.outbox.close()
             turns.end(live)
         await self.start_waiting()  # a turn is free
-        if outcome is not None and titles.wanted(turn=live.turn, reason=outcome.reason) and live.task:
+        if outcome is not None and titles.wanted(reason=outcome.reason) and live.task:
             self._titling[live.session_id] = live.task
             try:
                 await titles.propose(

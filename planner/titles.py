@@ -1,14 +1,20 @@
 """The title the planner proposes for a chat after its first turn (SPEC § 9, § 6.5).
 
-When a session's first turn ends with an answer (``completed`` or
-``max_rounds``) and nobody named the chat, the runner asks the project's
-``title_model`` (a cheap model) for a few words, through the gateway like every
-model call, metered with purpose ``title``. It runs after ``turn_ended`` was
-sent, so it never delays it; it is skipped when the project's daily token
-budget is used up, and a failure is logged and leaves the title as it was. The
-answer is untrusted text (``chats.proposed_title`` makes it a title) and is
-stored only if the chat is still unnamed (``chats.title_propose``); its
-watchers then get a ``title`` frame.
+When a session's turn ends with an answer (``completed`` or ``max_rounds``)
+and nobody named the chat, the runner asks the project's ``title_model`` (a
+cheap model) for a few words, through the gateway like every model call,
+metered with purpose ``title``. It runs after ``turn_ended`` was sent, so it
+never delays it; it is skipped when the project's daily token budget is used
+up, and a failure is logged and leaves the title as it was. The answer is
+untrusted text (``chats.proposed_title`` makes it a title) and is stored only
+if the chat is still unnamed (``chats.title_propose``); its watchers then get a
+``title`` frame.
+
+The call's usage record is written as soon as the provider answered (the
+gateway meters before it returns), so it stays even if the process dies
+before the title is stored. Such a chat is still unnamed at its next turn's
+end, which proposes again: a chat gets at most ``MAX_CALLS`` title calls,
+so one whose proposals came back empty is not asked about forever.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from planner.executor import db
 from planner.frames import Frame
 from planner.gateway import CallRecord, Gateway
 from planner.messages import ChatMessage, ModelRequest, TextBlock
-from planner.models import Message, MessageKind, Session, TitleSource
+from planner.models import Message, MessageKind, Session, TitleSource, UsageRecord
 from planner.selectors import project_credential, tokens_used_since, utc_day_start
 from tracker.selectors import project_planner_config
 
@@ -40,6 +46,7 @@ TITLE_SYSTEM = (
 QUOTED_CHARS = 1500  # of the human's message and of the answer: enough to see what it is about
 MAX_TOKENS = 30
 TITLED_REASONS = ("completed", "max_rounds")  # the model answered: there is something to name
+MAX_CALLS = 2  # per chat: the first proposal, and one more if it was lost or came back empty
 
 Announce = Callable[[uuid.UUID, list[Frame]], Awaitable[None]]
 
@@ -53,16 +60,19 @@ class TitleJob:
     api_key: str | None = field(repr=False)
 
 
-def wanted(*, turn: int, reason: str | None) -> bool:
-    """Does the end of ``turn`` for ``reason`` call for a title (before reading the session)?"""
-    return turn == 1 and reason in TITLED_REASONS
+def wanted(*, reason: str | None) -> bool:
+    """Does a turn's end for ``reason`` call for a title (before reading the session)?"""
+    return reason in TITLED_REASONS
 
 
 def title_job(*, session_id: uuid.UUID) -> TitleJob | None:
     """The title call for the session, or None: named already, a question's sub-chat (titled
-    by its question), nothing to quote, or the project's daily token budget used up."""
+    by its question), ``MAX_CALLS`` made already, nothing to quote, or the project's daily
+    token budget used up."""
     session = Session.objects.select_related("project").filter(pk=session_id).first()
     if session is None or session.title_source != TitleSource.NONE or session.question_id is not None:
+        return None
+    if UsageRecord.objects.filter(session=session, purpose="title").count() >= MAX_CALLS:
         return None
     config = project_planner_config(session.project)
     if config.daily_token_budget is not None:

@@ -149,6 +149,16 @@ def test_production_mode_needs_both_urls(monkeypatch):
     assert load_server_config().production is True
 
 
+def test_the_database_pool_size_comes_from_the_environment_and_leaves_room_for_requests(monkeypatch):
+    monkeypatch.delenv("BALLET_DATABASE_POOL_SIZE", raising=False)
+    assert load_server_config().database_pool_size == 20
+    monkeypatch.setenv("BALLET_DATABASE_POOL_SIZE", "40")
+    assert load_server_config().database_pool_size == 40
+    monkeypatch.setenv("BALLET_DATABASE_POOL_SIZE", "8")
+    with pytest.raises(ConfigError, match="BALLET_DATABASE_POOL_SIZE: must be at least 10, got 8"):
+        load_server_config()
+
+
 def test_project_overrides_win(project, owner):
     project_update(
         actor=Actor(user=owner), project=project, settings={"model": "claude-x", "max_rounds": "3"}

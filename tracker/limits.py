@@ -7,12 +7,20 @@ burst of concurrent requests slightly past the limit; it never refuses early.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from django.conf import settings
 from django.core.cache import cache
+from redis import RedisError
 
-from tracker.errors import RateLimitedError
+from tracker.errors import RateLimitedError, UnavailableError
+
+logger = logging.getLogger(__name__)
+LIMITER_UNAVAILABLE = (
+    "Ballet cannot count requests right now (its cache, Redis, is unavailable), so it only serves "
+    "reads; try again in a few seconds."
+)
 
 
 def rate_hit(*, scope: str, key: object, limit: int, window_seconds: int) -> bool:
@@ -41,11 +49,22 @@ def _incremented(key: str) -> bool:
     return True
 
 
-def agent_request_count(*, user_id: int) -> None:
+def agent_request_count(*, user_id: int, write: bool) -> bool:
     """Count one MCP or question request of a token's user; RateLimitedError past the limit
-    (``mcp_requests_per_minute``, SPEC § 12.4)."""
+    (``mcp_requests_per_minute``, SPEC § 12.4).
+
+    While the cache cannot be reached a read goes uncounted (logged; False), and a write is
+    refused with UnavailableError: nothing would limit it."""
     limit = settings.BALLET_LIMITS.mcp_requests_per_minute
-    if not rate_hit(scope="agent-request", key=user_id, limit=limit, window_seconds=60):
+    try:
+        allowed = rate_hit(scope="agent-request", key=user_id, limit=limit, window_seconds=60)
+    except RedisError as exc:
+        if write:
+            raise UnavailableError(LIMITER_UNAVAILABLE) from exc
+        logger.warning("an agent's read went uncounted: the cache is unavailable (%s)", exc)
+        return False
+    if not allowed:
         raise RateLimitedError(
             f"At most {limit} MCP and question requests a minute per token; try again in a few seconds."
         )
+    return True

@@ -106,8 +106,12 @@ TEMPLATES = [
 ]
 
 if PRODUCTION_MODE:
-    DATABASES = {
-        "default": dj_database_url.parse(SERVER.database_url or "", conn_max_age=60, conn_health_checks=True)
+    # A pool, not persistent connections: under daphne each request's view runs on a thread of its
+    # own, and a connection kept by its thread outlived it, one per request. A connection goes back
+    # to the pool at the end of each request; past the pool's size a request waits for one.
+    DATABASES = {"default": dj_database_url.parse(SERVER.database_url or "", conn_health_checks=True)}
+    DATABASES["default"]["OPTIONS"] = {
+        "pool": {"min_size": 1, "max_size": SERVER.database_pool_size, "timeout": 10}
     }
     CHANNEL_LAYERS = {
         "default": {

@@ -5,8 +5,10 @@ TOKEN`` or ``Token TOKEN`` with the user's REST token (an active user's), else
 HTTP 401; then counted against ``mcp_requests_per_minute`` of the token, one
 count with its REST question requests (SPEC § 12.4), else HTTP 429. Both
 refusals are JSON-RPC error bodies, so MCP clients show their message and
-anything else reads ``error.message``. The Host header is checked against
-``ALLOWED_HOSTS`` as Django checks it.
+anything else reads ``error.message``. While Redis, where requests are counted,
+is down, requests go uncounted and the tools that write (``ask_question``)
+answer a tool error ``unavailable`` instead of running. The Host header is
+checked against ``ALLOWED_HOSTS`` as Django checks it.
 
 The transport runs stateless with JSON responses: each POST is served on its
 own, so any daphne process of a deployment can serve any request, and nothing
@@ -40,14 +42,16 @@ from starlette.types import Receive, Scope, Send
 
 from planner.mcp_server.tools import DEFINITIONS, tool_call
 from planner.tools.base import ToolOutcome, error_output
-from tracker.errors import RateLimitedError
-from tracker.limits import agent_request_count
+from tracker.errors import RateLimitedError, UnavailableError
+from tracker.limits import LIMITER_UNAVAILABLE, agent_request_count
 
 logger = logging.getLogger(__name__)
 
 
 PATH = "/mcp"
 USER_KEY = "ballet.user"  # where the authenticated user rides in the ASGI scope
+COUNTED_KEY = "ballet.counted"  # False when the request limiter could not count the request
+WRITES = frozenset({"ask_question"})  # tools refused while requests cannot be counted
 TOKEN_CHARS = Token._meta.get_field("key").max_length or 40
 INSTRUCTIONS = (
     "Ballet's plan and knowledge base. Every tool names its project by key (such as DEMO): "
@@ -73,7 +77,13 @@ def token_key(authorization: str | None) -> str | None:
     return key if len(key) <= TOKEN_CHARS and key.isascii() and key.isalnum() else None
 
 
-def admit(authorization: str | None) -> User | Refusal:
+@dataclass(frozen=True)
+class Admitted:
+    user: User
+    counted: bool  # False: the limiter could not count it (the cache is down), so no writes
+
+
+def admit(authorization: str | None) -> Admitted | Refusal:
     """The active user whose token the request carries, counted against the request limit."""
     key = token_key(authorization)
     if key is None:
@@ -85,10 +95,11 @@ def admit(authorization: str | None) -> User | Refusal:
     if not token.user.is_active:
         return Refusal(401, "authentication_failed", "User inactive or deleted.")
     try:
-        agent_request_count(user_id=token.user.pk)  # one count with the REST question requests
+        # One count with the REST question requests; which tool it calls is not read yet.
+        counted = agent_request_count(user_id=token.user.pk, write=False)
     except RateLimitedError as exc:
         return Refusal(429, exc.code, exc.message)
-    return token.user
+    return Admitted(token.user, counted)
 
 
 async def _list_tools(
@@ -100,10 +111,14 @@ async def _list_tools(
 async def _call_tool(
     ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    user = ctx.request.scope[USER_KEY] if ctx.request is not None else None
+    scope = ctx.request.scope if ctx.request is not None else {}
+    user = scope.get(USER_KEY)
     assert isinstance(user, User), "every request is authenticated before the SDK sees it"
     try:
-        outcome = await tool_call(user, params.name, params.arguments or {})
+        if params.name in WRITES and not scope.get(COUNTED_KEY):
+            outcome = ToolOutcome(error_output(UnavailableError.code, LIMITER_UNAVAILABLE), True)
+        else:
+            outcome = await tool_call(user, params.name, params.arguments or {})
     except Exception:  # the client gets a readable answer; the log keeps the traceback
         logger.exception("MCP tool %.100s failed", params.name)
         message = f"The tool {params.name[:100]} failed unexpectedly; the error was logged."
@@ -230,7 +245,9 @@ class McpApp:
             await refuse(send, admitted)
             return
         manager = await self.lifetime.manager()
-        await manager.handle_request({**scope, USER_KEY: admitted}, receive, send)
+        await manager.handle_request(
+            {**scope, USER_KEY: admitted.user, COUNTED_KEY: admitted.counted}, receive, send
+        )
 
 
 def with_mcp(

@@ -10,6 +10,8 @@ so a failure shows every expectation at once.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 import time
 import uuid
@@ -18,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.fakes.client import Client
 from tests.fakes.messages_api import (
@@ -307,6 +312,73 @@ def test_a_redis_restart_mid_turn_is_a_clear_503_and_watchers_resync(cluster: Cl
         "turn sent to A once Redis is back": 202,
         "that turn, on B": ("completed", True),
         "watchers on B closed otherwise than with 4503": [],  # closed with 4503, or kept open
+    }
+
+
+def _status_and_code(answer: tuple[int, Any]) -> tuple[int, str | None]:
+    status, body = answer
+    error = body.get("error") if isinstance(body, dict) else None
+    return status, error.get("code") if isinstance(error, dict) else None
+
+
+def _tool_json(result: Any) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(result.content[0].text)
+    return parsed
+
+
+async def _mcp_calls(server: Server, token: str, item: str) -> dict[str, Any]:
+    """What an MCP client sees of a read (get_item) and a write (ask_question): a tool result, or
+    the exception the client raised (a bare 500, say)."""
+    seen: dict[str, Any] = {}
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            streamable_http_client(f"{server.url}/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            got = await session.call_tool("get_item", {"project": "DEMO", "key": item})
+            seen["get_item"] = ("error" if got.is_error else "ok", _tool_json(got).get("key"))
+            asked = await session.call_tool("ask_question", {"project": "DEMO", "text": "Asked then?"})
+            error = _tool_json(asked).get("error") or {}
+            readable = "Redis" in str(error.get("message"))
+            seen["ask_question"] = ("error" if asked.is_error else "ok", error.get("code"), readable)
+    except Exception as exc:  # what the client met (a bare 500, say) is the observation
+        seen["failed"] = f"{type(exc).__name__}: {exc}"[:200]
+    return seen
+
+
+def test_a_redis_outage_serves_agents_reads_and_refuses_their_writes_with_503(cluster: Cluster) -> None:
+    questions = "/api/v1/projects/DEMO/questions/"
+    asked = cluster.on_a.post(questions, {"text": f"Which court is booked {keyword('court')}?"})
+    item = cluster.on_a.get("/api/v1/projects/DEMO/runnable/")["results"][0]["key"]
+    cluster.redis.stop()
+    try:
+        on_b = cluster.on_b
+        rest = {
+            "list questions": _status_and_code(on_b.request("GET", questions)),
+            "read a question": _status_and_code(on_b.request("GET", f"{questions}{asked['id']}/")),
+            "ask": _status_and_code(on_b.request("POST", questions, {"text": "Asked during the outage?"})),
+            "withdraw": _status_and_code(on_b.request("POST", f"{questions}{asked['id']}/withdraw/")),
+        }
+        mcp = asyncio.run(_mcp_calls(cluster.b, on_b.token, item))
+    finally:
+        cluster.redis.start()
+    still_open = cluster.on_a.get(f"{questions}{asked['id']}/")["status"]
+
+    assert {"REST": rest, "MCP": mcp, "the question asked before": still_open} == {
+        "REST": {
+            "list questions": (200, None),
+            "read a question": (200, None),
+            "ask": (503, "unavailable"),
+            "withdraw": (503, "unavailable"),
+        },
+        "MCP": {
+            "get_item": ("ok", item),
+            "ask_question": ("error", "unavailable", True),  # a message naming Redis
+        },
+        "the question asked before": "open",
     }
 
 

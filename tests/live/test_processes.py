@@ -188,3 +188,44 @@ def test_a_pending_request_survives_a_sigkill_and_is_answered_after_the_restart(
         assert json.loads(result["content"]) == {"answer": "Monday", "answered_by": "demo"}
     finally:
         restarted.stop()
+
+
+def test_a_title_lost_with_its_process_is_proposed_after_the_next_turn(tmp_path, fake, deployment):
+    server = start(deployment, tmp_path, "titling")
+    try:
+        client = Client(server.url, "demo", PASSWORD)
+        session = client.post("/api/v1/planner/sessions/", {"project": "DEMO"})["id"]
+        fake.enqueue(TextReply("Beta on Monday.", chunks=2))
+        fake.enqueue_title(HangReply())  # the title call is under way when the process dies
+        client.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": "Plan the beta"})
+        deadline = time.monotonic() + 10
+        while not fake.title_requests:
+            assert time.monotonic() < deadline, "the title was never asked for"
+            time.sleep(0.02)
+        server.kill()
+    finally:
+        server.stop()
+    restarted = start(deployment, tmp_path, "titled")
+    try:
+        client = Client(restarted.url, "demo", PASSWORD)
+        untitled = client.transcript(session)["title_source"]
+        fake.enqueue(TextReply("Then the release.", chunks=2))
+        fake.enqueue_title(TextReply("Beta planning"))
+        client.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": "And after the beta?"})
+        client.wait_for(session, lambda b: b["state"] == "idle" and b["turn_count"] == 2)
+        deadline = time.monotonic() + 10
+        body = client.transcript(session)
+        while body["title_source"] == "" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            body = client.transcript(session)
+        assert {
+            "after the death": untitled,
+            "after the next turn": (body["title"], body["title_source"]),
+            "title requests": len(fake.title_requests),
+        } == {
+            "after the death": "",
+            "after the next turn": ("Beta planning", "planner"),
+            "title requests": 2,
+        }
+    finally:
+        restarted.stop()

@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pytest
+import redis
 
 from planner import questions
 from planner.models import HumanRequest
@@ -15,6 +16,7 @@ from planner.runner import runner
 from tests.fakes.scripted import call, say
 from tests.mcp.conftest import connected, token_of
 from tests.planner.conftest import sync
+from tracker import limits as limiter
 from tracker.models import ActivityEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -170,3 +172,34 @@ async def test_bad_question_input_is_a_readable_tool_error(
     assert result.is_error
     assert message in json.dumps(output(result), ensure_ascii=False)  # the error's message, or a field's
     assert scripted.requests == []
+
+
+class _DownCache:
+    """The shared cache while Redis is down: every call fails as django's RedisCache fails then."""
+
+    def __getattr__(self, name: str) -> object:
+        def fail(*args: object, **kwargs: object) -> None:
+            raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+        return fail
+
+
+async def test_while_requests_cannot_be_counted_reads_are_served_and_questions_refused_503(
+    scripted, chat_project, member, client_for, monkeypatch
+):
+    token = await sync(token_of)(member)
+    monkeypatch.setattr(limiter, "cache", _DownCache())
+    rest = client_for(member)
+    listed = await sync(rest.get)("/api/v1/projects/BAL/questions/")
+    posted = await sync(rest.post)("/api/v1/projects/BAL/questions/", {"text": "Which cache?"}, format="json")
+
+    async with connected(token) as session:
+        tools = await session.list_tools()
+        asked = await session.call_tool("ask_question", {"project": "BAL", "text": "Which cache?"})
+
+    assert (listed.status_code, posted.status_code) == (200, 503)
+    assert posted.json()["error"]["code"] == "unavailable"
+    assert len(tools.tools) == 8
+    assert (asked.is_error, output(asked)["error"]["code"]) == (True, "unavailable")
+    assert "Redis" in output(asked)["error"]["message"]
+    assert scripted.requests == []  # nothing was asked

@@ -3,6 +3,10 @@ proposes after the first turn, and the chat list's search."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -10,15 +14,15 @@ from django.urls import reverse
 
 from planner.chats import proposed_title
 from planner.gateway import GatewayError
-from planner.messages import Usage
+from planner.messages import ModelRequest, ModelResponse, Usage
 from planner.models import Session, UsageRecord
 from planner.questions import question_create
-from planner.runner import runner
+from planner.runner import Runner, runner
 from planner.services import session_begin, session_create
 from planner.titles import TITLE_SYSTEM
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.fakes.messages_api import TITLE_SYSTEM_OPENING
-from tests.fakes.scripted import Hang, say
+from tests.fakes.scripted import Hang, ScriptedGateway, say
 from tests.planner.conftest import drive, frames_until, open_socket, sync
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_remove, project_update
@@ -318,6 +322,59 @@ async def test_no_title_over_the_daily_token_budget(planner, model, session, mem
     await drive(planner, session, member, "Hello")
     assert model.title_requests == []
     assert await sync(lambda: UsageRecord.objects.filter(purpose="title").exists())() is False
+
+
+class DiesAfterTheTitleCall:
+    """The model of a process that dies the moment its title call returned: metered, not stored."""
+
+    def __init__(self, inner: ScriptedGateway) -> None:
+        self.inner = inner
+
+    async def complete(self, request: ModelRequest, **kwargs: Any) -> ModelResponse:
+        response = await self.inner.complete(request, **kwargs)
+        if request.purpose == "title":
+            raise asyncio.CancelledError  # nothing of this process runs after this point
+        return response
+
+
+def _titles(session: Session) -> list[tuple[str, str]]:
+    return list(UsageRecord.objects.filter(session=session).values_list("purpose", "outcome").order_by("pk"))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_title_lost_with_its_process_is_metered_and_proposed_at_the_next_turn_s_end(
+    planner, model, session, member
+):
+    model.add(say("Ship the checkout in two steps."), say("Then the refunds."), say("Done."))
+    model.titles += [say("Lost with its process"), say("Checkout in two steps")]
+    dying = Runner(gateway=DiesAfterTheTitleCall(model))
+    await dying.send(session_id=session.pk, user=member, text="How do we ship the checkout?")
+    with contextlib.suppress(asyncio.CancelledError):
+        await dying.wait(session.pk)
+    metered, left = await sync(_titles)(session), await sync(fresh)(session)
+
+    await drive(planner, session, member, "And then?")  # in the process that serves the chat now
+    titled = await sync(fresh)(session)
+    await drive(planner, session, member, "Anything else?")
+
+    assert {
+        "after the death": (metered, left.title_source),
+        "after the next turn": (titled.title, titled.title_source),
+        "title calls": len(model.title_requests),
+    } == {
+        "after the death": ([("turn", "ok"), ("title", "ok")], ""),
+        "after the next turn": ("Checkout in two steps", "planner"),
+        "title calls": 2,  # none after the chat was named
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_chat_whose_proposals_come_back_empty_gets_two_title_calls(planner, model, session, member):
+    model.add(say("One."), say("Two."), say("Three."))
+    model.titles += [say('""'), say("\u0007")]
+    for text in ("First", "Second", "Third"):
+        await drive(planner, session, member, text)
+    assert (len(model.title_requests), (await sync(fresh)(session)).title_source) == (2, "")
 
 
 @pytest.mark.django_db(transaction=True)
