@@ -43,6 +43,11 @@ Figures (production mode only):
 - **turns by process**: the turns running (``planner_session.turn_owner`` names the process's
   pid) on A, B and the worker just before the kill, and the most of each at once during the run;
   the questions waiting for a free turn just before the kill.
+- **the dead A's turns**: when no turn of A was left ``running`` (each holds one of the
+  project's running-turn places until recovered); the recovery sweeps that finished during the
+  run and the longest gap between two, next to the longest ``start_waiting_work`` task (the
+  worker's one pool process runs the turns it starts to their end, and nothing else meanwhile);
+  turns the logs say crashed.
 - **peak RSS**: daphne B (sampled every 0.5 s, and the kernel's high-water mark) and the worker
   (its process group summed: the main process with the beat, and its pool child that runs the
   tasks).
@@ -66,6 +71,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -214,6 +220,8 @@ class Peaks:
     daphne_b_kb: int = 0
     worker_kb: int = 0
     samples: int = 0
+    killed: float | None = None  # when A was killed (monotonic)
+    a_cleared: float | None = None  # seconds after the kill when no turn of A was left running
 
 
 def process_group(pid: int) -> list[int]:
@@ -296,10 +304,52 @@ def sample(cluster: Cluster, database: Database, peaks: Peaks, done: threading.E
     assert worker is not None
     while not done.wait(0.5):
         peaks.connections = max(peaks.connections, database.connections())
-        peaks.running |= database.running()  # the most of each, not the sum
+        running = database.running()
+        peaks.running |= running  # the most of each, not the sum
+        if peaks.killed is not None and peaks.a_cleared is None and not running["A"]:
+            peaks.a_cleared = time.monotonic() - peaks.killed
         peaks.daphne_b_kb = max(peaks.daphne_b_kb, proc_status_kb(daphne_b.pid, "VmRSS"))
         peaks.worker_kb = max(peaks.worker_kb, group_rss_kb(worker.pid))
         peaks.samples += 1
+
+
+LOGGED = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): [^]]*\] (.*)$")
+TASK = re.compile(
+    r"Task (planner\.\w+)\[([0-9a-f-]+)\] received|task finished: (planner\.\w+)\[([0-9a-f-]+)\]"
+)
+
+
+@dataclass
+class WorkerLog:
+    sweeps: int = 0  # recovery sweeps finished during the run
+    longest_gap: float = 0.0  # seconds between two finished sweeps (the beat asks every 5 s)
+    longest_waiting_work: float = 0.0  # a start_waiting_work task, received to finished
+    crashed: int = 0  # turns logged as crashed, in the worker and the daphnes
+
+
+def worker_log(home: Path, began: datetime, ended: datetime) -> WorkerLog:
+    """What the worker's log says of the run: sweeps, the longest start_waiting_work, crashed turns."""
+    figures, received, finished = WorkerLog(), {}, []
+    for line in (home / "worker.log").read_text(errors="replace").splitlines():
+        logged, task = LOGGED.match(line), TASK.search(line)
+        if logged is None or task is None:
+            continue
+        at = datetime.strptime(logged.group(1), "%Y-%m-%d %H:%M:%S,%f").astimezone()  # the local clock
+        if not began <= at <= ended:
+            continue
+        if task.group(1) == "planner.start_waiting_work":
+            received[task.group(2)] = at
+        elif task.group(3) == "planner.recover_dead_turns":
+            finished.append(at)
+        elif task.group(4) in received:
+            seconds = (at - received[task.group(4)]).total_seconds()
+            figures.longest_waiting_work = max(figures.longest_waiting_work, seconds)
+    figures.sweeps = len(finished)
+    gaps = [(b - a).total_seconds() for a, b in zip([began, *finished], [*finished, ended], strict=True)]
+    figures.longest_gap = max(gaps)
+    logs = ["worker.log", "daphne-A.log", "daphne-B.log"]
+    figures.crashed = sum((home / name).read_text(errors="replace").count(" crashed\n") for name in logs)
+    return figures
 
 
 # --- the agents ------------------------------------------------------------------------------
@@ -411,7 +461,7 @@ async def agent(run: Run, index: int, token: str, delay: float, tag: str) -> Out
 
 
 async def kill_halfway(
-    run: Run, cluster: Cluster, database: Database, started: float, kill_after: float
+    run: Run, *, cluster: Cluster, database: Database, peaks: Peaks, started: float, kill_after: float
 ) -> None:
     """SIGKILL daphne A once half the agents asked and a quarter have their answer (or at the latest);
     what ran where, and what waited, just before."""
@@ -424,6 +474,7 @@ async def kill_halfway(
     running, waiting = await asyncio.to_thread(lambda: (database.running(), database.waiting()))
     run.alive.discard("A")
     await asyncio.to_thread(cluster.servers["A"].kill)
+    peaks.killed = time.monotonic()
     run.killed_at = {
         "seconds": time.monotonic() - started,
         "asked": run.asked,
@@ -435,11 +486,21 @@ async def kill_halfway(
 
 
 async def load(
-    run: Run, cluster: Cluster, database: Database, tokens: list[str], args: argparse.Namespace
+    run: Run,
+    *,
+    cluster: Cluster,
+    database: Database,
+    peaks: Peaks,
+    tokens: list[str],
+    args: argparse.Namespace,
 ) -> list[Outcome]:
     prefix = uuid.uuid4().hex[:6]
     started = time.monotonic()
-    killer = asyncio.create_task(kill_halfway(run, cluster, database, started, args.kill_after))
+    killer = asyncio.create_task(
+        kill_halfway(
+            run, cluster=cluster, database=database, peaks=peaks, started=started, kill_after=args.kill_after
+        )
+    )
     step = args.ramp / max(1, len(tokens))
     outcomes = await asyncio.gather(
         *(agent(run, n, token, n * step, f"{prefix}-{n}") for n, token in enumerate(tokens))
@@ -523,7 +584,17 @@ def report_costs(run: Run, outcomes: list[Outcome], cluster: Cluster, peaks: Pea
     )
 
 
-def measure(cluster: Cluster, args: argparse.Namespace) -> None:
+def report_worker(peaks: Peaks, logged: WorkerLog) -> None:
+    cleared = "never" if peaks.a_cleared is None else f"{peaks.a_cleared:.1f} s after the kill"
+    print(f"  no turn of the dead A left running (each holding a running-turn place): {cleared}")
+    print(
+        f"  recovery sweeps during the run: {logged.sweeps}, the longest gap between two "
+        f"{logged.longest_gap:.1f} s; the longest start_waiting_work task {logged.longest_waiting_work:.1f} s"
+    )
+    print(f"  turns logged as crashed (worker and daphnes): {logged.crashed}")
+
+
+def measure(cluster: Cluster, home: Path, args: argparse.Namespace) -> None:
     tokens: list[str] = manage_json(cluster.deployment, MAKE_AGENTS.format(count=args.agents))
     urls = {name: server.url for name, server in cluster.servers.items()}
     run = Run(urls=urls, agents=len(tokens), bound=args.bound)
@@ -531,16 +602,21 @@ def measure(cluster: Cluster, args: argparse.Namespace) -> None:
     sampler = threading.Thread(target=sample, args=(cluster, database, peaks, done), daemon=True)
     before = database.transactions()
     sampler.start()
+    began = datetime.now(UTC).astimezone()
     try:
-        outcomes = asyncio.run(load(run, cluster, database, tokens, args))
+        outcomes = asyncio.run(
+            load(run, cluster=cluster, database=database, peaks=peaks, tokens=tokens, args=args)
+        )
     finally:
         done.set()
         sampler.join(5)
+    logged = worker_log(home, began, datetime.now(UTC).astimezone())
     xacts = [after - then for after, then in zip(database.transactions(), before, strict=True)]
     xacts[0] -= peaks.samples + 1  # the sampler's own reads of the deployment's database
     database.close()
     report(run, outcomes, cluster, args)
     report_costs(run, outcomes, cluster, peaks, xacts)
+    report_worker(peaks, logged)
 
 
 def main() -> None:
@@ -570,7 +646,7 @@ def main() -> None:
         started = time.monotonic()
         cluster = build(home, fake.base_url, args)
         print(f"  (deployment up in {time.monotonic() - started:.0f} s; logs in {home})")
-        measure(cluster, args)
+        measure(cluster, home, args)
     finally:
         if cluster is not None:
             teardown(cluster)
