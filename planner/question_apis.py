@@ -35,11 +35,13 @@ from planner.serializers import (
 )
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.limits import agent_request_count
-from tracker.models import Project
+from tracker.models import Project, Scope
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ
 
 
 class QuestionListApi(BalletApi):
+    scopes = {"POST": Scope.ASK}
+
     @extend_schema(
         summary="The project's questions from agents, newest first",
         parameters=[QuestionFilterSerializer],
@@ -127,6 +129,8 @@ question_detail.initkwargs = {}  # type: ignore[attr-defined]
 
 
 class QuestionWithdrawApi(BalletApi):
+    scopes = {"POST": Scope.ASK}
+
     @extend_schema(
         summary="Withdraw an open question (its asker, or a project admin); its sub-chat stops",
         request=None,

@@ -38,6 +38,8 @@ class ProjectListApi(BalletApi):
 
 
 class ProjectDetailApi(BalletApi):
+    scopes = {"PATCH": None}  # settings and the credential: not with an API key
+
     @extend_schema(summary="Read a project", responses=with_errors({200: ProjectSerializer}, *READ_ERRORS))
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
@@ -60,6 +62,8 @@ class ProjectDetailApi(BalletApi):
 
 
 class MemberListApi(BalletApi):
+    scopes = {"POST": None}  # who may do what: not with an API key
+
     @extend_schema(
         summary="List a project's members",
         responses=with_errors({200: MembershipSerializer(many=True)}, *READ_ERRORS),
@@ -83,6 +87,8 @@ class MemberListApi(BalletApi):
 
 
 class MemberDetailApi(BalletApi):
+    scopes = {"DELETE": None}
+
     @extend_schema(
         summary="Remove a member",
         description="Needs project.admin.",
