@@ -1,24 +1,32 @@
-"""Browser pages of the tracker: the home page listing the projects the user may read.
+"""Browser pages of the tracker: the home page listing the projects the user may read, and the
+user's API keys.
 
 Views are thin: the one permission check picks the projects, the selectors
-count their tickets. The chat pages belong to the planner.
+count their tickets, the key services make and revoke keys. The chat pages
+belong to the planner.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from tracker.errors import NotFoundError, ValidationError
+from tracker.forms import KeyCreateForm
 from tracker.models import ChangesetStatus, ItemKind, Membership, Project
 from tracker.models.plan import RESOLVED_STATES
 from tracker.permissions import AnyUser, visible_projects
-from tracker.selectors import changeset_list, item_list, runnable_tickets
+from tracker.selectors import changeset_list, item_list, key_get, key_list, runnable_tickets
+from tracker.services.keys import key_create, key_revoke
+
+MAX_LISTED_KEYS = 200
 
 
 @dataclass(frozen=True)
@@ -57,5 +65,41 @@ def project_cards(user: AnyUser) -> list[ProjectCard]:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """``/``: the user's projects."""
+    return render(request, "tracker/home.html", {"cards": project_cards(_user(request))})
+
+
+def _user(request: HttpRequest) -> User:
     assert isinstance(request.user, User)  # login_required let only a signed-in user through
-    return render(request, "tracker/home.html", {"cards": project_cards(request.user)})
+    return request.user
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def keys(request: HttpRequest) -> HttpResponse:
+    """``/keys/``: the user's API keys; POST makes one and shows its key, this once."""
+    user = _user(request)
+    form = KeyCreateForm(request.POST if request.method == "POST" else None)
+    made, secret = None, ""
+    if form.is_valid():
+        try:
+            made, secret = key_create(user=user, **form.cleaned_data)
+        except ValidationError as exc:
+            for field, errors in exc.errors.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            form = KeyCreateForm()
+    context = {"form": form, "keys": key_list(user=user)[:MAX_LISTED_KEYS], "made": made, "secret": secret}
+    return render(request, "tracker/keys.html", context)
+
+
+@require_POST
+@login_required
+def key_revoke_page(request: HttpRequest, key_id: int) -> HttpResponse:
+    """``/keys/{id}/revoke/``: revoke one of the user's keys, back to the list."""
+    try:
+        key = key_get(keys=key_list(user=_user(request)), key_id=key_id)
+    except NotFoundError as exc:
+        raise Http404(exc.message) from exc
+    key_revoke(key=key)
+    messages.success(request, f"Revoked the key {key.name} ({key.prefix}): it no longer works.")
+    return HttpResponseRedirect(reverse("keys"))

@@ -38,7 +38,9 @@ def key_name_clean(name: object) -> str:
     text = name.strip() if isinstance(name, str) else ""
     if not text or len(text) > MAX_NAME:
         raise ValidationError({"name": [f"A key's name is 1 to {MAX_NAME} characters."]})
-    if any(unicodedata.category(char).startswith("C") for char in text):
+    if any(
+        unicodedata.category(char)[0] == "C" or unicodedata.category(char) in ("Zl", "Zp") for char in text
+    ):
         raise ValidationError({"name": ["A key's name is one line without control characters."]})
     return text
 
