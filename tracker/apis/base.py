@@ -139,5 +139,5 @@ def with_errors(ok: dict[int, Any], *codes: int) -> dict[int, Any]:
     return {**ok, **{code: ErrorSerializer for code in codes}}
 
 
-READ_ERRORS = (401, 404)
+READ_ERRORS = (401, 403, 404)  # 403: an API key without the scope the endpoint needs
 WRITE_ERRORS = (400, 401, 403, 404)

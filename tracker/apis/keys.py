@@ -46,7 +46,7 @@ class KeyDetailApi(BalletApi):
     @extend_schema(
         summary="Revoke one of your API keys, at once (again: 204)",
         description="Not with an API key (403).",
-        responses=with_errors({204: None}, *READ_ERRORS, 403),
+        responses=with_errors({204: None}, *READ_ERRORS),
     )
     def delete(self, request: Request, key_id: int) -> Response:
         key_revoke(key=key_get(keys=key_list(user=caller(request)), key_id=key_id))
@@ -57,7 +57,7 @@ class ProjectKeyListApi(BalletApi):
     @extend_schema(
         summary="The API keys of the project's members (never their secrets)",
         description="Needs project.admin.",
-        responses=with_errors({200: MemberKeySerializer(many=True)}, *READ_ERRORS, 403),
+        responses=with_errors({200: MemberKeySerializer(many=True)}, *READ_ERRORS),
     )
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, PROJECT_ADMIN)

@@ -31,7 +31,7 @@ from tracker.services.projects import membership_remove, membership_set, project
 class ProjectListApi(BalletApi):
     @extend_schema(
         summary="List the projects you can read",
-        responses=with_errors({200: ProjectSerializer(many=True)}, 401, 404),  # 404: a page past the end
+        responses=with_errors({200: ProjectSerializer(many=True)}, *READ_ERRORS),  # 404: a page past the end
     )
     def get(self, request: Request) -> Response:
         return self.paginated(visible_projects(caller(request)), ProjectSerializer)
