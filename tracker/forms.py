@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
 
 from tracker.models import Scope
@@ -22,9 +20,3 @@ class KeyCreateForm(forms.Form):
         required=False,
         help_text="Leave empty for a key that does not expire.",
     )
-
-    def clean_name(self) -> Any:
-        name = self.cleaned_data["name"]
-        if "\x00" in name:
-            raise forms.ValidationError("NUL characters are not allowed.")
-        return name

@@ -8,6 +8,7 @@ belong to the planner.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 from django.contrib import messages
@@ -27,6 +28,8 @@ from tracker.selectors import changeset_list, item_list, key_get, key_list, runn
 from tracker.services.keys import key_create, key_revoke
 
 MAX_LISTED_KEYS = 200
+KEY_FORMS = "ballet_key_forms"  # the session's one-time values of new-key forms not sent yet
+MAX_KEY_FORMS = 10
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,14 @@ def _user(request: HttpRequest) -> User:
 @require_http_methods(["GET", "POST"])
 @login_required
 def keys(request: HttpRequest) -> HttpResponse:
-    """``/keys/``: the user's API keys; POST makes one and shows its key, this once."""
+    """``/keys/``: the user's API keys; POST makes one and shows its key, this once. The answer to
+    a POST is the page itself (the key is kept nowhere to show after a redirect), so each form
+    carries a one-time value: a reload that sends the form again makes no second key."""
     user = _user(request)
+    if request.method == "POST" and not _form_used(request, request.POST.get("once", "")):
+        sent = "That form was sent already; its key was shown once. Revoke it if no one copied it."
+        messages.info(request, sent)
+        return HttpResponseRedirect(reverse("keys"))
     form = KeyCreateForm(request.POST if request.method == "POST" else None)
     made, secret = None, ""
     if form.is_valid():
@@ -88,8 +97,30 @@ def keys(request: HttpRequest) -> HttpResponse:
                 form.add_error(field if field in form.fields else None, errors)
         else:
             form = KeyCreateForm()
-    context = {"form": form, "keys": key_list(user=user)[:MAX_LISTED_KEYS], "made": made, "secret": secret}
+    context = {
+        "form": form,
+        "once": _form_issued(request),
+        "keys": key_list(user=user)[:MAX_LISTED_KEYS],
+        "made": made,
+        "secret": secret,
+    }
     return render(request, "tracker/keys.html", context)
+
+
+def _form_issued(request: HttpRequest) -> str:
+    """A new form's one-time value, kept in the session with the few last ones (several tabs)."""
+    once = secrets.token_urlsafe(16)
+    request.session[KEY_FORMS] = [*request.session.get(KEY_FORMS, [])[-(MAX_KEY_FORMS - 1) :], once]
+    return once
+
+
+def _form_used(request: HttpRequest, once: str) -> bool:
+    """Whether ``once`` was issued and not used yet; it is used now."""
+    issued: list[str] = request.session.get(KEY_FORMS, [])
+    if once not in issued:
+        return False
+    request.session[KEY_FORMS] = [value for value in issued if value != once]
+    return True
 
 
 @require_POST

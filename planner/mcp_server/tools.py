@@ -226,7 +226,7 @@ async def _awaited(user: User, project: Project, question_id: int, seconds: floa
     return ToolOutcome(await db(_serialized)(question), False)
 
 
-async def tool_call(user: User, name: str, arguments: Any, *, key: ApiKey | None = None) -> ToolOutcome:
+async def tool_call(user: User, name: str, arguments: Any, *, key: ApiKey | None) -> ToolOutcome:
     """Run the MCP tool ``name`` as ``user`` within the scopes of ``key`` (None: the legacy token);
     a refusal comes back as an error outcome."""
     spec = SPECS.get(name)

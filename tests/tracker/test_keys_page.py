@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.http import HttpResponse
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
@@ -21,6 +22,18 @@ def signed_in(user) -> Client:
     return client
 
 
+def once(client: Client) -> str:
+    """The one-time value of the form the page shows."""
+    found = re.search(r'name="once" value="([^"]+)"', client.get("/keys/").content.decode())
+    assert found
+    return found.group(1)
+
+
+def sent(client: Client, form: dict) -> HttpResponse:
+    """``form`` sent from the page as a browser sends it."""
+    return client.post("/keys/", {**form, "once": once(client)})
+
+
 def test_the_page_needs_a_login_and_the_header_links_it(member):
     assert Client().get("/keys/")["Location"] == "/accounts/login/?next=/keys/"
 
@@ -32,7 +45,7 @@ def test_the_page_needs_a_login_and_the_header_links_it(member):
 def test_a_new_key_is_shown_once_then_listed_by_its_prefix(member):
     client = signed_in(member)
 
-    made = client.post("/keys/", {"name": "CI bot", "scopes": ["read", "work"], "expires_in_days": "7"})
+    made = sent(client, {"name": "CI bot", "scopes": ["read", "work"], "expires_in_days": "7"})
 
     assert made.status_code == 200
     secret = re.search(r'value="(ballet_[A-Za-z0-9]{12}\.[A-Za-z0-9]{40})"', made.content.decode())
@@ -62,11 +75,25 @@ def test_a_new_key_is_shown_once_then_listed_by_its_prefix(member):
     ],
 )
 def test_bad_input_is_shown_beside_its_field_and_makes_nothing(member, form, message):
-    response = signed_in(member).post("/keys/", form)
+    response = sent(signed_in(member), form)
 
     assert response.status_code == 200
     assertContains(response, message)
     assert not ApiKey.objects.exists()
+
+
+def test_a_form_sent_again_makes_no_second_key(member):
+    client = signed_in(member)
+    form = {"name": "CI bot", "scopes": ["read"]}
+    value = once(client)
+    assert client.post("/keys/", {**form, "once": value}).status_code == 200
+
+    again = client.post("/keys/", {**form, "once": value}, follow=True)
+    forged = client.post("/keys/", {**form, "once": "made-up"}, follow=True)
+
+    assertContains(again, "That form was sent already; its key was shown once.")
+    assertContains(forged, "That form was sent already")
+    assert ApiKey.objects.filter(user=member).count() == 1
 
 
 def test_revoking_a_key_from_the_page_stops_it(member, owner):
