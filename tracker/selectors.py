@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 
@@ -329,7 +330,7 @@ def activity_since(*, organization_id: int, after_seq: int, limit: int = 200) ->
 MAX_BIG_ID = 2**63 - 1
 
 
-def key_list(*, user: AnyUser) -> QuerySet[ApiKey]:
+def key_list(*, user: User) -> QuerySet[ApiKey]:
     """``user``'s API keys, newest first, revoked and expired ones included."""
     return ApiKey.objects.filter(user_id=user.pk).select_related("user")
 

@@ -4,9 +4,9 @@ And a key opens no page and not the admin: they take the session cookie only."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
-from django.http import HttpResponse
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
@@ -29,7 +29,7 @@ def once(client: Client) -> str:
     return found.group(1)
 
 
-def sent(client: Client, form: dict) -> HttpResponse:
+def sent(client: Client, form: dict) -> Any:
     """``form`` sent from the page as a browser sends it."""
     return client.post("/keys/", {**form, "once": once(client)})
 
