@@ -436,3 +436,16 @@ def test_an_owner_revokes_a_members_key_and_no_one_elses(users, keys):
     )
     assert bearer(stranger_key["key"]).get("/api/v1/projects/").status_code == 200
     assert bearer(keys["owner"]["key"]).get("/api/v1/projects/").status_code == 200
+
+
+def test_the_openapi_document_says_which_scope_each_operation_needs(member):
+    schema = signed_in(member).get("/api/schema/?format=json").json()
+
+    items = schema["paths"]["/api/v1/projects/{key}/items/"]["get"]
+    asked = schema["paths"]["/api/v1/projects/{key}/questions/"]["post"]
+    made = schema["paths"]["/api/v1/keys/"]["post"]
+    assert items["description"] == "API keys need the read scope."
+    assert asked["description"].endswith("\n\nAPI keys need the ask scope.")
+    assert made["description"].endswith("\n\nNot with an API key.")
+    assert schema["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
+    assert {"apiKey": []} in items["security"]

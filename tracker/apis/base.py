@@ -13,6 +13,8 @@ from typing import Any, ClassVar, cast
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import get_doc
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import NotFound, ParseError
@@ -65,6 +67,23 @@ class BalletJSONParser(JSONParser):
         return data
 
 
+class ScopedSchema(AutoSchema):
+    """An operation's description ends with the scope an API key needs for it (and leaves out
+    BalletApi's own docstring, which every endpoint without one of its own would inherit)."""
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None or not isinstance(self.view, BalletApi):
+            return operation
+        scope = self.view.scope_for(self.method)
+        note = f"API keys need the {scope} scope." if scope else "Not with an API key."
+        description = operation.get("description", "")
+        if description == get_doc(BalletApi):
+            description = ""
+        operation["description"] = f"{description}\n\n{note}" if description else note
+        return operation
+
+
 class BalletApi(APIView):
     """Base of every endpoint: JSON in and out, authenticated callers only, 401 without credentials."""
 
@@ -72,6 +91,7 @@ class BalletApi(APIView):
     parser_classes = [BalletJSONParser]
     permission_classes = [IsAuthenticated, KeyScope]
     pagination_class = cast("type[BasePagination]", api_settings.DEFAULT_PAGINATION_CLASS)
+    schema = ScopedSchema()
     # The scope an API key needs, by HTTP method; a method not named needs read to read and plan
     # to write; None: no API key may (a session or the legacy token must).
     scopes: ClassVar[Mapping[str, Scope | None]] = {}

@@ -30,7 +30,7 @@ class KeyListApi(BalletApi):
 
     @extend_schema(
         summary="Create an API key: the answer holds the key, shown this once",
-        description="Not with an API key (403). The key acts as you, within its scopes.",
+        description="The key acts as you, within its scopes.",
         request=KeyCreateSerializer,
         responses=with_errors({201: KeyCreatedSerializer}, 400, 401, 403),
     )
@@ -45,7 +45,6 @@ class KeyDetailApi(BalletApi):
 
     @extend_schema(
         summary="Revoke one of your API keys, at once (again: 204)",
-        description="Not with an API key (403).",
         responses=with_errors({204: None}, *READ_ERRORS),
     )
     def delete(self, request: Request, key_id: int) -> Response:
@@ -69,7 +68,7 @@ class ProjectKeyDetailApi(BalletApi):
 
     @extend_schema(
         summary="Revoke a project member's API key, at once (again: 204)",
-        description="Needs project.admin; not with an API key (403).",
+        description="Needs project.admin.",
         responses=with_errors({204: None}, *WRITE_ERRORS),
     )
     def delete(self, request: Request, key: str, key_id: int) -> Response:
