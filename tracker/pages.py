@@ -1,5 +1,5 @@
 """Browser pages of the tracker: the home page listing the projects the user may read, and the
-user's API keys.
+user's API keys (with, for a project's owners, its members' keys).
 
 Views are thin: the one permission check picks the projects, the selectors
 count their tickets, the key services make and revoke keys. The chat pages
@@ -14,17 +14,27 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from tracker.errors import NotFoundError, ValidationError
+from tracker.errors import NotFoundError, PermissionDeniedError, ValidationError
 from tracker.forms import KeyCreateForm
-from tracker.models import ChangesetStatus, ItemKind, Membership, Project
+from tracker.models import ApiKey, ChangesetStatus, ItemKind, Membership, Project
 from tracker.models.plan import RESOLVED_STATES
-from tracker.permissions import AnyUser, visible_projects
-from tracker.selectors import changeset_list, item_list, key_get, key_list, runnable_tickets
+from tracker.permissions import PROJECT_ADMIN, AnyUser, project_ids_with, require, visible_projects
+from tracker.selectors import (
+    changeset_list,
+    item_list,
+    key_get,
+    key_list,
+    key_list_of_project,
+    project_get,
+    runnable_tickets,
+)
 from tracker.services.keys import key_create, key_revoke
 
 MAX_LISTED_KEYS = 200
@@ -97,12 +107,14 @@ def keys(request: HttpRequest) -> HttpResponse:
                 form.add_error(field if field in form.fields else None, errors)
         else:
             form = KeyCreateForm()
+    owned = Project.objects.filter(pk__in=project_ids_with(user, PROJECT_ADMIN))
     context = {
         "form": form,
         "once": _form_issued(request),
         "keys": key_list(user=user)[:MAX_LISTED_KEYS],
         "made": made,
         "secret": secret,
+        "projects": [(project, key_list_of_project(project=project)[:MAX_LISTED_KEYS]) for project in owned],
     }
     return render(request, "tracker/keys.html", context)
 
@@ -127,8 +139,26 @@ def _form_used(request: HttpRequest, once: str) -> bool:
 @login_required
 def key_revoke_page(request: HttpRequest, key_id: int) -> HttpResponse:
     """``/keys/{id}/revoke/``: revoke one of the user's keys, back to the list."""
+    return _revoked(request, key_list(user=_user(request)), key_id)
+
+
+@require_POST
+@login_required
+def project_key_revoke_page(request: HttpRequest, key: str, key_id: int) -> HttpResponse:
+    """``/projects/{key}/keys/{id}/revoke/``: a project's owner revokes a member's key."""
     try:
-        key = key_get(keys=key_list(user=_user(request)), key_id=key_id)
+        project = project_get(key=key)
+        require(_user(request), project, PROJECT_ADMIN)
+    except NotFoundError as exc:
+        raise Http404(exc.message) from exc
+    except PermissionDeniedError as exc:
+        raise PermissionDenied(exc.message) from exc
+    return _revoked(request, key_list_of_project(project=project), key_id)
+
+
+def _revoked(request: HttpRequest, keys: QuerySet[ApiKey], key_id: int) -> HttpResponse:
+    try:
+        key = key_get(keys=keys, key_id=key_id)
     except NotFoundError as exc:
         raise Http404(exc.message) from exc
     key_revoke(key=key)

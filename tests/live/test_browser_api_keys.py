@@ -38,7 +38,7 @@ def test_a_key_made_on_the_page_works_until_it_is_revoked_there(page, server):
     page.reload()  # sends the form again: no second key, and the key is not shown again
     expect(page.get_by_role("status")).to_contain_text("That form was sent already")
     expect(page.get_by_label("The new key")).to_have_count(0)
-    row = page.get_by_role("row", name=re.compile("browser bot"))
+    row = page.get_by_role("region", name="Your keys").get_by_role("row", name=re.compile("browser bot"))
     expect(row).to_have_count(1)
     expect(row.get_by_role("cell", name="read", exact=True)).to_be_visible()
 
@@ -48,3 +48,17 @@ def test_a_key_made_on_the_page_works_until_it_is_revoked_there(page, server):
     status, refused = agent.request("GET", "/api/v1/projects/DEMO/runnable/")
     assert status == 401
     assert refused["error"]["message"].endswith("was revoked; create another at /keys/.")
+
+
+def test_the_keys_page_fits_a_phone_its_tables_scroll_in_place(page):
+    page.set_viewport_size({"width": 375, "height": 740})
+    page.goto("/keys/")
+    page.get_by_label("Name").fill("a phone's bot")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.get_by_role("region", name="Keys of the members of DEMO Courtside")).to_be_visible()
+
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    tables = page.locator(".table-scroll")
+    assert tables.count() == 2
+    for n in range(2):
+        assert tables.nth(n).evaluate("(node) => node.scrollWidth > node.clientWidth")  # scrolls sideways

@@ -122,3 +122,29 @@ def test_a_key_opens_no_page_and_not_the_admin(superuser, project, path, scheme)
 
     assert response.status_code == 302
     assert response["Location"].split("?")[0] in ("/accounts/login/", "/admin/login/")
+
+
+def test_a_projects_owner_sees_and_revokes_its_members_keys_on_the_page(users, other_project):
+    member_key = make_key(users["member"], "read", name="member bot")
+    make_key(users["stranger"], "read", name="stranger bot")
+    row = ApiKey.objects.get(name="member bot")
+    owner = signed_in(users["owner"])
+
+    page = owner.get("/keys/")
+
+    assertContains(page, "Keys of the members of")
+    assertContains(page, "<td>member</td>", html=True)
+    assertContains(page, "member bot")
+    assertNotContains(page, "stranger bot")
+    assertNotContains(signed_in(users["member"]).get("/keys/"), "Keys of the members of")
+    assert signed_in(users["member"]).post(f"/projects/BAL/keys/{row.pk}/revoke/").status_code == 403
+    assert signed_in(users["stranger"]).post(f"/projects/BAL/keys/{row.pk}/revoke/").status_code == 404
+    assert owner.post(f"/projects/OTH/keys/{row.pk}/revoke/").status_code == 404
+    stranger_row = ApiKey.objects.get(name="stranger bot")
+    assert owner.post(f"/projects/BAL/keys/{stranger_row.pk}/revoke/").status_code == 404
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {member_key}").get("/api/v1/projects/").status_code == 200
+
+    revoked = owner.post(f"/projects/BAL/keys/{row.pk}/revoke/", follow=True)
+
+    assertContains(revoked, f"Revoked the key member bot ({row.prefix}): it no longer works.")
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {member_key}").get("/api/v1/projects/").status_code == 401
