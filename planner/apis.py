@@ -44,10 +44,13 @@ from planner.services import session_create
 from planner.spend import chat_usage, project_today, usage_rows_priced
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.errors import NotFoundError
+from tracker.models import Scope
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ
 
 
 class SessionListApi(BalletApi):
+    scopes = {"GET": Scope.PLAN}  # a planner session is the plan scope's, read or written
+
     @extend_schema(
         summary="Your planner sessions, most recent first (archived ones left out)",
         parameters=[SessionFilterSerializer],
@@ -76,6 +79,8 @@ class SessionListApi(BalletApi):
 
 
 class SessionDetailApi(BalletApi):
+    scopes = {"GET": Scope.PLAN}  # a planner session is the plan scope's, read or written
+
     @extend_schema(
         summary="A session's complete transcript, tool calls, events, summary and state",
         responses=with_errors({200: TranscriptSerializer}, *READ_ERRORS),
@@ -201,6 +206,8 @@ class SessionAnswerApi(BalletApi):
 
 
 class SessionUsageApi(BalletApi):
+    scopes = {"GET": Scope.PLAN}  # a planner session is the plan scope's, read or written
+
     @extend_schema(
         summary="A session's context use against compact_at_tokens, its spend, and the project's today",
         responses=with_errors({200: ChatUsageSerializer}, *READ_ERRORS),

@@ -36,11 +36,13 @@ from planner.serializers import (
 )
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.limits import agent_request_count
-from tracker.models import Project
+from tracker.models import Project, Scope
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ
 
 
 class QuestionListApi(BalletApi):
+    scopes = {"POST": Scope.ASK}
+
     @extend_schema(
         summary="The project's questions from agents, newest first",
         parameters=[QuestionFilterSerializer],
@@ -139,6 +141,8 @@ question_detail.initkwargs = {}  # type: ignore[attr-defined]
 
 
 class QuestionAnswerApi(BalletApi):
+    scopes = {"POST": Scope.ASK}
+
     @extend_schema(
         summary="Answer a question that waits for the project's humans (needs_human)",
         description="Needs planner.chat. The answer is recorded under the caller's name and the asker's "
@@ -156,6 +160,8 @@ class QuestionAnswerApi(BalletApi):
 
 
 class QuestionWithdrawApi(BalletApi):
+    scopes = {"POST": Scope.ASK}
+
     @extend_schema(
         summary="Withdraw an unanswered question (its asker, or a project admin); its sub-chat stops",
         request=None,

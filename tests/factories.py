@@ -7,7 +7,8 @@ from typing import cast
 import factory
 from django.contrib.auth.models import User
 
-from tracker.models import Membership, Organization, Project, Role
+from tracker.models import Membership, Organization, Project, Role, Scope
+from tracker.services.keys import key_create
 
 
 class UserFactory(factory.django.DjangoModelFactory[User]):
@@ -58,3 +59,8 @@ def make_project(**kwargs: object) -> Project:
 
 def make_membership(**kwargs: object) -> Membership:
     return cast(Membership, MembershipFactory(**kwargs))
+
+
+def make_key(user: User, *scopes: str, name: str = "agent", expires_in_days: int | None = None) -> str:
+    """A new API key of ``user`` (every scope unless named), made by the service: the key string."""
+    return key_create(user=user, name=name, scopes=scopes or Scope.values, expires_in_days=expires_in_days)[1]

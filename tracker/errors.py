@@ -34,6 +34,20 @@ class PermissionDeniedError(BalletError):
     status = 403
 
 
+class CredentialError(BalletError):
+    """An ``Authorization`` credential that authenticates no one: unknown, revoked, expired, or
+    its user's account is inactive."""
+
+    code = "authentication_failed"
+    status = 401
+
+
+class MissingScopeError(PermissionDeniedError):
+    """The API key authenticating the request lacks the scope the action needs."""
+
+    code = "missing_scope"
+
+
 class ValidationError(BalletError):
     """Input is invalid; ``errors`` maps a field path to its messages."""
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 
@@ -18,10 +19,12 @@ from tracker.errors import NotFoundError, ValidationError
 from tracker.inputs import ascii_number
 from tracker.models import (
     ActivityEvent,
+    ApiKey,
     Changeset,
     Dependency,
     Item,
     ItemKind,
+    Membership,
     Project,
     Skill,
     SkillPin,
@@ -322,3 +325,25 @@ def activity_since(*, organization_id: int, after_seq: int, limit: int = 200) ->
         .select_related("project", "on_behalf_of")
         .order_by("seq")[:limit]
     )
+
+
+MAX_BIG_ID = 2**63 - 1
+
+
+def key_list(*, user: User) -> QuerySet[ApiKey]:
+    """``user``'s API keys, newest first, revoked and expired ones included."""
+    return ApiKey.objects.filter(user_id=user.pk).select_related("user")
+
+
+def key_list_of_project(*, project: Project) -> QuerySet[ApiKey]:
+    """The API keys of the project's members, newest first."""
+    members = Membership.objects.filter(project=project).values("user_id")
+    return ApiKey.objects.filter(user_id__in=members).select_related("user")
+
+
+def key_get(*, keys: QuerySet[ApiKey], key_id: int) -> ApiKey:
+    """The key ``key_id`` among ``keys`` (one of the lists above); NotFoundError otherwise."""
+    found = keys.filter(pk=key_id).first() if 0 < key_id <= MAX_BIG_ID else None
+    if found is None:
+        raise NotFoundError(f"API key {key_id} not found.")
+    return found

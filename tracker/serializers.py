@@ -15,7 +15,8 @@ from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
-from tracker.models import ChangesetStatus, Item, ItemKind, Membership, Project, Role, SkillScope
+from tracker.models import ChangesetStatus, Item, ItemKind, Membership, Project, Role, Scope, SkillScope
+from tracker.models.keys import KeyStatus
 from tracker.models.plan import ALL_STATES as ITEM_STATES
 from tracker.operations import LIST as OPERATIONS_LIST
 from tracker.operations import OPERATION_SCHEMA, OPERATIONS, openapi_dialect, operation_schema
@@ -23,6 +24,8 @@ from tracker.permissions import permissions_for
 from tracker.selectors import EffectiveSkill, ItemDependencies
 from tracker.services.changeset_validation import MAX_RATIONALE, MAX_TITLE
 from tracker.services.changesets import MAX_NOTE
+from tracker.services.keys import MAX_EXPIRY_DAYS
+from tracker.services.keys import MAX_NAME as MAX_KEY_NAME
 from tracker.services.projects import MAX_CREDENTIAL
 from tracker.services.skills import MAX_BODY as MAX_SKILL_BODY
 
@@ -383,3 +386,42 @@ class SearchHitSerializer(serializers.Serializer[Any]):
 
 class SearchResultsSerializer(serializers.Serializer[Any]):
     results = SearchHitSerializer(many=True)
+
+
+# --- API keys ---------------------------------------------------------------------------------
+
+
+class KeySerializer(serializers.Serializer[Any]):
+    """An API key as its owner sees it: never its secret."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="The start of the key (ballet_PREFIX.…), to tell keys apart.")
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.values))
+    status = serializers.ChoiceField(choices=KeyStatus.choices)
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True, help_text="Updated at most once a minute.")
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class KeyCreatedSerializer(KeySerializer):
+    key = serializers.CharField(help_text="Send it as Authorization: Bearer KEY. Shown here only, once.")
+
+
+class MemberKeySerializer(KeySerializer):
+    user = serializers.CharField(source="user.username", help_text="The member whose key it is.")
+
+
+class KeyCreateSerializer(StrictSerializer):
+    name = StrictCharField(max_length=MAX_KEY_NAME)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=Scope.values),
+        min_length=1,
+        max_length=len(Scope.values),
+        help_text="read: the plan, knowledge, search, questions; ask: ask and withdraw questions; "
+        "work: claims and reports; plan: propose changesets, write knowledge and skills, planner sessions.",
+    )
+    expires_in_days = StrictIntegerField(
+        min_value=1, max_value=MAX_EXPIRY_DAYS, required=False, allow_null=True, help_text="None: never."
+    )

@@ -10,6 +10,7 @@ from tracker.apis.changesets import (
     ChangesetRejectApi,
 )
 from tracker.apis.items import ItemDetailApi, ItemListApi, RunnableListApi
+from tracker.apis.keys import KeyDetailApi, KeyListApi, ProjectKeyDetailApi, ProjectKeyListApi
 from tracker.apis.projects import MemberDetailApi, MemberListApi, ProjectDetailApi, ProjectListApi
 from tracker.apis.search import ProjectSearchApi
 from tracker.apis.skills import SkillDetailApi, SkillListApi
@@ -36,4 +37,8 @@ urlpatterns = [
     path(PROJECT + "skills/", SkillListApi.as_view(), name="skill-list"),
     path(PROJECT + "skills/<str:name>/", SkillDetailApi.as_view(), name="skill-detail"),
     path(PROJECT + "search/", ProjectSearchApi.as_view(), name="project-search"),
+    path("keys/", KeyListApi.as_view(), name="key-list"),
+    path("keys/<int:key_id>/", KeyDetailApi.as_view(), name="key-detail"),
+    path(PROJECT + "keys/", ProjectKeyListApi.as_view(), name="project-key-list"),
+    path(PROJECT + "keys/<int:key_id>/", ProjectKeyDetailApi.as_view(), name="project-key-detail"),
 ]

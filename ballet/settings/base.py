@@ -243,7 +243,7 @@ SEARCH_SOURCES = [
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "tracker.authentication.KeyAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
@@ -267,6 +267,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ItemKindEnum": "tracker.models.plan.ItemKind",
         "KnowledgeKindEnum": "knowledge.models.KnowledgeKind",
+        "KeyStatusEnum": "tracker.models.keys.KeyStatus",
     },
 }
 

@@ -1,9 +1,10 @@
-"""``/mcp``: the SDK's Streamable HTTP transport behind the REST token and the request limit.
+"""``/mcp``: the SDK's Streamable HTTP transport behind REST's credentials and the request limit.
 
 Every request is authenticated before the SDK sees it: ``Authorization: Bearer
-TOKEN`` or ``Token TOKEN`` with the user's REST token (an active user's), else
-HTTP 401; then counted against ``mcp_requests_per_minute`` of the token, one
-count with its REST question requests (SPEC § 12.4), else HTTP 429. Both
+KEY`` (or ``Token KEY``, ``Api-Key KEY``) with an API key or the legacy REST token
+of an active user (``tracker/credentials.py``), else HTTP 401; then counted
+against ``mcp_requests_per_minute`` of the user, one count with its REST question
+requests (SPEC § 12.4), else HTTP 429. Both
 refusals are JSON-RPC error bodies, so MCP clients show their message and
 anything else reads ``error.message``. While Redis, where requests are counted,
 is down, requests go uncounted and the tools that write (``ask_question``)
@@ -12,8 +13,9 @@ checked against ``ALLOWED_HOSTS`` as Django checks it.
 
 The transport runs stateless with JSON responses: each POST is served on its
 own, so any daphne process of a deployment can serve any request, and nothing
-is kept between requests (no GET stream, no DELETE: 405). The user rides in the ASGI scope to the tool
-handlers; who may do what is decided per call (``tools.py``).
+is kept between requests (no GET stream, no DELETE: 405). The user and the API key ride in the ASGI
+scope to the tool handlers; who may do what, and what the key's scopes allow, is decided per call
+(``tools.py``).
 
 The SDK's session manager needs a task group that outlives every request,
 which an ASGI lifespan would open; daphne sends no lifespan events, so the
@@ -37,22 +39,23 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from rest_framework.authtoken.models import Token
 from starlette.types import Receive, Scope, Send
 
 from planner.mcp_server.tools import DEFINITIONS, tool_call
 from planner.tools.base import ToolOutcome, error_output
-from tracker.errors import RateLimitedError, UnavailableError
+from tracker.credentials import credential_authenticate, credential_of
+from tracker.errors import CredentialError, RateLimitedError, UnavailableError
 from tracker.limits import LIMITER_UNAVAILABLE, agent_request_count
+from tracker.models import ApiKey
 
 logger = logging.getLogger(__name__)
 
 
 PATH = "/mcp"
 USER_KEY = "ballet.user"  # where the authenticated user rides in the ASGI scope
+API_KEY = "ballet.key"  # and its API key (None: the legacy token)
 COUNTED_KEY = "ballet.counted"  # False when the request limiter could not count the request
 WRITES = frozenset({"ask_question"})  # tools refused while requests cannot be counted
-TOKEN_CHARS = Token._meta.get_field("key").max_length or 40
 INSTRUCTIONS = (
     "Ballet's plan and knowledge base. Every tool names its project by key (such as DEMO): "
     "list_runnable for the tickets ready to work on, get_item for one ticket's description, "
@@ -68,38 +71,29 @@ class Refusal:
     message: str
 
 
-def token_key(authorization: str | None) -> str | None:
-    """The token of ``Bearer TOKEN`` or ``Token TOKEN``; None for anything else."""
-    parts = (authorization or "").split()
-    if len(parts) != 2 or parts[0].lower() not in ("bearer", "token"):
-        return None
-    key = parts[1]
-    return key if len(key) <= TOKEN_CHARS and key.isascii() and key.isalnum() else None
-
-
 @dataclass(frozen=True)
 class Admitted:
     user: User
-    counted: bool  # False: the limiter could not count it (the cache is down), so no writes
+    key: ApiKey | None  # None: the legacy token, not limited by scopes
+    counted: bool = True  # False: the limiter could not count it (the cache is down), so no writes
 
 
 def admit(authorization: str | None) -> Admitted | Refusal:
-    """The active user whose token the request carries, counted against the request limit."""
-    key = token_key(authorization)
-    if key is None:
-        how = "send your Ballet API token as Authorization: Bearer TOKEN (POST /api/v1/auth/token/ gives it)"
+    """The active user whose API key or token the request carries, counted against the request limit."""
+    credential = credential_of(authorization)
+    if credential is None:
+        how = "send a Ballet API key as Authorization: Bearer KEY (make one at /keys/)"
         return Refusal(401, "not_authenticated", f"Authentication required: {how}.")
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None:
-        return Refusal(401, "authentication_failed", "Invalid token.")
-    if not token.user.is_active:
-        return Refusal(401, "authentication_failed", "User inactive or deleted.")
+    try:
+        user, auth = credential_authenticate(credential)
+    except CredentialError as exc:
+        return Refusal(401, exc.code, exc.message)
     try:
         # One count with the REST question requests; which tool it calls is not read yet.
-        counted = agent_request_count(user_id=token.user.pk, write=False)
+        counted = agent_request_count(user_id=user.pk, write=False)
     except RateLimitedError as exc:
         return Refusal(429, exc.code, exc.message)
-    return Admitted(token.user, counted)
+    return Admitted(user, auth if isinstance(auth, ApiKey) else None, counted)
 
 
 async def _list_tools(
@@ -114,11 +108,12 @@ async def _call_tool(
     scope = ctx.request.scope if ctx.request is not None else {}
     user = scope.get(USER_KEY)
     assert isinstance(user, User), "every request is authenticated before the SDK sees it"
+    key = ctx.request.scope[API_KEY] if ctx.request is not None else None
     try:
         if params.name in WRITES and not scope.get(COUNTED_KEY):
             outcome = ToolOutcome(error_output(UnavailableError.code, LIMITER_UNAVAILABLE), True)
         else:
-            outcome = await tool_call(user, params.name, params.arguments or {})
+            outcome = await tool_call(user, params.name, params.arguments or {}, key=key)
     except Exception:  # the client gets a readable answer; the log keeps the traceback
         logger.exception("MCP tool %.100s failed", params.name)
         message = f"The tool {params.name[:100]} failed unexpectedly; the error was logged."
@@ -167,7 +162,7 @@ class Lifetime:
                 app=self.server,
                 json_response=True,
                 stateless=True,
-                # Host is checked with ALLOWED_HOSTS before; a token, not a cookie, authenticates,
+                # Host is checked with ALLOWED_HOSTS before; a key, not a cookie, authenticates,
                 # so a page of another origin cannot act for anybody.
                 security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             )
@@ -245,9 +240,8 @@ class McpApp:
             await refuse(send, admitted)
             return
         manager = await self.lifetime.manager()
-        await manager.handle_request(
-            {**scope, USER_KEY: admitted.user, COUNTED_KEY: admitted.counted}, receive, send
-        )
+        scoped = {**scope, USER_KEY: admitted.user, API_KEY: admitted.key, COUNTED_KEY: admitted.counted}
+        await manager.handle_request(scoped, receive, send)
 
 
 def with_mcp(

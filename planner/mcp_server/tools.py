@@ -7,8 +7,9 @@ A call resolves the project with the one permission check (an unknown project
 and one the caller cannot read are the same "Project X not found."), strips
 ``project`` and runs the planner's spec with ``run_tool``: validation, the
 tool's permission, the handler, as the token's user outside any planner
-session (the activity log says ``user:NAME``). A refused call is an error
-outcome with the planner's JSON body ``{"error": {"code", "message"}}``.
+session (the activity log says ``user:NAME``). An API key calls a tool only
+within its scopes (``SCOPES``: ``read`` for the reads, ``ask`` to ask). A refused
+call is an error outcome with the planner's JSON body ``{"error": {"code", "message"}}``.
 
 ``ask_question`` and ``get_question`` are specs of the same kind (a schema
 without the project, a permission): ``get_question`` runs through ``run_tool``;
@@ -50,8 +51,9 @@ from planner.tools.base import (
     run_tool,
 )
 from planner.tools.plan import ITEM_KEY
+from tracker.credentials import scope_require
 from tracker.errors import BalletError
-from tracker.models import Project
+from tracker.models import ApiKey, Project, Scope
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, require
 from tracker.selectors import project_get
 
@@ -159,6 +161,13 @@ SPECS: dict[str, ToolSpec] = {
     GET_QUESTION.name: GET_QUESTION,
 }
 DEFINITIONS: tuple[types.Tool, ...] = tuple(_definition(spec) for spec in SPECS.values())
+# The scope an API key needs for each tool.
+SCOPES: dict[str, Scope] = {
+    **dict.fromkeys(READ_TOOLS, Scope.READ),
+    ASK_QUESTION.name: Scope.ASK,
+    GET_QUESTION.name: Scope.READ,
+}
+assert SCOPES.keys() == SPECS.keys(), "every tool names the scope it needs"
 
 
 def project_named(user: User, arguments: JsonObject) -> tuple[Project, JsonObject]:
@@ -237,12 +246,17 @@ async def _awaited(user: User, project: Project, question_id: int, seconds: floa
     return ToolOutcome(await db(_serialized)(question), False)
 
 
-async def tool_call(user: User, name: str, arguments: Any) -> ToolOutcome:
-    """Run the MCP tool ``name`` as ``user``; a refusal comes back as an error outcome."""
+async def tool_call(user: User, name: str, arguments: Any, *, key: ApiKey | None) -> ToolOutcome:
+    """Run the MCP tool ``name`` as ``user`` within the scopes of ``key`` (None: the legacy token);
+    a refusal comes back as an error outcome."""
     spec = SPECS.get(name)
     if spec is None:
         message = f"There is no tool named {name[:100]!r}; there are {', '.join(SPECS)}."
         return ToolOutcome(error_output("unknown_tool", message), True)
+    try:
+        scope_require(key, SCOPES[name], f"the tool {name}")
+    except BalletError as exc:
+        return refused(exc)
     if not isinstance(arguments, dict):
         return ToolOutcome(error_output("invalid_input", "The input must be a JSON object."), True)
     if spec is ASK_QUESTION:

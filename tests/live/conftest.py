@@ -132,9 +132,13 @@ def shell(server: Server, code: str) -> str:
 
 @pytest.fixture(scope="module")
 def agent_token(server: Server) -> str:
-    """The REST token of the demo's worker ``agent``, a member of DEMO."""
+    """A fresh API key of the demo's worker ``agent``, a member of DEMO, with the scopes the seed
+    gives its own (whose key was printed once and cannot be read back)."""
     return shell(
         server,
-        "from rest_framework.authtoken.models import Token; "
-        "print(Token.objects.get(user__username='agent').key)",
+        "from django.contrib.auth.models import User; "
+        "from planner.management.commands.seed_demo import AGENT_SCOPES; "
+        "from tracker.services.keys import key_create; "
+        "agent = User.objects.get(username='agent'); "
+        "print(key_create(user=agent, name='live tests', scopes=AGENT_SCOPES)[1])",
     )

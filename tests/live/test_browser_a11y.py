@@ -4,7 +4,7 @@ The chat page is scanned holding everything it can show at once: the human's and
 planner's messages, a tool call folded open, a proposed changeset's card, a pending
 question and a pending approval (fed by a stand-in for the chat's socket, as in
 ``test_browser_cards.py``, so that every card is there at the same time); then the chat
-list and the home page. Each at a wide and a phone-sized (375 px) viewport, in the light
+list, the home page and the API keys page. Each at a wide and a phone-sized (375 px) viewport, in the light
 scheme and, wide, the dark one. A ``serious`` or ``critical`` violation fails the test,
 with every violation printed readably.
 """
@@ -174,6 +174,15 @@ def test_the_home_page_is_accessible(tab, waiting_chat):
     tab.goto("/")
     expect(tab.get_by_role("heading", name="Your projects")).to_be_visible()
     expect(tab.locator(".waiting-chats a")).to_be_visible()
+    assert_accessible(tab)
+
+
+def test_the_keys_page_with_a_new_key_is_accessible(tab):
+    tab.goto("/keys/")
+    tab.get_by_label("Name").fill("a11y bot")
+    tab.get_by_role("button", name="Create key").click()
+    expect(tab.get_by_role("heading", name="Your new key “a11y bot”")).to_be_visible()
+    expect(tab.get_by_role("row", name=re.compile("a11y bot")).first).to_be_visible()
     assert_accessible(tab)
 
 

@@ -68,7 +68,7 @@ async def test_a_request_without_a_token_is_refused_401_with_a_json_error(users)
 
     assert status == 401
     assert body["error"]["data"]["code"] == "not_authenticated"
-    assert "Authorization: Bearer TOKEN" in body["error"]["message"]
+    assert "Authorization: Bearer KEY" in body["error"]["message"]
     assert headers["www-authenticate"].startswith("Bearer")
 
 

@@ -18,6 +18,7 @@ from planner.models import Message
 from planner.outbox import NoOutbox
 from planner.routing import websocket_urlpatterns
 from planner.runner import runner
+from tests.factories import make_key
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import frames_until, sync, ws_path
 from tracker.services.activity import Actor
@@ -194,6 +195,19 @@ async def test_a_cookie_without_a_valid_login_is_closed_as_unauthenticated(sessi
         application, ws_path(session), headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
     )
     connected, _ = await ws.connect()
+    assert connected
+    assert (await ws.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
+    await ws.wait()
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "Token", "Api-Key"])
+async def test_an_api_key_opens_no_socket(session, member, scheme):
+    key = await sync(make_key)(member)
+    headers = [(b"authorization", f"{scheme} {key}".encode()), (b"origin", b"http://127.0.0.1:8000")]
+    ws = WebsocketCommunicator(application, ws_path(session), headers=headers)
+
+    connected, _ = await ws.connect()
+
     assert connected
     assert (await ws.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
     await ws.wait()

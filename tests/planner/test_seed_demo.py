@@ -12,13 +12,14 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models import Model
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from knowledge.models import KnowledgeEntry, KnowledgeRevision
 from planner.models import HumanRequest, Question
 from planner.selectors import session_list
 from tracker.models import (
     ActivityEvent,
+    ApiKey,
     Changeset,
     ChangesetStatus,
     Dependency,
@@ -238,11 +239,30 @@ def test_a_counter_behind_its_items_is_a_readable_conflict(demo):
     assert not Item.objects.filter(project=demo, title=changeset.operations[0]["fields"]["title"]).exists()
 
 
-def test_the_agent_has_a_token_and_an_open_question_waiting_for_a_human():
+def printed_key(output: str, new: str = "") -> str:
+    match = re.search(rf"^agent \(member, a worker\): {new}API key \(read\+ask\+work\): (\S+)$", output, re.M)
+    assert match, output
+    return match.group(1)
+
+
+def agent_reads(key: str) -> int:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client.get("/api/v1/projects/DEMO/runnable/").status_code
+
+
+def test_the_agent_has_a_key_to_read_ask_and_work_printed_once_and_an_open_question_waiting_for_a_human():
     out = seed("--password", "pw-for-tests")
     agent = User.objects.get(username="agent")
-    token = Token.objects.get(user=agent)
-    assert f"agent (member, a worker): API token: {token.key}" in out
+    key = printed_key(out)
+    (row,) = ApiKey.objects.filter(user=agent)
+    assert (row.name, row.scopes, row.expires_at, row.status) == (
+        "demo agent",
+        ["read", "ask", "work"],
+        None,
+        "active",
+    )
+    assert agent_reads(key) == 200
     assert not agent.has_usable_password()
     demo = Project.objects.get(key="DEMO")
     assert has_permission(agent, demo, PLANNER_CHAT)
@@ -262,10 +282,13 @@ def test_the_agent_has_a_token_and_an_open_question_waiting_for_a_human():
     listed = list(session_list(user=demo_user, project=demo))
     assert [(s.pk, getattr(s, "waiting", None)) for s in listed] == [(session.pk, True)]
     again = seed()
-    assert "agent (member, a worker): exists, token unchanged" in again
+    assert "agent (member, a worker): exists, API key unchanged (--reset-passwords prints a new one)" in again
+    assert key.split(".")[1] not in again
     assert Question.objects.count() == 1
-    assert Token.objects.get(user=agent).key == token.key
-    reset = seed("--reset-passwords")
-    new = Token.objects.get(user=agent).key
-    assert new != token.key
-    assert f"agent (member, a worker): new API token: {new}" in reset
+    assert ApiKey.objects.filter(user=agent).count() == 1
+    assert agent_reads(key) == 200
+    new = printed_key(seed("--reset-passwords"), new="new ")
+    assert new != key
+    assert agent_reads(new) == 200
+    assert agent_reads(key) == 401
+    assert [k.status for k in ApiKey.objects.filter(user=agent)] == ["active", "revoked"]

@@ -211,7 +211,7 @@ def test_anonymous_gets_401_with_an_authenticate_challenge(plan):
         response = getattr(APIClient(), method)(url)
 
         assert response.status_code == 401
-        assert response["WWW-Authenticate"] == "Token"
+        assert response["WWW-Authenticate"] == 'Bearer realm="ballet"'
         assert response.json()["error"]["code"] == "not_authenticated"
 
 

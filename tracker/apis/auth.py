@@ -1,4 +1,8 @@
-"""``auth/token/``: scripts exchange a username and password for their API token (SPEC § 5).
+"""``auth/token/``: scripts exchange a username and password for their legacy API token (SPEC § 5).
+
+The token acts with its user's full access, without scopes; API keys (``keys/``,
+``docs/api-keys.md``) are scoped, expiring and revocable, and a script holding
+the token may make them.
 
 DRF's own view, with the failed-login limit of SPEC § 12.4: django-axes refuses
 a locked-out username or IP inside ``authenticate``, and marks DRF's request
@@ -32,7 +36,7 @@ class AuthTokenApi(ObtainAuthToken):
     parser_classes = [BalletJSONParser, FormParser, MultiPartParser]
 
     @extend_schema(
-        summary="Exchange a username and password for the API token",
+        summary="Exchange a username and password for the legacy API token (full access, no scopes)",
         request=AuthTokenSerializer,
         # 415: a body DRF cannot parse as JSON, a form or multipart (Schemathesis sends such multipart).
         responses=with_errors({200: TokenSerializer}, 400, 415, 429),

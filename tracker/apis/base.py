@@ -1,31 +1,35 @@
 """What every REST endpoint shares: JSON parsing, authentication, the caller, the project lookup, paging.
 
-Token authentication comes first so that a request without credentials is
-answered 401 with a ``WWW-Authenticate`` header (DRF takes the header from the
-first class; session authentication has none and would make it 403).
+Key authentication (API keys and legacy tokens) comes first so that a request
+without credentials is answered 401 with a ``WWW-Authenticate`` header (DRF takes
+the header from the first class; session authentication has none and would make
+it 403). What an API key may use is its scopes (``tracker/authentication.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, cast
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import get_doc
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.pagination import BasePagination
 from rest_framework.parsers import JSONParser
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.permissions import SAFE_METHODS, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from tracker.authentication import KeyAuthentication, KeyScope
 from tracker.errors import ValidationError
 from tracker.inputs import NUL_MESSAGE, nul_paths
-from tracker.models import Project
+from tracker.models import Project, Scope
 from tracker.permissions import require
 from tracker.selectors import project_get
 from tracker.serializers import ErrorSerializer
@@ -63,13 +67,39 @@ class BalletJSONParser(JSONParser):
         return data
 
 
+class ScopedSchema(AutoSchema):
+    """An operation's description ends with the scope an API key needs for it (and leaves out
+    BalletApi's own docstring, which every endpoint without one of its own would inherit)."""
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None or not isinstance(self.view, BalletApi):
+            return operation
+        scope = self.view.scope_for(self.method)
+        note = f"API keys need the {scope} scope." if scope else "Not with an API key."
+        description = operation.get("description", "")
+        if description == get_doc(BalletApi):
+            description = ""
+        operation["description"] = f"{description}\n\n{note}" if description else note
+        return operation
+
+
 class BalletApi(APIView):
     """Base of every endpoint: JSON in and out, authenticated callers only, 401 without credentials."""
 
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    authentication_classes = [KeyAuthentication, SessionAuthentication]
     parser_classes = [BalletJSONParser]
-    permission_classes = [IsAuthenticated]
+    permission_classes = [IsAuthenticated, KeyScope]
     pagination_class = cast("type[BasePagination]", api_settings.DEFAULT_PAGINATION_CLASS)
+    schema = ScopedSchema()
+    # The scope an API key needs, by HTTP method; a method not named needs read to read and plan
+    # to write; None: no API key may (a session or the legacy token must).
+    scopes: ClassVar[Mapping[str, Scope | None]] = {}
+
+    def scope_for(self, method: str) -> Scope | None:
+        if method in self.scopes:
+            return self.scopes[method]
+        return Scope.READ if method in SAFE_METHODS else Scope.PLAN
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         """Refuse NUL in the path (nothing is named with one) and the query before any lookup sees it."""
@@ -129,5 +159,5 @@ def with_errors(ok: dict[int, Any], *codes: int) -> dict[int, Any]:
     return {**ok, **{code: ErrorSerializer for code in codes}}
 
 
-READ_ERRORS = (401, 404)
+READ_ERRORS = (401, 403, 404)  # 403: an API key without the scope the endpoint needs
 WRITE_ERRORS = (400, 401, 403, 404)

@@ -31,13 +31,15 @@ from tracker.services.projects import membership_remove, membership_set, project
 class ProjectListApi(BalletApi):
     @extend_schema(
         summary="List the projects you can read",
-        responses=with_errors({200: ProjectSerializer(many=True)}, 401, 404),  # 404: a page past the end
+        responses=with_errors({200: ProjectSerializer(many=True)}, *READ_ERRORS),  # 404: a page past the end
     )
     def get(self, request: Request) -> Response:
         return self.paginated(visible_projects(caller(request)), ProjectSerializer)
 
 
 class ProjectDetailApi(BalletApi):
+    scopes = {"PATCH": None}  # settings and the credential: not with an API key
+
     @extend_schema(summary="Read a project", responses=with_errors({200: ProjectSerializer}, *READ_ERRORS))
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
@@ -60,6 +62,8 @@ class ProjectDetailApi(BalletApi):
 
 
 class MemberListApi(BalletApi):
+    scopes = {"POST": None}  # who may do what: not with an API key
+
     @extend_schema(
         summary="List a project's members",
         responses=with_errors({200: MembershipSerializer(many=True)}, *READ_ERRORS),
@@ -83,6 +87,8 @@ class MemberListApi(BalletApi):
 
 
 class MemberDetailApi(BalletApi):
+    scopes = {"DELETE": None}
+
     @extend_schema(
         summary="Remove a member",
         description="Needs project.admin.",

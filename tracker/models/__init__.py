@@ -3,6 +3,7 @@
 from tracker.models.access import Membership, Organization, Project, Role
 from tracker.models.activity import ActivityEvent
 from tracker.models.changesets import Changeset, ChangesetStatus
+from tracker.models.keys import ApiKey, Scope
 from tracker.models.plan import (
     EPIC_STATES,
     MILESTONE_STATES,
@@ -21,6 +22,7 @@ __all__ = [
     "STATES_BY_KIND",
     "TICKET_STATES",
     "ActivityEvent",
+    "ApiKey",
     "Changeset",
     "ChangesetStatus",
     "Dependency",
@@ -30,6 +32,7 @@ __all__ = [
     "Organization",
     "Project",
     "Role",
+    "Scope",
     "SearchDocument",
     "SearchHead",
     "Skill",

@@ -6,7 +6,8 @@ changeset) is written through the services, as the demo owner, only while the
 project has no items, so a second run changes nothing. A created user gets a
 generated password, printed once; ``--reset-passwords`` prints new ones and
 ``--password`` sets a given one for both users. The worker ``agent``, a member,
-has no password but a REST token (printed when created or reset) and one open
+has no password but an API key with the scopes read, ask and work (printed when
+created; ``--reset-passwords`` revokes it and prints a new one) and one open
 question, waiting for a human (``planner/demo.py``).
 """
 
@@ -20,7 +21,6 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
 from knowledge.models import KnowledgeEntry
 from knowledge.services import knowledge_create, knowledge_update
@@ -28,11 +28,12 @@ from planner.demo import demo_question_ensure
 from planner.models import Question, QuestionStatus
 from tracker.errors import BalletError
 from tracker.management import demo_content as content
-from tracker.models import ChangesetStatus, Dependency, Item, Membership, Organization, Project, Role
-from tracker.selectors import changeset_list, runnable_tickets, skill_effective_list
+from tracker.models import ChangesetStatus, Dependency, Item, Membership, Organization, Project, Role, Scope
+from tracker.selectors import changeset_list, key_list, runnable_tickets, skill_effective_list
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
 from tracker.services.items import dependency_add, item_create, item_update
+from tracker.services.keys import key_create, key_revoke
 from tracker.services.projects import membership_set, project_update
 from tracker.services.skills import skill_version_create
 
@@ -47,12 +48,14 @@ class DemoUser:
 OWNER = DemoUser(username="demo", role=Role.OWNER, is_staff=True)
 VIEWER = DemoUser(username="viewer", role=Role.VIEWER, is_staff=False)
 AGENT = DemoUser(username="agent", role=Role.MEMBER, is_staff=False)
+AGENT_KEY = "demo agent"
+AGENT_SCOPES = (Scope.READ, Scope.ASK, Scope.WORK)
 
 
 class Command(BaseCommand):
     help = (
         "Build the demo organization, project DEMO, the users demo (owner) and viewer, and the worker "
-        "agent (a member with a token) with an open question. Idempotent."
+        "agent (a member with an API key) with an open question. Idempotent."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -105,24 +108,33 @@ def _user_ensure(spec: DemoUser, *, password: str | None, reset: bool) -> str:
 
 
 def _agent_ensure(owner: User, project: Project, *, reset: bool) -> str:
-    """The worker ``agent``: a member of the project with a token and one open question; the
-    line to print about its token."""
+    """The worker ``agent``: a member of the project with an API key and one open question; the
+    line to print about its key."""
     agent, created = User.objects.get_or_create(
         username=AGENT.username, defaults={"email": f"{AGENT.username}@example.com"}
     )
     if created:
-        agent.set_unusable_password()  # a worker signs in with its token only
+        agent.set_unusable_password()  # a worker signs in with its API key only
         agent.save(update_fields=["password"])
     if not Membership.objects.filter(project=project, user=agent).exists():
         membership_set(actor=Actor(user=owner), project=project, username=AGENT.username, role=AGENT.role)
     demo_question_ensure(agent=agent, project=project)
-    if reset:
-        Token.objects.filter(user=agent).delete()
-    token, made = Token.objects.get_or_create(user=agent)
+    return _agent_key_ensure(agent, reset=reset)
+
+
+def _agent_key_ensure(agent: User, *, reset: bool) -> str:
+    """The agent's active key named AGENT_KEY, made (and printed, the only time it can be) when it
+    has none; ``reset`` revokes it first."""
     who = f"{AGENT.username} ({AGENT.role}, a worker)"
-    if made:
-        return f"{who}: {'new ' if not created else ''}API token: {token.key}"
-    return f"{who}: exists, token unchanged (--reset-passwords prints a new one)"
+    keys = key_list(user=agent).filter(name=AGENT_KEY, revoked_at__isnull=True)
+    if reset:
+        for key in keys:
+            key_revoke(key=key)
+    elif any(key.status == "active" for key in keys):
+        return f"{who}: exists, API key unchanged (--reset-passwords prints a new one)"
+    _, secret = key_create(user=agent, name=AGENT_KEY, scopes=AGENT_SCOPES)
+    scopes = "+".join(AGENT_SCOPES)
+    return f"{who}: {'new ' if reset else ''}API key ({scopes}): {secret}"
 
 
 def _project_ensure(owner: User) -> Project:
