@@ -274,6 +274,7 @@ SCOPES = {
     "planner-api:question-list GET": R,
     "planner-api:question-list POST": A,
     "planner-api:question-detail GET": R,
+    "planner-api:question-answer POST": A,
     "planner-api:question-withdraw POST": A,
     "planner-api:project-usage GET": R,
 }
