@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
@@ -38,6 +39,16 @@ async def planner(model) -> AsyncIterator[Runner]:
     planner = Runner(gateway=model)
     yield planner
     await planner.settle()  # a title proposed after a test's last turn_ended
+
+
+@pytest.fixture
+def limits(settings):
+    """Set some limits for the test: ``limits(messages_per_minute=3)``."""
+
+    def set_limits(**values):
+        settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, **values)
+
+    return set_limits
 
 
 @pytest.fixture

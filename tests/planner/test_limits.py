@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 
 import pytest
@@ -17,16 +16,6 @@ from tests.planner.conftest import frames_until, open_socket, sync
 from tracker.errors import RateLimitedError
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def limits(settings):
-    """Set some limits for the test: ``limits(messages_per_minute=3)``."""
-
-    def set_limits(**values):
-        settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, **values)
-
-    return set_limits
 
 
 async def messages_of(session) -> list[str]:

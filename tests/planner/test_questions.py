@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import uuid
 
@@ -28,14 +27,6 @@ QUESTIONS = "/api/v1/projects/BAL/questions/"
 def agent(member):
     """The worker that asks: a token user, member of the project."""
     return member
-
-
-@pytest.fixture
-def limits(settings):
-    def set_limits(**values):
-        settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, **values)
-
-    return set_limits
 
 
 async def ask(client, text="Which database do we use?", **extra):

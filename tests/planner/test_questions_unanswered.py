@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import uuid
 from datetime import timedelta
 
@@ -198,14 +197,6 @@ async def test_an_answered_question_stays_answered_when_the_turn_ends(scripted, 
 
     assert (body["status"], body["reason"]) == ("answered", "")
     assert (await sync(Session.objects.get)(pk=asked["session"])).state == "idle"
-
-
-@pytest.fixture
-def limits(settings):
-    def set_limits(**values):
-        settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, **values)
-
-    return set_limits
 
 
 async def test_metrics_count_questions_by_status_and_age(scripted, chat_project, member):

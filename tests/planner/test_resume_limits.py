@@ -3,7 +3,6 @@ the limits is kept and the turn resumes, oldest first, once a turn frees up; a r
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 
@@ -18,14 +17,6 @@ from tests.planner.conftest import sync
 from tracker.errors import RateLimitedError
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def limits(settings):
-    def set_limits(**values):
-        settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, **values)
-
-    return set_limits
 
 
 async def busy(scripted, user, project) -> tuple[Session, Hang]:
