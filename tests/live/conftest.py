@@ -130,8 +130,7 @@ def shell(server: Server, code: str) -> str:
     return server.deployment.manage("shell", "-c", code).strip().splitlines()[-1]
 
 
-@pytest.fixture(scope="module")
-def agent_token(server: Server) -> str:
+def agent_key(server: Server) -> str:
     """A fresh API key of the demo's worker ``agent``, a member of DEMO, with the scopes the seed
     gives its own (whose key was printed once and cannot be read back)."""
     return shell(
@@ -142,3 +141,9 @@ def agent_token(server: Server) -> str:
         "agent = User.objects.get(username='agent'); "
         "print(key_create(user=agent, name='live tests', scopes=AGENT_SCOPES)[1])",
     )
+
+
+@pytest.fixture(scope="module")
+def agent_token(server: Server) -> str:
+    """:func:`agent_key`, once for the module's server."""
+    return agent_key(server)

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from tests.fakes.servers import Server, production_mode, served
-from tests.live.conftest import shell
+from tests.live.conftest import agent_key
 
 pytestmark = [
     pytest.mark.live,
@@ -59,15 +59,11 @@ class Sampler:
 
 
 def test_rest_requests_keep_the_database_connections_within_the_pool(server: Server) -> None:
-    token = shell(
-        server,
-        "from rest_framework.authtoken.models import Token; "
-        "print(Token.objects.get(user__username='agent').key)",
-    )
+    token = agent_key(server)
     url = f"{server.url}/api/v1/projects/DEMO/items/?limit=5"
 
     def get(_: int = 0) -> int:
-        request = urllib.request.Request(url, headers={"Authorization": f"Token {token}"})
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
         with urllib.request.urlopen(request, timeout=30) as response:
             return int(response.status)
 

@@ -14,7 +14,7 @@ import pytest
 from tests.fakes.client import Client
 from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import Deployment, Server, Worker, production_mode
-from tests.live.conftest import shell
+from tests.live.conftest import agent_key
 from tests.live.test_processes import wait_streaming
 
 pytestmark = [
@@ -51,14 +51,10 @@ def processes(tmp_path, deployment) -> Iterator[tuple[Server, Server, Worker]]:
         process.stop()
 
 
-def agent_on(server: Server) -> Client:
-    token = shell(
-        server,
-        "from rest_framework.authtoken.models import Token; "
-        "print(Token.objects.get(user__username='agent').key)",
-    )
+def agent_on(server: Server, key: str) -> Client:
+    """The demo's worker ``agent`` on ``server``, with ``key``."""
     client = Client.__new__(Client)
-    client.base_url, client.token = server.url, token
+    client.base_url, client.token = server.url, key
     return client
 
 
@@ -67,7 +63,8 @@ def test_questions_of_a_process_killed_mid_turn_get_outcomes(fake, processes):
     process hears it needs a human. The second, held back by the running-turn limits, is started
     by the worker once the sweep has freed the turn: nobody else is left to start it."""
     first, second, _ = processes
-    agent = agent_on(first)
+    key = agent_key(first)
+    agent = agent_on(first, key)
     fake.enqueue(HangReply(after_deltas=1, reply=TextReply("Looking into it", chunks=3)))
     status, hanging = agent.request("POST", QUESTIONS, {"text": "Which port do we serve on?"})
     assert status == 201, hanging
@@ -77,7 +74,7 @@ def test_questions_of_a_process_killed_mid_turn_get_outcomes(fake, processes):
     fake.enqueue(
         ToolUseReply([ToolCallSpec("answer_question", {"answer": "main, always."})]), TextReply("Answered.")
     )
-    on_second = agent_on(second)
+    on_second = agent_on(second, key)
     heard: dict[str, tuple[int, dict]] = {}
     waiter = threading.Thread(
         target=lambda: heard.setdefault(
