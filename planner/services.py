@@ -488,6 +488,7 @@ def message_save(
     last: bool = False,
     ask: bool = True,
     then: ChatMessage | None = None,
+    question_id: int | None = None,
 ) -> Saved:
     """Store an assistant answer (with its reported usage) or a tool-results message.
 
@@ -497,7 +498,8 @@ def message_save(
     ``last`` answer of a turn (no tool calls) ends it ``completed`` in the same
     transaction, unless steering waits: then the turn goes on. With ``ask`` false
     (an answer whose tool calls run next) it does not ask what waits. ``then``
-    (the results of an answer's calls that only read) is stored right after it.
+    (the results of an answer's calls that only read) is stored right after it. ``question_id``:
+    the question of a sub-chat, which a turn that ends here without answering leaves to the humans.
     """
     stored = [message] if then is None else [message, then]
     changes: dict[str, Any] = {"last_message_seq": after_seq + len(stored)}
@@ -514,7 +516,6 @@ def message_save(
         Event.objects.create(
             session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"}
         )
-        question_id = Session.objects.filter(pk=session_id).values_list("question_id", flat=True).get()
         if question_id is not None:
             question_unanswered(question_id=question_id, reason=UNANSWERED["completed"])
         return Saved(messages=saved, inputs_waiting=False, ended=True)

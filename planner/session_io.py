@@ -251,6 +251,7 @@ class SessionIO(TurnIO):
             last=last,
             ask=ask,
             then=then,
+            question_id=self.setup.question_id,
         )
 
     def _saved(self, saved: services.Saved) -> None:
