@@ -155,3 +155,13 @@ def assert_valid_history(request: ModelRequest) -> None:
 
 def tool_results(request: ModelRequest) -> list[ToolResultBlock]:
     return [b for m in request.messages for b in m.content if isinstance(b, ToolResultBlock)]
+
+
+def change_notes(request: ModelRequest) -> list[str]:
+    """The ``<workspace-changes>`` texts of the request, oldest first."""
+    return [
+        b.text
+        for m in request.messages
+        for b in m.content
+        if isinstance(b, TextBlock) and b.text.startswith("<workspace-changes>")
+    ]

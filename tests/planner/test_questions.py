@@ -12,7 +12,7 @@ from knowledge.services import knowledge_create
 from planner import questions
 from planner.models import HumanRequest, Question, Session
 from planner.runner import runner
-from tests.fakes.scripted import Hang, call, say, tool_results
+from tests.fakes.scripted import Hang, call, change_notes, say, tool_results
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
 from tracker.models import ActivityEvent
@@ -209,12 +209,7 @@ async def test_other_sessions_hear_of_questions_in_their_change_notes(scripted, 
     scripted.add(say("Noted."))
     await runner.send(session_id=session.pk, user=agent, text="Anything new?")
     await runner.wait(session.pk)
-    notes = [
-        block.text
-        for m in scripted.turn_requests[-1].messages
-        for block in m.content
-        if getattr(block, "text", "").startswith("<workspace-changes>")
-    ]
+    notes = change_notes(scripted.turn_requests[-1])
     assert notes
     assert f'"question:{asked["id"]}" asked by' in notes[-1]
     assert "answered by" in notes[-1]

@@ -14,7 +14,7 @@ from planner.gateway import GatewayError
 from planner.models import Question, Session
 from planner.runner import runner
 from planner.services import session_create, sessions_recover_dead
-from tests.fakes.scripted import Hang, call, say
+from tests.fakes.scripted import Hang, call, change_notes, say
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
 from tests.planner.test_recovery import crash_mid_round
@@ -257,12 +257,7 @@ async def test_other_sessions_hear_that_a_question_needs_a_human(scripted, chat_
     await runner.send(session_id=session.pk, user=member, text="Anything new?")
     await runner.wait(session.pk)
 
-    notes = [
-        block.text
-        for m in scripted.turn_requests[-1].messages
-        for block in m.content
-        if getattr(block, "text", "").startswith("<workspace-changes>")
-    ]
+    notes = change_notes(scripted.turn_requests[-1])
     assert (
         f'"question:{asked["id"]}" needs a human: "The planner ended its turn without answering."'
         in notes[-1]
