@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,9 +55,6 @@ ANNOUNCE_WAIT_SECONDS = 5.0
 LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."
 
 
-Held = TurnsFullError  # the running-turn limit that keeps a turn from starting yet
-
-
 @dataclass
 class _FullLimits:
     """The running-turn limits found full in one pass over what waits: the users and projects
@@ -68,7 +66,7 @@ class _FullLimits:
     def holds(self, user_id: int, project_id: int) -> bool:
         return user_id in self.users or project_id in self.projects
 
-    def add(self, held: Held, user_id: int, project_id: int) -> None:
+    def add(self, held: TurnsFullError, user_id: int, project_id: int) -> None:
         if held.scope == "user":
             self.users.add(user_id)
         else:
@@ -171,24 +169,17 @@ class Runner:
     ) -> Resolution:
         """Answer one pending request of the session (SPEC § 13.2, § 13.3); the turn resumes here
         once none is pending. Every watcher, in every process, hears of it."""
-        await self.relay.serve(session_id)
-        live = None
-        turns.claim(session_id)
-        try:
-            resolution: Resolution = await db(requests.request_answer)(
-                session_id=session_id,
-                user=user,
-                request_id=request,
-                text=text,
-                approve=approve,
-                reason=reason,
-            )
-            if resolution.begin is not None:
-                live = await self._live(session_id, resolution.begin, owner_id=None)
-        finally:
-            turns.release(session_id)
-            if live is None:
-                await self.relay.unserve(session_id)
+        answered = functools.partial(
+            requests.request_answer,
+            session_id=session_id,
+            user=user,
+            request_id=request,
+            text=text,
+            approve=approve,
+            reason=reason,
+        )
+        resolution, live = await self._resuming(session_id, answered)
+        assert resolution is not None  # request_answer raises rather than find nothing
         if live is None:
             await self._announce(session_id, resolution.frames)
         else:
@@ -198,20 +189,11 @@ class Runner:
             self.work_waiting = True
         return resolution
 
-    async def _resume(self, session_id: uuid.UUID) -> Held | bool:
+    async def _resume(self, session_id: uuid.UUID) -> TurnsFullError | bool:
         """Resume a turn whose answers waited for a free turn: True if it started here, False if
         it no longer waits (resumed elsewhere, stopped), the limit that still holds it else."""
-        await self.relay.serve(session_id)
-        live = None
-        turns.claim(session_id)
-        try:
-            resolution: Resolution | None = await db(requests.turn_resume)(session_id=session_id)
-            if resolution is not None and resolution.begin is not None:
-                live = await self._live(session_id, resolution.begin, owner_id=None)
-        finally:
-            turns.release(session_id)
-            if live is None:
-                await self.relay.unserve(session_id)
+        resumed = functools.partial(requests.turn_resume, session_id=session_id)
+        resolution, live = await self._resuming(session_id, resumed)
         if resolution is None:
             return False
         if resolution.begin is None:
@@ -220,6 +202,25 @@ class Runner:
         assert live is not None
         self._start(live, resolution.begin, resolution.frames)
         return True
+
+    async def _resuming(
+        self, session_id: uuid.UUID, resolve: Callable[[], Resolution | None]
+    ) -> tuple[Resolution | None, LiveTurn | None]:
+        """``resolve`` on the database threads, serving the session and claiming it here first, so
+        that a turn it resumes is stoppable from every process and never taken for dead; the turn
+        registered here, if it resumed one."""
+        await self.relay.serve(session_id)
+        live = None
+        turns.claim(session_id)
+        try:
+            resolution = await db(resolve)()
+            if resolution is not None and resolution.begin is not None:
+                live = await self._live(session_id, resolution.begin, owner_id=None)
+        finally:
+            turns.release(session_id)
+            if live is None:
+                await self.relay.unserve(session_id)
+        return resolution, live
 
     async def _live(self, session_id: uuid.UUID, begin: Begin, *, owner_id: int | None) -> LiveTurn:
         live = LiveTurn(
@@ -279,7 +280,7 @@ class Runner:
             await self._start_question(asked.question)
         return asked
 
-    async def _start_question(self, question: Question) -> Held | UnavailableError | None:
+    async def _start_question(self, question: Question) -> TurnsFullError | UnavailableError | None:
         """Start the question's first turn; the limit that keeps it waiting, if one does (or the
         channel layer, down for a moment)."""
         try:
