@@ -175,7 +175,7 @@ def question_answer(request: HttpRequest, key: str, session: uuid.UUID) -> HttpR
 
 def _first_error(exc: BalletError) -> str:
     if isinstance(exc, ValidationError):
-        return " ".join(str(m) for messages in exc.errors.values() for m in messages)
+        return " ".join(exc.messages)
     return exc.message
 
 

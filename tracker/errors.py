@@ -58,6 +58,11 @@ class ValidationError(BalletError):
         super().__init__(message)
         self.errors = errors
 
+    @property
+    def messages(self) -> list[str]:
+        """Every field's messages, in one list (for a form or a page that shows them together)."""
+        return [str(message) for messages in self.errors.values() for message in messages]
+
 
 class ConflictError(BalletError):
     """The object changed since the caller read it; ``current`` is what it is now."""

@@ -57,7 +57,7 @@ class ProjectForm(BalletForm):
         try:
             return project_settings_clean({} if value is None else value)
         except ValidationError as exc:
-            raise forms.ValidationError([m for msgs in exc.errors.values() for m in msgs]) from exc
+            raise forms.ValidationError(exc.messages) from exc
 
     def credential_change(self) -> str | None:
         """The new credential, "" to remove it, None to keep it."""

@@ -198,7 +198,7 @@ class DependencyForm(BalletForm):
         try:
             changeset_validate(project=blocked.project, operations=[operation], can_set_policy=False)
         except ValidationError as exc:
-            raise forms.ValidationError([m for msgs in exc.errors.values() for m in msgs]) from exc
+            raise forms.ValidationError(exc.messages) from exc
         return cleaned
 
 
