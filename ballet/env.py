@@ -277,7 +277,7 @@ def load_server_config() -> ServerConfig:
     )
 
 
-# The planner's database threads (planner/executor.py) keep a connection each while turns run.
+# The planner's database threads (planner/live/bridge.py) keep a connection each while turns run.
 MIN_POOL_SIZE = 10
 
 

@@ -37,10 +37,10 @@ class InstantModel:
         self.calls = 0
 
     async def complete(self, request, *, api_key, sink, meter):  # type: ignore[no-untyped-def]
-        from planner.gateway import CallRecord
-        from planner.messages import ModelResponse, TextBlock, ToolUseBlock, Usage
+        from planner.agent.gateway import CallRecord
+        from planner.agent.messages import ModelResponse, TextBlock, ToolUseBlock, Usage
 
-        if request.purpose == "title":  # after a session's first turn (planner/titles.py): not a round
+        if request.purpose == "title":  # after a session's first turn (planner/live/titles.py): not a round
             usage = Usage(input_tokens=60, output_tokens=4)
             await meter(CallRecord(request.purpose, request.model, usage, 0.0, "ok"))
             return ModelResponse(
@@ -74,7 +74,7 @@ def queries_per_tool(project, user) -> dict[str, int]:  # type: ignore[no-untype
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from planner.tools import ToolContext, call_tool
+    from planner.agent.tools import ToolContext, call_tool
 
     counts = {}
     for name, arguments in TOOLS:
@@ -91,8 +91,8 @@ def queries_per_tool(project, user) -> dict[str, int]:  # type: ignore[no-untype
 async def run_turns(project, user, turns: int) -> tuple[list[float], list[float]]:  # type: ignore[no-untyped-def]
     from channels.db import database_sync_to_async
 
-    from planner.runner import Runner
-    from planner.services import session_create
+    from planner.live.runner import Runner
+    from planner.services.sessions import session_create
 
     model = InstantModel()
     runner = Runner(gateway=model)

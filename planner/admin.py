@@ -29,7 +29,7 @@ from django.utils.html import format_html
 
 from planner.models import Session, ToolCall, UsageRecord
 from planner.selectors import transcript
-from planner.spend import record_cost
+from planner.services.spend import record_cost
 from planner.usage_chart import usd
 from tracker.admin.base import Action, BalletAdmin, acting_user
 from tracker.permissions import PROJECT_ADMIN, is_superuser

@@ -15,9 +15,8 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from planner.chats import session_archive, session_rename
+from planner.live.runner import runner
 from planner.models import Session, SessionState
-from planner.runner import runner
 from planner.selectors import (
     session_about,
     session_get,
@@ -40,8 +39,9 @@ from planner.serializers import (
     UsageFilterSerializer,
     UsageSerializer,
 )
-from planner.services import session_create
-from planner.spend import chat_usage, project_today, usage_rows_priced
+from planner.services.chats import session_archive, session_rename
+from planner.services.sessions import session_create
+from planner.services.spend import chat_usage, project_today, usage_rows_priced
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.errors import NotFoundError
 from tracker.models import Scope

@@ -8,7 +8,7 @@ class PlannerConfig(AppConfig):
     verbose_name = "Planner"
 
     def ready(self) -> None:
-        from planner.decisions import changeset_decided_receiver  # noqa: PLC0415 - models are ready now
+        from planner.live.decisions import changeset_decided_receiver  # noqa: PLC0415 - models are ready now
         from tracker.signals import changeset_decided  # noqa: PLC0415
 
         # A chat's changeset cards follow the decision live (SPEC § 8, the ``changeset`` frame).

@@ -4,7 +4,7 @@
 cookie (origin checked against the allowed hosts in ``ballet/asgi.py``).
 Close codes: 4401 not logged in, 4404 unknown session or no access, 4403
 lacks ``planner.chat`` — at connect, and whenever the user loses access
-later (``planner/guard.py``: within seconds, and at once when a frame is refused for
+later (``planner/live/guard.py``: within seconds, and at once when a frame is refused for
 it) — and 4429 for a connection that keeps sending
 too many frames. 4503 says the live channel (Redis) is unavailable, or
 this server lost it for a moment, and 4500 that watching failed otherwise:
@@ -29,10 +29,11 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from planner import frames, guard
-from planner.runner import runner
+from planner.agent import frames
+from planner.live import guard
+from planner.live.runner import runner
 from planner.selectors import session_get
-from planner.services import MAX_MESSAGE_CHARS
+from planner.services.sessions import MAX_MESSAGE_CHARS
 from tracker.errors import (
     BalletError,
     NotFoundError,

@@ -21,13 +21,13 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from planner.agent.tools import TOOLS
 from planner.models import QuestionStatus, Session
-from planner.questions import question_answer_human
-from planner.requests import may_decide
 from planner.selectors import session_get, session_list, session_waiting_count
-from planner.services import MAX_TITLE, session_create
-from planner.spend import daily_usage, project_today
-from planner.tools import TOOLS
+from planner.services.agent_questions import question_answer_human
+from planner.services.human_requests import may_decide
+from planner.services.sessions import MAX_TITLE, session_create
+from planner.services.spend import daily_usage, project_today
 from planner.usage_chart import BAR_WIDTH, today_figures, usage_chart
 from tracker.errors import (
     BalletError,

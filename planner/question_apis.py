@@ -23,16 +23,21 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
-from planner.executor import db
+from planner.live.bridge import db
+from planner.live.runner import runner
 from planner.models import Question, QuestionStatus
-from planner.questions import question_answer_human, question_await, question_get, question_list
-from planner.runner import runner
 from planner.serializers import (
     QuestionAnswerSerializer,
     QuestionAskSerializer,
     QuestionFilterSerializer,
     QuestionSerializer,
     QuestionWaitSerializer,
+)
+from planner.services.agent_questions import (
+    question_answer_human,
+    question_await,
+    question_get,
+    question_list,
 )
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.limits import agent_request_count

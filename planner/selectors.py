@@ -12,11 +12,12 @@ from django.contrib.auth.models import User
 from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncDate
 
-from planner import compaction
-from planner.changesets import changesets_of
-from planner.histories import Kept, histories
-from planner.loop import History, TurnSettings
-from planner.messages import ChatMessage, block_from_wire
+from planner.agent import compaction
+from planner.agent.loop import History, TurnSettings
+from planner.agent.messages import ChatMessage, block_from_wire
+from planner.agent.prompt import system_prompt
+from planner.agent.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS
+from planner.live.histories import Kept, histories
 from planner.models import (
     HumanRequest,
     Message,
@@ -28,8 +29,7 @@ from planner.models import (
     SessionState,
     UsageRecord,
 )
-from planner.prompt import system_prompt
-from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS
+from planner.services.changesets import changesets_of
 from tracker.crypto import decrypt
 from tracker.errors import NotFoundError
 from tracker.models import Project
@@ -200,7 +200,7 @@ def session_history(*, session: Session) -> History:
     """The history a turn of ``session`` sends: the summary and the messages after it.
 
     The history this process kept when the session's last turn here ended
-    (``planner/histories.py``) is taken and only the messages stored since are
+    (``planner/live/histories.py``) is taken and only the messages stored since are
     read; the model never sees what the summary covers again.
     """
     kept = histories.take(session.pk)

@@ -7,8 +7,8 @@ from typing import Any
 from rest_framework import serializers
 
 from planner.models import Question, QuestionStatus, Session
-from planner.questions import MAX_IDEMPOTENCY_KEY, MAX_QUESTION_CHARS, MAX_WAIT_SECONDS
-from planner.services import MAX_MESSAGE_CHARS, MAX_TITLE
+from planner.services.agent_questions import MAX_IDEMPOTENCY_KEY, MAX_QUESTION_CHARS, MAX_WAIT_SECONDS
+from planner.services.sessions import MAX_MESSAGE_CHARS, MAX_TITLE
 from tracker.serializers import StrictCharField, StrictSerializer, no_nul_characters
 
 
@@ -37,7 +37,7 @@ class SessionSerializer(serializers.Serializer[Session]):
 class SessionRenameSerializer(StrictSerializer):
     title = StrictCharField(
         trim_whitespace=False,
-        allow_blank=True,  # told apart, with the other rules, by planner.chats.human_title
+        allow_blank=True,  # told apart, with the other rules, by planner.services.chats.human_title
         help_text="1 to 200 characters once stripped, one line, no control characters.",
     )
 

@@ -10,13 +10,13 @@ import uuid
 from asgiref.sync import async_to_sync
 from celery import shared_task
 
-from planner import events
-from planner.executor import db
-from planner.identity import stamped
-from planner.live import turns
-from planner.runner import runner
+from planner.live import broadcast
+from planner.live.bridge import db
+from planner.live.identity import stamped
+from planner.live.runner import runner
+from planner.live.turns import turns
 from planner.selectors import work_waiting
-from planner.services import recovered_frame, sessions_recover_dead
+from planner.services.sessions import recovered_frame, sessions_recover_dead
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def recover_dead_turns() -> int:
 async def _announce(session_ids: list[uuid.UUID]) -> None:
     for session_id in session_ids:
         try:
-            await events.publish(session_id, [stamped(recovered_frame())])
+            await broadcast.publish(session_id, [stamped(recovered_frame())])
         except Exception:
             logger.warning("could not announce the recovery of session %s", session_id, exc_info=True)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from planner.spend import DaySpend, Spend, SpendToday
+from planner.services.spend import DaySpend, Spend, SpendToday
 
 BAR_STEP = 10  # viewBox units per day: a bar and its gap
 BAR_WIDTH = 8

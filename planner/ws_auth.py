@@ -33,5 +33,5 @@ class SessionUserMiddleware:
                 break
         login_key = cookies.get(settings.SESSION_COOKIE_NAME)
         user = await get_user({"session": self.session_store(login_key)})
-        # The login's key, so that the socket closes when that login ends (planner/guard.py).
+        # The login's key, so that the socket closes when that login ends (planner/live/guard.py).
         return await self.inner({**scope, "user": user, "login_key": login_key}, receive, send)

@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 from rest_framework.test import APIClient
 
-from planner.executor import close_db_connections
+from planner.live.bridge import close_db_connections
 from tests import cache_keys
 from tests.factories import MembershipFactory, OrganizationFactory, ProjectFactory, UserFactory
 from tracker.models import Item, Project, Role

@@ -32,7 +32,7 @@ PRODUCTION_MODE = SERVER.production
 METRICS_DIR = share_metrics(SERVER)
 BALLET_PLANNER = load_planner_config()
 BALLET_LIMITS = load_limits_config()
-# USD per million tokens per model id: the estimated cost of metered use (planner/spend.py).
+# USD per million tokens per model id: the estimated cost of metered use (planner/services/spend.py).
 BALLET_PRICES = load_prices()
 
 # Off unless DJANGO_DEBUG=1, in both modes: the debug pages show code and settings (SPEC § 12.2).
@@ -127,7 +127,7 @@ if PRODUCTION_MODE:
                         "socket_connect_timeout": 5,
                         "max_connections": 1000,
                         # After a Redis restart every pooled connection is dead: a command meeting
-                        # one reconnects and runs again instead of failing (planner/relay.py notices
+                        # one reconnects and runs again instead of failing (planner/live/relay.py notices
                         # the restart by itself and joins its groups again).
                         "retry": Retry(ExponentialBackoff(cap=1.0, base=0.1), 3),
                     }
@@ -136,7 +136,7 @@ if PRODUCTION_MODE:
                 "capacity": 5000,
                 "expiry": 60,
                 # Memberships of a process that died must not outlive it by a day (the default):
-                # every live process renews its own every 20 s (planner/relay.py).
+                # every live process renews its own every 20 s (planner/live/relay.py).
                 "group_expiry": 120,
             },
         }

@@ -41,8 +41,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
+from planner.agent.tools.base import ToolOutcome, error_output
 from planner.mcp_server.tools import DEFINITIONS, tool_call
-from planner.tools.base import ToolOutcome, error_output
 from tracker.credentials import credential_authenticate, credential_of
 from tracker.errors import CredentialError, RateLimitedError, UnavailableError
 from tracker.limits import LIMITER_UNAVAILABLE, agent_request_count

@@ -27,19 +27,8 @@ import mcp_types as types
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 
-from planner.executor import db
-from planner.models import Question, QuestionStatus
-from planner.questions import (
-    MAX_IDEMPOTENCY_KEY,
-    MAX_QUESTION_CHARS,
-    MAX_WAIT_SECONDS,
-    question_await,
-    question_get,
-)
-from planner.runner import runner
-from planner.serializers import QuestionSerializer
-from planner.tools import TOOLS
-from planner.tools.base import (
+from planner.agent.tools import TOOLS
+from planner.agent.tools.base import (
     JsonObject,
     ToolContext,
     ToolError,
@@ -50,7 +39,18 @@ from planner.tools.base import (
     input_problem,
     run_tool,
 )
-from planner.tools.plan import ITEM_KEY
+from planner.agent.tools.plan import ITEM_KEY
+from planner.live.bridge import db
+from planner.live.runner import runner
+from planner.models import Question, QuestionStatus
+from planner.serializers import QuestionSerializer
+from planner.services.agent_questions import (
+    MAX_IDEMPOTENCY_KEY,
+    MAX_QUESTION_CHARS,
+    MAX_WAIT_SECONDS,
+    question_await,
+    question_get,
+)
 from tracker.credentials import scope_require
 from tracker.errors import BalletError
 from tracker.models import ApiKey, Project, Scope

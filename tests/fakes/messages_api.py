@@ -62,7 +62,7 @@ Streams are sent with chunked transfer encoding over keep-alive connections (or,
 in one write, so hundreds of concurrent streams of hundreds of deltas are cheap.
 
 Title requests. Ballet asks a cheap model for a chat's title after its first turn
-(``planner/titles.py``). A request whose system prompt opens with :data:`TITLE_SYSTEM_OPENING` is
+(``planner/live/titles.py``). A request whose system prompt opens with :data:`TITLE_SYSTEM_OPENING` is
 kept apart: it takes no reply from the FIFO and is not in ``fake.requests``; it is recorded in
 ``fake.title_requests`` and answered from ``fake.title_replies`` (``enqueue_title()``), else by the
 optional ``title_responder(request_json)``, else with ``TextReply(DEFAULT_TITLE)``. Tests that
@@ -107,7 +107,7 @@ __all__ = [
 ]
 
 MESSAGES_PATH: Final = "/v1/messages"
-# planner/titles.py's TITLE_SYSTEM opens so (tests/fakes/test_messages_api.py checks they agree).
+# planner/live/titles.py's TITLE_SYSTEM opens so (tests/fakes/test_messages_api.py checks they agree).
 TITLE_SYSTEM_OPENING: Final = "You name chats."
 DEFAULT_TITLE: Final = "A fake chat title"
 DEFAULT_MODEL: Final = "claude-fake"

@@ -6,7 +6,7 @@ that streams some text and then waits until cancelled. Running out of script
 raises, so a test that causes an unexpected call fails loudly.
 
 Title requests (purpose ``title``, made after a session's first turn,
-``planner/titles.py``) are kept apart: they take no step of the script and are
+``planner/live/titles.py``) are kept apart: they take no step of the script and are
 not in ``requests``; they are answered from ``titles`` (steps like the
 script's) or, when none is left, with :data:`DEFAULT_TITLE`, and recorded in
 ``title_requests``. A test about titles scripts them; other tests are unaffected.
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.gateway import CallRecord, GatewayError, Meter, StreamSink
-from planner.messages import (
+from planner.agent.gateway import CallRecord, GatewayError, Meter, StreamSink
+from planner.agent.messages import (
     Block,
     ModelRequest,
     ModelResponse,

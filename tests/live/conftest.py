@@ -5,7 +5,7 @@ chat. The fake model answers by script: a test registers the replies for a
 keyword with :func:`Script.on`, and a request is answered from the script of
 the last human message that names a keyword, one reply per model call. A reply
 may also be a function of the request (to answer with what the request says).
-The title the planner proposes after a chat's first turn (``planner/titles.py``) is
+The title the planner proposes after a chat's first turn (``planner/live/titles.py``) is
 answered from :meth:`Script.titled` for the keyword the first message names, else
 with the fake's default title.
 """

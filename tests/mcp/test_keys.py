@@ -11,9 +11,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from planner.live.runner import runner
 from planner.mcp_server.tools import READ_TOOLS, SCOPES, SPECS
 from planner.models import Question
-from planner.runner import runner
 from tests.factories import make_key
 from tests.fakes.scripted import call, say
 from tests.mcp.conftest import connected

@@ -10,9 +10,9 @@ import uuid
 import pytest
 import redis
 
-from planner import questions
+from planner.live.runner import runner
 from planner.models import HumanRequest
-from planner.runner import runner
+from planner.services import agent_questions
 from tests.fakes.scripted import call, say
 from tests.mcp.conftest import connected, token_of
 from tests.planner.conftest import sync
@@ -88,7 +88,7 @@ async def test_get_question_waits_for_the_answer(scripted, chat_project, member,
         arguments = {"project": "BAL", "id": asked["id"], "wait_seconds": 20}
         waiting = asyncio.ensure_future(session.call_tool("get_question", arguments))
         for _ in range(250):  # until the agent waits
-            if asked["id"] in questions._waiters:
+            if asked["id"] in agent_questions._waiters:
                 break
             await asyncio.sleep(0.02)
         pending = await sync(lambda: HumanRequest.objects.get(session_id=sub).pk)()

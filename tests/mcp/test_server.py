@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from planner.agent.tools import TOOLS
+from planner.agent.tools.base import ToolContext
 from planner.mcp_server.tools import DEFINITIONS, PROJECT_HINT, READ_TOOLS, SPECS
-from planner.tools import TOOLS
-from planner.tools.base import ToolContext
 from tests.factories import MembershipFactory
 from tests.mcp.conftest import ACCEPT, connected, http, rpc, token_of
 from tests.planner.conftest import sync

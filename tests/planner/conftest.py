@@ -12,9 +12,9 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
 
+from planner.live.runner import Runner, runner
 from planner.routing import websocket_urlpatterns
-from planner.runner import Runner, runner
-from planner.services import session_create
+from planner.services.sessions import session_create
 from tests.fakes.scripted import ScriptedGateway
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update

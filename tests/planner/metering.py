@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 from django.utils import timezone
 
-from planner.gateway import CallRecord
-from planner.messages import Usage
+from planner.agent.gateway import CallRecord
+from planner.agent.messages import Usage
 from planner.models import UsageRecord
-from planner.services import usage_save
+from planner.services.sessions import usage_save
 
 
 def metered(

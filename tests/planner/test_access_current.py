@@ -9,11 +9,11 @@ from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore
 
 from ballet.asgi import application
-from planner import guard
+from planner.agent.tools import ToolContext, call_tool
+from planner.live import guard
+from planner.live.runner import runner
 from planner.models import Message, Session
 from planner.routing import websocket_urlpatterns
-from planner.runner import runner
-from planner.tools import ToolContext, call_tool
 from tests.fakes.scripted import Hang, say
 from tests.planner.conftest import frames_until, login_cookie, open_socket, sync, ws_path
 from tracker.errors import NotFoundError

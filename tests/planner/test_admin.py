@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.html import strip_tags
 
 from planner.models import Event, Message, Session, ToolCall
-from planner.services import session_create
+from planner.services.sessions import session_create
 from tests.factories import MembershipFactory, UserFactory
 from tests.planner.metering import metered
 from tracker.models import Role

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.test import AsyncClient
 
-from planner.runner import runner
+from planner.live.runner import runner
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync

@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from planner.gateway import CallRecord
-from planner.messages import Usage
+from planner.agent.gateway import CallRecord
+from planner.agent.messages import Usage
 from planner.models import Event, Message, Session, UsageRecord
-from planner.services import session_create, usage_save
+from planner.services.sessions import session_create, usage_save
 from tests.fakes.scripted import call, say
 from tests.planner.conftest import drive, sync
 from tracker.services.activity import Actor

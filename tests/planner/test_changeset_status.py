@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from planner.runner import runner
+from planner.live.runner import runner
 from tests.planner.conftest import open_socket, sync
 from tracker.models import Changeset, ChangesetStatus
 from tracker.services.activity import Actor
@@ -77,7 +77,7 @@ async def test_a_conflict_carries_its_reason(session, member, owner, make_item):
 
 
 async def test_only_the_proposing_sessions_watchers_hear_of_it(session, member, owner, chat_project):
-    from planner.services import session_create  # noqa: PLC0415
+    from planner.services.sessions import session_create  # noqa: PLC0415
 
     other = await sync(session_create)(user=member, project=chat_project)
     watcher_of_other = await open_socket(other, member)
@@ -114,7 +114,7 @@ def test_a_decision_stands_when_the_watchers_cannot_be_told(session, member, own
         raise ConnectionError("channel layer down")
 
     monkeypatch.setattr(runner.relay, "publish", unreachable)
-    with caplog.at_level(logging.WARNING, logger="planner.runner"):
+    with caplog.at_level(logging.WARNING, logger="planner.live.runner"):
         changeset_apply(actor=Actor(user=owner), changeset=changeset)
 
     assert Changeset.objects.get(pk=changeset.pk).status == ChangesetStatus.APPLIED

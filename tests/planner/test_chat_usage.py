@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from planner.models import Message
-from planner.services import session_create
+from planner.services.sessions import session_create
 from tests.planner.metering import metered, midnight
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update

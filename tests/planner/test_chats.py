@@ -12,14 +12,14 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from planner.chats import proposed_title
-from planner.gateway import GatewayError
-from planner.messages import ModelRequest, ModelResponse, Usage
+from planner.agent.gateway import GatewayError
+from planner.agent.messages import ModelRequest, ModelResponse, Usage
+from planner.live.runner import Runner, runner
+from planner.live.titles import TITLE_SYSTEM
 from planner.models import Session, UsageRecord
-from planner.questions import question_create
-from planner.runner import Runner, runner
-from planner.services import session_begin, session_create
-from planner.titles import TITLE_SYSTEM
+from planner.services.agent_questions import question_create
+from planner.services.chats import proposed_title
+from planner.services.sessions import session_begin, session_create
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.fakes.messages_api import TITLE_SYSTEM_OPENING
 from tests.fakes.scripted import Hang, ScriptedGateway, say

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from planner import compaction
-from planner.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock
+from planner.agent import compaction
+from planner.agent.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock
 
 
 def human(seq: int, text: str = "hello", kind: str = "human") -> ChatMessage:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from planner.gateway import GatewayError
-from planner.messages import Usage
+from planner.agent.gateway import GatewayError
+from planner.agent.messages import Usage
 from planner.metrics import COMPACTIONS
 from planner.models import Event, Message, Session
 from planner.selectors import transcript
-from planner.services import session_create
+from planner.services.sessions import session_create
 from tests.fakes.scripted import call, say
 from tests.planner.conftest import drive, sync
 from tests.planner.test_api import client_for

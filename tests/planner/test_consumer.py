@@ -12,12 +12,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.contrib.sessions.backends.db import SessionStore
 
 from ballet.asgi import application
-from planner import frames
-from planner.live import LiveTurn
+from planner.agent import frames
+from planner.live.outbox import NoOutbox
+from planner.live.runner import runner
+from planner.live.turns import LiveTurn
 from planner.models import Message
-from planner.outbox import NoOutbox
 from planner.routing import websocket_urlpatterns
-from planner.runner import runner
 from tests.factories import make_key
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import frames_until, sync, ws_path

@@ -8,9 +8,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from planner import frames
-from planner.frames import Frame
-from planner.watching import Inbox
+from planner.agent import frames
+from planner.agent.frames import Frame
+from planner.live.inbox import Inbox
 
 
 def delta(text: str, n: int) -> Frame:

@@ -1,6 +1,6 @@
 """The gateway reads the stream as the SDK does.
 
-The gateway decodes the stream's raw server-sent events itself (``planner/gateway.py`` says
+The gateway decodes the stream's raw server-sent events itself (``planner/agent/gateway.py`` says
 why). Each case here is served twice by the local fake Messages API: once to the gateway,
 once to the SDK's own accumulator (``messages.stream()`` → ``get_final_message()``, built on
 ``anthropic.lib.streaming.accumulate_event``), and both must end with the same blocks, stop
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from anthropic.types import Message
 
-from planner.gateway import AnthropicGateway, CallRecord, GatewayError
-from planner.messages import ChatMessage, ModelRequest, ModelResponse, TextBlock
+from planner.agent.gateway import AnthropicGateway, CallRecord, GatewayError
+from planner.agent.messages import ChatMessage, ModelRequest, ModelResponse, TextBlock
 from tests.fakes.messages_api import (
     FakeMessagesAPI,
     MessageReply,

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 import pytest
 from django.test import AsyncClient
 
-from planner.frames import Frame
-from planner.gateway import AnthropicGateway
+from planner.agent.frames import Frame
+from planner.agent.gateway import AnthropicGateway
+from planner.live.runner import runner
 from planner.models import UsageRecord
-from planner.runner import runner
 from tests.fakes.messages_api import (
     BreakOffReply,
     ErrorReply,
@@ -94,7 +94,7 @@ async def test_streamed_text_and_usage(fake_api, chat_project, member):
     assert 1 <= len([f for f in chat.frames if f["type"] == "text_delta"]) <= 5
     record = await sync(UsageRecord.objects.get)(purpose="turn")
     assert (record.input_tokens, record.output_tokens, record.cache_read_input_tokens) == (321, 17, 40)
-    # The first turn is followed by the title call, on the title model (planner/titles.py).
+    # The first turn is followed by the title call, on the title model (planner/live/titles.py).
     title = await sync(UsageRecord.objects.get)(purpose="title")
     assert (title.model, title.outcome) == ("claude-haiku-4-5", "ok")
     assert len(fake_api.title_requests) == 1
@@ -208,7 +208,7 @@ async def test_usage_endpoint_sums_what_the_fake_reported(fake_api, chat_project
     await chat.say("Two", member)
     rows = {r["model"]: r for r in (await chat.client.get("/api/v1/projects/BAL/usage/")).json()["results"]}
     assert rows.keys() == {"claude-sonnet-5-5", "claude-haiku-4-5"}
-    assert rows["claude-haiku-4-5"]["calls"] == 1  # the title, after the first turn (planner/titles.py)
+    assert rows["claude-haiku-4-5"]["calls"] == 1  # the title, after the first turn (planner/live/titles.py)
     row = rows["claude-sonnet-5-5"]
     assert row["calls"] == 3
     assert row["input_tokens"] == 3300

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from planner.histories import Histories, histories
-from planner.loop import History
-from planner.messages import ChatMessage, TextBlock
+from planner.agent.loop import History
+from planner.agent.messages import ChatMessage, TextBlock
+from planner.live.histories import Histories, histories
 from planner.models import Message, Session
 from planner.selectors import session_history
 from tests.fakes.scripted import call, say

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from planner.consumers import FrameMeter
+from planner.live.runner import runner
 from planner.models import Message
-from planner.runner import runner
-from planner.services import session_create
+from planner.services.sessions import session_create
 from tests.fakes.scripted import Hang, say
 from tests.planner.conftest import frames_until, open_socket, sync
 from tracker.errors import RateLimitedError

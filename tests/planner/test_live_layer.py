@@ -17,16 +17,17 @@ from django.conf import settings
 from django.db import connection, connections
 from django.utils import timezone
 
-from planner import events, services
-from planner.executor import db
-from planner.identity import PROCESS_ID
-from planner.live import turns
-from planner.liveness import DEAD_AFTER, owner_alive
-from planner.messages import ChatMessage, TextBlock
+from planner.agent.messages import ChatMessage, TextBlock
+from planner.live import broadcast
+from planner.live.bridge import db
+from planner.live.identity import PROCESS_ID
+from planner.live.liveness import DEAD_AFTER, owner_alive
+from planner.live.runner import runner
+from planner.live.turns import turns
 from planner.models import Event, Message, Session
 from planner.routing import websocket_urlpatterns
-from planner.runner import runner
-from planner.services import TurnSupersededError, message_save, session_begin, turn_end
+from planner.services import sessions
+from planner.services.sessions import TurnSupersededError, message_save, session_begin, turn_end
 from planner.tasks import recover_dead_turns
 from tests.fakes.scripted import Hang, say
 from tests.planner.conftest import open_socket, sync, ws_path
@@ -40,7 +41,7 @@ def _recovered_elsewhere(session) -> None:
     """What another process does when it takes this process's turn for dead: recover it."""
     Session.objects.filter(pk=session.pk).update(turn_owner="elsewhere:1:dead", heartbeat_at=None)
     row = Session.objects.get(pk=session.pk)
-    services._recover(row)
+    sessions._recover(row)
 
 
 def test_a_fresh_heartbeat_is_alive_whatever_redis_says(settings):
@@ -123,7 +124,7 @@ async def test_every_watcher_hears_of_a_recovery(chat_project, member, session):
     notice = await first.receive_json_from(timeout=5)
     assert notice["type"] == "turn_ended"
     assert notice["reason"] == "failed"
-    assert notice["error"] == services.RECOVERED
+    assert notice["error"] == sessions.RECOVERED
     assert await second.receive_nothing(timeout=0.2)  # its state frame already said idle
     await first.disconnect()
     await second.disconnect()
@@ -136,11 +137,11 @@ async def test_the_sweep_announces_what_it_recovered_on_the_channel_layer(chat_p
     )
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(events.frames_group(session.pk), channel)
+    await layer.group_add(broadcast.frames_group(session.pk), channel)
     assert await sync(recover_dead_turns)() == 1
     message = await asyncio.wait_for(layer.receive(channel), timeout=5)
     assert [frame["type"] for frame in message["frames"]] == ["turn_ended"]
-    assert message["frames"][0]["error"] == services.RECOVERED
+    assert message["frames"][0]["error"] == sessions.RECOVERED
 
 
 @pytest.mark.skipif(not settings.PRODUCTION_MODE, reason="only PostgreSQL connections can be dropped")

@@ -9,7 +9,7 @@ from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
 from planner.models import Session
-from planner.services import session_begin, session_create
+from planner.services.sessions import session_begin, session_create
 from tests.factories import MembershipFactory, UserFactory
 
 NEW_CHAT = '<button type="submit" class="new-chat">New chat</button>'

@@ -10,7 +10,7 @@ from pytest_django.asserts import assertContains, assertNotContains
 
 from planner.models import HumanRequest, Question, RequestKind, RequestStatus, Session
 from planner.selectors import session_list
-from planner.services import session_create
+from planner.services.sessions import session_create
 from tests.factories import MembershipFactory, UserFactory
 
 WAITING_BADGE = '<span class="badge waiting">waiting for you</span>'

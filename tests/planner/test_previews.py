@@ -1,4 +1,4 @@
-"""The readable preview of a tool call waiting for approval (planner/previews.py)."""
+"""The readable preview of a tool call waiting for approval (planner/services/previews.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from planner.previews import MAX_TEXT, OperationPreview, PreviewRow, request_preview
+from planner.services.previews import MAX_TEXT, OperationPreview, PreviewRow, request_preview
 from tracker.services.activity import Actor
 from tracker.services.items import dependency_add, item_update
 

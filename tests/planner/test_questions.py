@@ -9,9 +9,9 @@ import uuid
 import pytest
 
 from knowledge.services import knowledge_create
-from planner import questions
+from planner.live.runner import runner
 from planner.models import HumanRequest, Question, Session
-from planner.runner import runner
+from planner.services import agent_questions
 from tests.fakes.scripted import Hang, call, change_notes, say, tool_results
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
@@ -94,7 +94,7 @@ async def test_an_escalated_question_is_answered_by_another_member(scripted, cha
     scripted.add(call("answer_question", {"answer": "Postgres, says maintainer."}), say("Done."))
     waiting = asyncio.ensure_future(asker.get(f"{QUESTIONS}{asked['id']}/?wait=10"))
     for _ in range(100):  # until the asker waits
-        if asked["id"] in questions._waiters:
+        if asked["id"] in agent_questions._waiters:
             break
         await asyncio.sleep(0.02)
     answered = await colleague.post(

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
+from planner.live.runner import runner
 from planner.models import Question, Session
-from planner.runner import runner
 from tests.fakes.scripted import call, say
 from tests.mcp.conftest import connected, token_of
 from tests.planner.api_client import client_for

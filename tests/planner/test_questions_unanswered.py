@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from planner.gateway import GatewayError
+from planner.agent.gateway import GatewayError
+from planner.live.runner import runner
 from planner.models import Question, Session
-from planner.runner import runner
-from planner.services import session_create, sessions_recover_dead
+from planner.services.sessions import session_create, sessions_recover_dead
 from tests.fakes.scripted import Hang, call, change_notes, say
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
@@ -125,7 +125,7 @@ async def test_a_sub_chat_whose_process_died_leaves_it_to_the_humans(chat_projec
 
 
 def _asked_then_crashed(project, user) -> Question:
-    from planner.questions import question_create  # noqa: PLC0415
+    from planner.services.agent_questions import question_create  # noqa: PLC0415
 
     question = question_create(user=user, project=project, text="Which database?")
     question.started = True

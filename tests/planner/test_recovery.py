@@ -10,10 +10,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
-from planner.live import turns
-from planner.messages import ChatMessage, ToolUseBlock
+from planner.agent.messages import ChatMessage, ToolUseBlock
+from planner.live.turns import turns
 from planner.models import Event, Message, Session, ToolCall
-from planner.services import heartbeat, message_save, session_begin, session_create
+from planner.services.sessions import heartbeat, message_save, session_begin, session_create
 from planner.tasks import recover_dead_turns
 from tests.fakes.scripted import say
 from tests.planner.conftest import drive, sync

@@ -8,8 +8,9 @@ import uuid
 import pytest
 from django.conf import settings
 
-from planner import events, frames, presence
-from planner.relay import Relay
+from planner.agent import frames
+from planner.live import broadcast, presence
+from planner.live.relay import Relay
 from tracker.errors import UnavailableError
 
 pytestmark = pytest.mark.skipif(
@@ -37,18 +38,18 @@ async def test_watchers_of_a_session_share_one_membership_until_the_last_leaves(
     watchers_key = presence._watchers_key(session)
     assert await presence._client().zcard(watchers_key) == 1
 
-    await events.publish(session, [frames.text_delta("one")])
+    await broadcast.publish(session, [frames.text_delta("one")])
     await eventually(lambda: len(delivered) == 1)
     await asyncio.sleep(0.2)
     assert delivered == [(session, [frames.text_delta("one")])]  # once, for both watchers
 
     await relay.unwatch(session)
-    await events.publish(session, [frames.text_delta("two")])
+    await broadcast.publish(session, [frames.text_delta("two")])
     await eventually(lambda: len(delivered) == 2)
 
     await relay.unwatch(session)  # the last one: the process leaves the group
     assert await presence._client().zcard(watchers_key) == 0
-    await events.publish(session, [frames.text_delta("three")])
+    await broadcast.publish(session, [frames.text_delta("three")])
     await asyncio.sleep(0.3)
     assert [batch[0]["text"] for _, batch in delivered] == ["one", "two"]
 
@@ -68,7 +69,7 @@ async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_
         deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None
     )  # as if in another process
     await owner.serve(session)
-    await events.send_control(session, "stop")
+    await broadcast.send_control(session, "stop")
     await eventually(lambda: [m["command"] for _, m in controls] == ["stop"])
     assert controls[0][0] == session
     assert await watcher.replay(session) == [frames.text_delta("so far")]
@@ -78,7 +79,7 @@ async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_
 
 
 async def test_a_relay_whose_channel_could_not_be_opened_tries_again(monkeypatch):
-    opened = events.new_channel
+    opened = broadcast.new_channel
     calls = []
 
     async def flaky() -> str:
@@ -90,7 +91,7 @@ async def test_a_relay_whose_channel_could_not_be_opened_tries_again(monkeypatch
     relay = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None)
     session = uuid.uuid4()
     await relay.watch(session)  # opens the channel: a watcher of the session is here
-    monkeypatch.setattr(events, "new_channel", flaky)
+    monkeypatch.setattr(broadcast, "new_channel", flaky)
     monkeypatch.setattr(relay, "_channel", "")  # as if this process had not opened one yet
     monkeypatch.setattr(relay, "_starting", None)
     with pytest.raises(UnavailableError):

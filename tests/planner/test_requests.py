@@ -11,11 +11,11 @@ import json
 import pytest
 from django.contrib.auth.models import User
 
-from planner import services
-from planner.histories import histories
+from planner.live.histories import histories
+from planner.live.runner import Runner
 from planner.models import Event, HumanRequest, Session, ToolCall
-from planner.runner import Runner
 from planner.selectors import session_list
+from planner.services import sessions
 from tests.fakes.scripted import ScriptedGateway, call, say, tool_results
 from tests.planner.api_client import client_for
 from tests.planner.conftest import frames_until, open_socket, sync
@@ -225,7 +225,7 @@ async def test_a_pending_request_survives_a_restart_and_is_not_recovered_as_dead
 ):
     request = await pause(planner, session, member, call(*ASK))
     histories.take(session.pk)  # a new process has no history kept
-    assert await sync(services.sessions_recover_dead)() == []
+    assert await sync(sessions.sessions_recover_dead)() == []
     restarted = Runner(gateway=model)
     model.add(say("Got it."))
     await restarted.answer(session_id=session.pk, user=member, request=str(request.pk), text="Monday")
@@ -263,7 +263,7 @@ async def test_answers_over_rest(scripted, session, member, viewer):
         f"/api/v1/planner/sessions/{session.pk}/messages/", {"text": "Plan the release."}
     )
     assert sent.status_code == 202
-    from planner.runner import runner  # noqa: PLC0415
+    from planner.live.runner import runner  # noqa: PLC0415
 
     await runner.wait(session.pk)
     body = (await client.get(f"/api/v1/planner/sessions/{session.pk}")).json()

@@ -16,13 +16,13 @@ from contextlib import contextmanager
 import pytest
 from django.conf import settings
 
-from planner import questions, services
-from planner.chats import session_rename
-from planner.live import turns
+from planner.live.runner import Runner, runner
+from planner.live.turns import turns
 from planner.models import Message, Session
-from planner.runner import Runner, runner
 from planner.selectors import transcript
-from planner.services import NotQueuedError, steering_retract
+from planner.services import agent_questions, sessions
+from planner.services.chats import session_rename
+from planner.services.sessions import NotQueuedError, steering_retract
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import frames_until, open_socket, sync
 from tracker.errors import NotFoundError, PermissionDeniedError
@@ -131,7 +131,7 @@ async def test_a_message_taken_back_between_the_answer_and_its_delivery_ends_the
     hang = await running_with_steering(
         planner, model, session, member, "And the risks?", then=say("All done.")
     )
-    deliver = services.session_inputs
+    deliver = sessions.session_inputs
     taken: list[str] = []
 
     def retract_first(**kwargs):
@@ -139,7 +139,7 @@ async def test_a_message_taken_back_between_the_answer_and_its_delivery_ends_the
             taken.append(steering_retract(session_id=session.pk, user=member))
         return deliver(**kwargs)
 
-    monkeypatch.setattr(services, "session_inputs", retract_first)
+    monkeypatch.setattr(sessions, "session_inputs", retract_first)
     hang.release.set()
     await planner.wait(session.pk)
     assert taken == ["And the risks?"]
@@ -175,7 +175,7 @@ def running_here(session):
 def test_nothing_queued_is_refused(session, member):
     with pytest.raises(NotQueuedError):
         steering_retract(session_id=session.pk, user=member)
-    services.session_begin(
+    sessions.session_begin(
         session_id=session.pk, user=member, text="Plan the beta"
     )  # running, nothing queued
     with pytest.raises(NotQueuedError):
@@ -184,8 +184,8 @@ def test_nothing_queued_is_refused(session, member):
 
 def test_only_the_sessions_owner_may_take_back_its_steering(session, member, users, chat_project):
     with running_here(session):
-        services.session_begin(session_id=session.pk, user=member, text="Plan the beta")
-        services.session_begin(session_id=session.pk, user=member, text="Only epics")
+        sessions.session_begin(session_id=session.pk, user=member, text="Plan the beta")
+        sessions.session_begin(session_id=session.pk, user=member, text="Only epics")
     for name in ("owner", "maintainer", "viewer", "stranger"):  # someone else's chat: as good as unknown
         with pytest.raises(NotFoundError):
             steering_retract(session_id=session.pk, user=users[name])
@@ -198,12 +198,12 @@ def test_only_the_sessions_owner_may_take_back_its_steering(session, member, use
 
 
 def test_in_a_questions_sub_chat_only_the_asker_takes_back(chat_project, member, maintainer):
-    question = questions.question_create(user=member, project=chat_project, text="Which database?")
+    question = agent_questions.question_create(user=member, project=chat_project, text="Which database?")
     with running_here(question.session):
-        services.session_begin(
+        sessions.session_begin(
             session_id=question.session.pk, user=member, text="Which database?", question=True
         )
-        services.session_begin(session_id=question.session.pk, user=member, text="Also the cache")
+        sessions.session_begin(session_id=question.session.pk, user=member, text="Also the cache")
     with pytest.raises(PermissionDeniedError) as refused:  # a member who may answer its questions
         steering_retract(session_id=question.session.pk, user=maintainer)
     assert "Only the agent that asked" in refused.value.message
@@ -256,7 +256,7 @@ async def test_bad_retract_frames_get_an_error_and_the_connection_stays(scripted
 async def test_a_member_answering_a_sub_chat_cannot_retract_the_askers_steering(
     scripted, chat_project, member, maintainer
 ):
-    question = await sync(questions.question_create)(
+    question = await sync(agent_questions.question_create)(
         user=member, project=chat_project, text="Which database?"
     )
     hang = Hang(text="Looking")

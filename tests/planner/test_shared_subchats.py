@@ -14,7 +14,7 @@ from knowledge.models import KnowledgeEntry
 from knowledge.services import knowledge_create, knowledge_update
 from planner.models import HumanRequest, Question, Session
 from planner.selectors import session_list
-from planner.services import session_create
+from planner.services.sessions import session_create
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.fakes.scripted import Hang, ScriptedGateway, call, say, tool_results
 from tests.planner.conftest import drive, sync

@@ -1,4 +1,4 @@
-"""planner/spend.py: estimated cost of metered use, today against the budget, and by day."""
+"""planner/services/spend.py: estimated cost of metered use, today against the budget, and by day."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from ballet.env import ModelPrice
-from planner.spend import daily_usage, estimated_cost, project_today, record_cost
+from planner.services.spend import daily_usage, estimated_cost, project_today, record_cost
 from planner.usage_chart import cost_text, usage_chart, usd
 from tests.planner.metering import metered, midnight
 from tracker.services.activity import Actor

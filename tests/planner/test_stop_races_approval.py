@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from planner.live import LiveTurn, turns
+from planner.live.runner import runner
+from planner.live.turns import LiveTurn, turns
 from planner.models import Event
-from planner.runner import runner
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import sync
 from tests.planner.test_requests import pause

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from knowledge.services import knowledge_create
-from planner.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS, ToolContext, call_tool
+from planner.agent.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS, ToolContext, call_tool
 from tests.factories import MembershipFactory
 from tracker.models import ActivityEvent, Changeset, Dependency, Item
 from tracker.services.activity import Actor

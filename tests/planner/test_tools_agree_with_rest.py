@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge.services import knowledge_create
-from planner.tools import call_tool
+from planner.agent.tools import call_tool
 from tests.factories import MembershipFactory
 from tests.planner.test_tools import ctx
 from tracker.services.activity import Actor

@@ -8,10 +8,10 @@ import threading
 import pytest
 from cryptography.fernet import Fernet
 
-from planner import services
-from planner.gateway import AnthropicGateway, GatewayError
-from planner.live import turns
+from planner.agent.gateway import AnthropicGateway, GatewayError
+from planner.live.turns import turns
 from planner.models import Event, Message, Session, ToolCall
+from planner.services import sessions
 from tests.fakes.messages_api import FakeMessagesAPI, TextReply
 from tests.fakes.scripted import Answer, Hang, call, say
 from tests.planner.conftest import drive, sync
@@ -116,7 +116,7 @@ async def test_stop_keeps_partial_text_and_leaves_a_valid_history(planner, model
 async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, session, member, monkeypatch):
     model.add(call("list_items", {}, ("list_runnable", {}), ("list_skills", {})))
     ran, stopped = threading.Event(), threading.Event()
-    real_call_tool = services.call_tool
+    real_call_tool = sessions.call_tool
 
     def call_tool(name, arguments, context):  # on the database thread, between the round's calls
         outcome = real_call_tool(name, arguments, context)
@@ -125,7 +125,7 @@ async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, 
             stopped.wait(timeout=10)
         return outcome
 
-    monkeypatch.setattr(services, "call_tool", call_tool)
+    monkeypatch.setattr(sessions, "call_tool", call_tool)
     await planner.send(session_id=session.pk, user=member, text="Survey")
     await asyncio.to_thread(ran.wait, 10)
     assert await planner.stop(session_id=session.pk, user=member) is True  # while the tool runs
@@ -293,7 +293,7 @@ async def test_a_call_that_writes_runs_after_its_answer_is_stored_and_reads_befo
     planner, model, session, member, monkeypatch
 ):
     stored_when_called = {}
-    real_call_tool = services.call_tool
+    real_call_tool = sessions.call_tool
 
     def call_tool(name, arguments, context):
         stored_when_called[name] = list(
@@ -301,7 +301,7 @@ async def test_a_call_that_writes_runs_after_its_answer_is_stored_and_reads_befo
         )
         return real_call_tool(name, arguments, context)
 
-    monkeypatch.setattr(services, "call_tool", call_tool)
+    monkeypatch.setattr(sessions, "call_tool", call_tool)
     proposal = {
         "title": "Docs",
         "operations": [{"op": "create", "kind": "ticket", "fields": {"title": "Write docs"}}],

@@ -8,7 +8,7 @@ generated password, printed once; ``--reset-passwords`` prints new ones and
 ``--password`` sets a given one for both users. The worker ``agent``, a member,
 has no password but an API key with the scopes read, ask and work (printed when
 created; ``--reset-passwords`` revokes it and prints a new one) and one open
-question, waiting for a human (``planner/demo.py``).
+question, waiting for a human (``planner/services/demo.py``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from django.db import transaction
 
 from knowledge.models import KnowledgeEntry
 from knowledge.services import knowledge_create, knowledge_update
-from planner.demo import demo_question_ensure
 from planner.models import Question, QuestionStatus
+from planner.services.demo import demo_question_ensure
 from tracker.errors import BalletError
 from tracker.management import demo_content as content
 from tracker.models import ChangesetStatus, Dependency, Item, Membership, Organization, Project, Role, Scope

@@ -707,7 +707,7 @@
     return box;
   }
 
-  // An approval's input, as the server's preview rows describe it (planner/previews.py); plain JSON else.
+  // An approval's input, as the server's preview rows describe it (planner/services/previews.py); plain JSON else.
 
   function previewNode(request) {
     const box = el("div", "request-preview");

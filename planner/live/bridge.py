@@ -1,0 +1,95 @@
+"""The runner's database threads: where every turn's database work runs.
+
+Turns outlive the request or connection that started them, so their database
+work runs on these threads, never on a request's thread-sensitive executor.
+SQLite takes one writer at a time; PostgreSQL gets eight threads, each keeping a
+connection of the process's pool between calls (the check below gives it back to
+the pool every few seconds and takes one again).
+
+A connection that the database dropped (a restart, a failover, an idle
+timeout, ``pg_terminate_backend``) fails the statement running on it. Every
+call here is one transaction (``planner/services/sessions.py``), rolled back when it
+fails, so the call is made once more on a fresh connection: a blip never
+fails a turn, nor throws away a model answer already paid for. A second
+failure is the database being down, and the turn fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar
+
+from asgiref.sync import SyncToAsync
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connections
+
+logger = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_THREADS = ThreadPoolExecutor(
+    max_workers=8 if settings.PRODUCTION_MODE else 1, thread_name_prefix="planner-db"
+)
+_checked = threading.local()
+CONNECTION_CHECK_SECONDS = 10.0
+
+
+class _RunnerSyncToAsync(SyncToAsync):
+    """Like channels' ``DatabaseSyncToAsync``, but checks the thread's connections every few
+    seconds instead of around every call (a health check is a round trip per step), and
+    makes a call that met a lost connection once more."""
+
+    def thread_handler(self, loop: Any, *args: Any, **kwargs: Any) -> Any:
+        now = time.monotonic()
+        if now - getattr(_checked, "at", 0.0) > CONNECTION_CHECK_SECONDS:
+            close_old_connections()
+            _checked.at = now
+        try:
+            return super().thread_handler(loop, *args, **kwargs)
+        except (OperationalError, InterfaceError):
+            if not _replace_lost_connections():
+                raise
+            logger.warning("a database call failed; making it again on a new connection", exc_info=True)
+            return super().thread_handler(loop, *args, **kwargs)
+        except DatabaseError:
+            close_old_connections()
+            _checked.at = 0.0
+            raise
+
+
+def _replace_lost_connections() -> bool:
+    """Close this thread's connections so that the next call opens new ones; False when the
+    failed call ran inside a caller's transaction (making it again is not this module's to do).
+
+    Whether the connection was lost cannot be told from the connection afterwards (the
+    failed rollback already replaced it), so every operational error counts: a lock that
+    timed out or a serialization failure is worth one more try as well."""
+    if any(connection.in_atomic_block for connection in connections.all(initialized_only=True)):
+        return False
+    connections.close_all()
+    _checked.at = time.monotonic()
+    return True
+
+
+def db(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """``func`` run on the runner's database threads."""
+    wrapped: Callable[P, Awaitable[R]] = _RunnerSyncToAsync(func, thread_sensitive=False, executor=_THREADS)
+    return wrapped
+
+
+def close_db_connections() -> None:
+    """Close the connections of every runner thread (tests tearing down their database)."""
+    workers = _THREADS._max_workers
+    barrier = threading.Barrier(workers, timeout=5)
+
+    def close() -> None:
+        connections.close_all()
+        _checked.at = 0.0
+        barrier.wait()
+
+    for future in [_THREADS.submit(close) for _ in range(workers)]:
+        future.result()

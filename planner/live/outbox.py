@@ -1,0 +1,109 @@
+"""A local turn's frames on their way to watchers in other processes.
+
+Frames enter the outbox only while another process watches the session: the
+sender task looks for such a watcher every ``REMOTE_CHECK_SECONDS`` until
+one appears, and a watcher elsewhere that arrives mid-turn asks for a replay,
+which turns publishing on at once (:meth:`Outbox.watched`). One sender task
+drains the outbox in order: the turn never waits on the channel layer, and a
+backlog goes out as one message. In the embedded mode there is no other
+process, and the relay hands out a :class:`NoOutbox`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import uuid
+from typing import Protocol
+
+from planner.agent.frames import Frame
+from planner.live import broadcast, presence
+
+logger = logging.getLogger(__name__)
+
+REMOTE_CHECK_SECONDS = 2.0
+MAX_BATCH = 256
+PUBLISH_ATTEMPTS = 5
+PUBLISH_RETRY_SECONDS = 0.05
+
+
+class FramesOut(Protocol):
+    def put(self, frame: Frame) -> None: ...
+
+    def watched(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class NoOutbox:
+    """Nobody elsewhere: frames reach only this process's watchers."""
+
+    def put(self, frame: Frame) -> None:
+        pass
+
+    def watched(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+class Outbox:
+    def __init__(self, session_id: uuid.UUID) -> None:
+        self.session_id = session_id
+        self.watched_elsewhere = False
+        self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+        self._sender = asyncio.get_running_loop().create_task(self._send(), context=contextvars.Context())
+
+    @classmethod
+    async def open(cls, session_id: uuid.UUID) -> Outbox:
+        """The outbox of a turn starting now, publishing at once if a process elsewhere watches."""
+        outbox = cls(session_id)
+        outbox.watched_elsewhere = outbox.watched_elsewhere or await presence.watched_elsewhere(session_id)
+        return outbox
+
+    def put(self, frame: Frame) -> None:
+        if self.watched_elsewhere:
+            self._queue.put_nowait(frame)
+
+    def watched(self) -> None:
+        """A process elsewhere watches the session: publish from now on, without waiting for a check."""
+        self.watched_elsewhere = True
+
+    async def close(self) -> None:
+        """Publish what is left, then stop."""
+        self._queue.put_nowait(None)
+        await asyncio.shield(self._sender)
+
+    async def _send(self) -> None:
+        while True:
+            if self.watched_elsewhere:
+                first = await self._queue.get()
+            else:
+                try:
+                    first = await asyncio.wait_for(self._queue.get(), REMOTE_CHECK_SECONDS)
+                except TimeoutError:
+                    self.watched_elsewhere = await presence.watched_elsewhere(self.session_id)
+                    continue
+            batch = [first]
+            while len(batch) < MAX_BATCH and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            out = [frame for frame in batch if frame is not None]
+            if out:
+                await self._publish(out)
+            if batch[-1] is None:
+                return
+
+    async def _publish(self, batch: list[Frame]) -> None:
+        """Publish ``batch``, retrying a failing channel layer (a busy Redis pool) before giving up:
+        watchers elsewhere that miss frames reload when their relay reconnects."""
+        for attempt in range(PUBLISH_ATTEMPTS):
+            try:
+                await broadcast.publish(self.session_id, batch)
+                return
+            except Exception:
+                if attempt == PUBLISH_ATTEMPTS - 1:
+                    logger.warning("could not publish %d frames of session %s", len(batch), self.session_id)
+                    return
+                await asyncio.sleep(PUBLISH_RETRY_SECONDS * 2**attempt)

@@ -1,0 +1,114 @@
+"""One live turn from its first frame to its last: open it, run the loop, end it.
+
+The runner starts it (``runner.py``) from the setup ``sessions.session_begin``
+returned; this module drives it: it announces the turn's start, builds its
+loop over the session (``session_io.py``), holds a
+grant so that a human who loses ``planner.chat`` stops it (``guard.py``), runs
+the loop again while steering arrived just as it completed, and ends it with
+``sessions.turn_end``, keeping the session's history in the process for its
+next turn (``histories.py``). A turn that was taken for dead and recovered meanwhile
+(``TurnSupersededError``, or an end answered ``superseded``) goes quiet: its
+recovery already told the watchers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from planner.agent import frames
+from planner.agent.frames import Frame
+from planner.agent.gateway import Gateway
+from planner.agent.loop import TurnLoop, TurnOutcome
+from planner.live import guard, heartbeat
+from planner.live.bridge import db
+from planner.live.histories import histories
+from planner.live.session_io import SessionIO, budgeted
+from planner.live.turns import LiveTurn
+from planner.metrics import TURNS
+from planner.selectors import TurnSetup
+from planner.services import sessions
+from planner.services.sessions import TurnSupersededError
+
+logger = logging.getLogger(__name__)
+
+MAX_RESTARTS = 5
+CRASHED = "Ballet hit an internal error running this turn; it was logged."
+
+Emit = Callable[[LiveTurn, Frame], Awaitable[None]]
+
+
+async def drive(
+    live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: Gateway, emit: Emit
+) -> TurnOutcome | None:
+    """Run the turn to its end and send its ``turn_ended`` (unless it was superseded); how it
+    ended (None: superseded)."""
+    outcome: TurnOutcome | None = TurnOutcome("failed", "The turn could not start.")
+    heartbeat.keep_beating()
+    try:
+        outcome = await _run(live, setup, continued=continued, gateway=gateway, emit=emit)
+    except TurnSupersededError:
+        logger.warning(
+            "turn %d of session %s was recovered while it ran; it stops", live.turn, live.session_id
+        )
+        outcome = None
+    except Exception:
+        logger.exception("planner turn of session %s crashed", live.session_id)
+        outcome = TurnOutcome("failed", CRASHED)
+        ended = await db(sessions.turn_end)(
+            session_id=live.session_id, turn=live.turn, reason="failed", error=CRASHED
+        )
+        if ended == "superseded":
+            outcome = None
+    finally:
+        if outcome is not None and outcome.reason != "paused":  # a paused turn has not ended
+            TURNS.labels(outcome.reason).inc()
+            await emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
+    return outcome
+
+
+async def _run(
+    live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: Gateway, emit: Emit
+) -> TurnOutcome | None:
+    await emit(live, frames.turn_started(turn=live.turn, continued=continued))
+    io = SessionIO(live, setup, lambda frame: emit(live, frame))
+    live.loop = TurnLoop(io=io, gateway=budgeted(gateway, io), settings=setup.settings, history=setup.history)
+    if live.stop_requested:
+        live.loop.stop()
+    # A human who loses planner.chat while the turn runs stops it (planner/live/guard.py).
+    grant = guard.Grant(setup.user.pk, setup.project.pk, None, lambda _code: live.stop())
+    guard.hold(grant)
+    try:
+        return await _rounds(live, io)
+    finally:
+        guard.release(grant)
+
+
+async def _rounds(live: LiveTurn, io: SessionIO) -> TurnOutcome | None:
+    """Run the loop until the turn ends; steering that arrived as it completed runs it on."""
+    assert live.loop is not None
+    outcome = TurnOutcome("completed")
+    for _ in range(MAX_RESTARTS):
+        outcome = await live.loop.run()
+        if outcome.reason == "paused":  # stored as paused by the round's save; it waits for answers
+            histories.keep(live.session_id, live.loop.history)
+            return outcome
+        if not io.ended:  # its last answer's save ends a completed turn by itself
+            ended = await db(sessions.turn_end)(
+                session_id=live.session_id,
+                turn=live.turn,
+                reason=outcome.reason,
+                error=outcome.error,
+                records=io.records,
+            )
+            if ended == "superseded":
+                return None
+            if ended == "steered":
+                live.steered()  # deliver it at the next model call
+                continue
+        histories.keep(live.session_id, live.loop.history)
+        return outcome
+    ended = await db(sessions.turn_end)(
+        session_id=live.session_id, turn=live.turn, reason="completed", error=None, records=io.records
+    )
+    return None if ended == "superseded" else outcome

@@ -1,0 +1,2 @@
+"""The planner's domain: synchronous functions, one transaction each, that the runner, the
+interfaces and the tools call (``docs/domain.md``)."""

@@ -1,0 +1,788 @@
+"""Writes of the planner: sessions, the transcript, tool calls, events, usage.
+
+Each function is one transaction; the runner calls them from the event loop
+through ``database_sync_to_async``. A session has one writer at a time: the
+process running its turn (or, when idle, whoever starts the next one under
+the session's row lock).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, assert_never
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection, transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from ballet.env import LimitsConfig
+from planner.agent import frames
+from planner.agent.frames import Frame, TurnEndReason
+from planner.agent.gateway import CallRecord
+from planner.agent.loop import History
+from planner.agent.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from planner.agent.tools import ToolContext, ToolOutcome, call_tool
+from planner.live.identity import PROCESS_ID
+from planner.live.liveness import owner_alive
+from planner.metrics import TOOL_CALLS, TURNS
+from planner.models import (
+    Event,
+    Message,
+    MessageKind,
+    Question,
+    Session,
+    SessionState,
+    TitleSource,
+    ToolCall,
+    UsageRecord,
+)
+from planner.selectors import TurnSetup, session_history, session_reader, turn_setup
+from planner.services.agent_questions import question_unanswered
+from planner.services.notes import change_notes
+from tracker.errors import (
+    ConflictError,
+    InvalidStateError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ValidationError,
+)
+from tracker.inputs import refuse_nul
+from tracker.limits import rate_hit
+from tracker.models import Organization, Project
+from tracker.permissions import PLANNER_CHAT, require
+from tracker.selectors import activity_since
+
+MAX_MESSAGE_CHARS = 32_000
+MAX_TITLE = 200
+INTERRUPTED_RESULT = json.dumps(
+    {
+        "error": {
+            "code": "interrupted",
+            "message": "The turn ended (its process stopped) before this call finished.",
+        }
+    }
+)
+
+ARCHIVED = "This chat is archived: it can be read but takes no more messages. Start a new chat instead."
+RECOVERED = "The process running this turn stopped; the turn was recovered."
+
+Meaning = Literal["started", "steered", "continued"]
+Ended = Literal["ended", "steered", "superseded"]
+
+
+class NotQueuedError(ConflictError):
+    """No steering message of the caller waits: the planner already read it, or none was sent."""
+
+    code = "not_queued"
+
+
+class TurnsFullError(RateLimitedError):
+    """The running-turn limit of ``scope`` (the user's, or the project's) refuses a turn for now."""
+
+    def __init__(self, message: str, *, scope: Literal["user", "project"]) -> None:
+        super().__init__(message)
+        self.scope = scope
+
+
+class TurnSupersededError(ConflictError):
+    """The session no longer runs this turn: it was recovered (its process was taken for dead)
+    and maybe a new turn started. The turn goes quiet without writing anything more."""
+
+
+def check_text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError({"text": ["Write a message."]})
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ValidationError({"text": [f"At most {MAX_MESSAGE_CHARS} characters."]})
+    refuse_nul(text=text)
+    return text
+
+
+@transaction.atomic
+def session_create(
+    *, user: User, project: Project, title: Any = "", parent: Session | None = None
+) -> Session:
+    """Open a chat session in ``project`` for ``user`` (needs ``planner.chat``)."""
+    require(user, project, PLANNER_CHAT)
+    refuse_nul(title=title)
+    if not isinstance(title, str) or len(title) > MAX_TITLE:
+        raise ValidationError({"title": [f"Expected a string of at most {MAX_TITLE} characters."]})
+    if parent is not None and parent.project_id != project.pk:
+        raise ValidationError({"parent": ["A sub-chat belongs to its parent's project."]})
+    head = Organization.objects.values_list("activity_seq", flat=True).get(pk=project.organization_id)
+    title = title.strip()
+    return Session.objects.create(
+        project=project,
+        user=user,
+        parent=parent,
+        title=title,
+        title_source=TitleSource.HUMAN if title else TitleSource.NONE,  # a given title is the human's
+        last_seen_seq=head,
+    )
+
+
+def _append(session: Session, message: ChatMessage, turn: int, author: User | None = None) -> ChatMessage:
+    """Insert ``message`` as the session's next one; the caller holds the transaction."""
+    session.last_message_seq += 1
+    stored = replace(message, seq=session.last_message_seq)
+    _message_row(session.pk, turn, stored, author).save()
+    return stored
+
+
+def _message_row(
+    session_id: uuid.UUID, turn: int, message: ChatMessage, author: User | None = None
+) -> Message:
+    return Message(
+        session_id=session_id,
+        seq=message.seq,
+        role=message.role,
+        kind=message.kind,
+        content=message.wire_content(),
+        author=author,
+        turn=turn,
+    )
+
+
+def _human(text: str, kind: str) -> ChatMessage:
+    return ChatMessage(role="user", content=(TextBlock(text),), kind=kind)
+
+
+@dataclass(frozen=True)
+class Begin:
+    meaning: Meaning
+    turn: int
+    message: ChatMessage | None  # None when steering: delivered at the next model call
+    recovered: bool = False  # a dead turn of the session was recovered first
+    setup: TurnSetup | None = None  # where the turn it started or continued starts from
+    # To send before the turn's own: the requests a reply resolved, the approved calls it ran.
+    frames: tuple[Frame, ...] = ()
+
+
+# The reply to a turn paused on requests (``planner/services/human_requests.py``), given by the
+# runner: the turn it resumes, or None when no request waits. It runs in session_begin's
+# transaction, under its lock.
+Reply = Callable[[Session, User, str], "Begin | None"]
+
+
+@transaction.atomic
+def session_begin(
+    *, session_id: uuid.UUID, user: User, text: str, question: bool = False, reply: Reply | None = None
+) -> Begin:
+    """Give a human message its meaning: start, steer or continue a turn.
+
+    A running session whose process died is recovered first, so the message
+    starts a new turn. The limits of SPEC § 12.4 (messages per minute, running
+    turns, queued steering) refuse a message before anything is written. A
+    turn it starts or continues is opened in the same transaction: change
+    notes delivered, ``turn_started`` recorded, its setup returned. To a turn
+    paused on requests, the message is the reply (``planner/services/human_requests.py``).
+    A ``question``'s first message is not counted against the message rate
+    (only the running-turn limits keep it waiting, SPEC § 13.1).
+    """
+    session = _lock(session_id, user)
+    recovered = _recover_if_dead(session)
+    limits: LimitsConfig = settings.BALLET_LIMITS
+    if session.state == SessionState.RUNNING:
+        _check_steering(session, text, limits)
+        _count_message(user, limits)
+        session.steering = [*session.steering, {"text": text, "author": user.get_username()}]
+        session.save(update_fields=["steering", "updated_at"])
+        return Begin("steered", session.turn_count, None, recovered)
+    continuing = session.state == SessionState.PAUSED
+    _check_running_turns(session, user, limits)  # a reply resumes a turn: it counts like a start
+    if continuing and reply is not None:
+        _count_message(user, limits)
+        replied = reply(session, user, text)
+        if replied is not None:
+            return replied
+    if question and session.question_id is not None:
+        Question.objects.filter(pk=session.question_id).update(started=True)
+    elif not (continuing and reply is not None):
+        _count_message(user, limits)
+    if not continuing:
+        session.turn_count += 1
+    if not session.title:
+        session.title = " ".join(text.split())[:60]
+    history = session_history(session=session)  # as it stands before this turn's first messages
+    kind = MessageKind.CONTINUE if continuing else MessageKind.HUMAN
+    message = _run_here(session, history, _human(text, kind), user, also=("turn_count", "title"))
+    meaning: Meaning = "continued" if continuing else "started"
+    setup = _open(session, history, continued=continuing)
+    return Begin(meaning, session.turn_count, message, recovered, setup)
+
+
+def _run_here(
+    session: Session, history: History, first: ChatMessage, author: User | None, *, also: tuple[str, ...]
+) -> ChatMessage:
+    """Store ``first`` (and the change notes since the session last looked) as the turn's next
+    messages, in the session and its ``history``, and make this process the turn's runner; the
+    row is saved with the fields in ``also``. The caller holds the session's row lock."""
+    stored = _append(session, first, session.turn_count, author)
+    history.messages.append(stored)
+    if session.project.organization.activity_seq > session.last_seen_seq:
+        history.messages.extend(m for m, _ in _append_notes(session, session.turn_count, session.focus))
+    session.state = SessionState.RUNNING
+    session.turn_owner = PROCESS_ID
+    session.heartbeat_at = timezone.now()
+    fields = ["last_message_seq", "last_seen_seq", "state", "turn_owner", "heartbeat_at", "updated_at"]
+    session.save(update_fields=[*also, *fields])
+    return stored
+
+
+def _open(session: Session, history: History, *, continued: bool) -> TurnSetup:
+    """Record ``turn_started`` (with the skill versions of its prompt); the turn's setup."""
+    setup = turn_setup(session=session, history=history)
+    Event.objects.create(
+        session=session,
+        kind="turn_started",
+        turn=session.turn_count,
+        data={
+            "continued": continued,
+            "skills": [{"name": n, "version": v} for n, v in setup.skills],
+            "model": setup.settings.model,
+        },
+    )
+    return setup
+
+
+def _count_message(user: User, limits: LimitsConfig) -> None:
+    limit = limits.messages_per_minute
+    if not rate_hit(scope="planner-message", key=user.pk, limit=limit, window_seconds=60):
+        raise RateLimitedError(
+            f"You are sending messages too fast: at most {limits.messages_per_minute} a minute. "
+            "Try again in a few seconds."
+        )
+
+
+def _check_steering(session: Session, text: str, limits: LimitsConfig) -> None:
+    queued = session.steering
+    if len(queued) >= limits.steering_queued:
+        raise RateLimitedError(
+            f"{len(queued)} messages already wait for the planner's next step; "
+            "send more once it has read them."
+        )
+    if sum(len(item["text"]) for item in queued) + len(text) > limits.steering_chars:
+        raise RateLimitedError(
+            f"Messages waiting for the planner's next step may hold at most {limits.steering_chars} "
+            "characters in all; send this once it has read them."
+        )
+
+
+@transaction.atomic
+def steering_retract(*, session_id: uuid.UUID, user: User) -> str:
+    """Take back the last steering message still waiting for the planner's next model call, and
+    return its text (for its author to edit and send again).
+
+    Only the session's owner, as for sending (the same refusals): only they queue steering, so
+    the last queued message is theirs. Under the row lock, so a message is either retracted or
+    delivered (``_deliver_inputs`` takes the same lock), never both and never lost; once the
+    planner has read it (or nothing waits), :class:`NotQueuedError`.
+    """
+    session = _lock(session_id, user)
+    if not session.steering:
+        raise NotQueuedError(
+            "Nothing of yours waits for the planner any more: it already read your last message "
+            "(or none was queued), so there is nothing to take back."
+        )
+    *kept, last = session.steering
+    session.steering = kept
+    session.save(update_fields=["steering", "updated_at"])
+    return str(last["text"])
+
+
+def check_running_turns(session: Session) -> None:
+    """:func:`_check_running_turns` for the session's owner, as whom a resumed turn runs; the
+    caller holds the session's row lock."""
+    _check_running_turns(session, session.user, settings.BALLET_LIMITS)
+
+
+def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> None:
+    """Refuse a new or continued turn past the running-turn limits of the user and the project."""
+    # The project's row serializes turn starts in the project, so two cannot both take the last place
+    # (SQLite's transactions here take the database's write lock first: serialized already).
+    if connection.features.has_select_for_update:
+        Project.objects.select_for_update().filter(pk=session.project_id).values_list("pk").get()
+    running = Session.objects.filter(state=SessionState.RUNNING).exclude(pk=session.pk)
+    counts = running.aggregate(
+        mine=Count("pk", filter=Q(user=user)), here=Count("pk", filter=Q(project_id=session.project_id))
+    )
+    if counts["mine"] >= limits.running_turns_per_user:
+        raise TurnsFullError(
+            f"You already have {limits.running_turns_per_user} planner turns running; "
+            "wait for one to end, or stop one.",
+            scope="user",
+        )
+    if counts["here"] >= limits.running_turns_per_project:
+        raise TurnsFullError(
+            f"{limits.running_turns_per_project} planner turns are already running in "
+            f"{session.project.key}; try again when one has ended.",
+            scope="project",
+        )
+
+
+def _lock(session_id: uuid.UUID, user: User) -> Session:
+    """The session, locked, for its owner alone: nobody else speaks in someone's session."""
+    session = (
+        Session.objects.select_for_update(of=("self",))
+        .select_related("project__organization")
+        .filter(pk=session_id)
+        .first()
+    )
+    if session is None or (session.user_id != user.pk and session.question_id is None):
+        raise NotFoundError("Session not found.")
+    require(user, session.project, PLANNER_CHAT)
+    if session.archived_at is not None:
+        raise InvalidStateError(ARCHIVED)
+    if session.user_id != user.pk:
+        raise PermissionDeniedError(
+            "Only the agent that asked sends messages in a question's sub-chat; answer its questions "
+            "in place."
+        )
+    session.user = user
+    return session
+
+
+def session_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
+    """Deliver steering and change notes: store them as messages, advance last seen.
+
+    Returns each new message with its author's name ("" for change notes). The
+    common case, nothing new, costs one read and no transaction.
+    """
+    if not inputs_waiting(session_id=session_id):
+        return []
+    return _deliver_inputs(session_id=session_id, turn=turn, focus=focus)
+
+
+def inputs_waiting(*, session_id: uuid.UUID) -> bool:
+    """Is steering waiting, or has the organization's activity moved past what the session saw?"""
+    return any(_waiting(session_id))
+
+
+def _waiting(session_id: uuid.UUID) -> tuple[bool, bool]:
+    """Whether steering waits for the session's turn, and whether change notes do."""
+    row = (
+        Session.objects.filter(pk=session_id)
+        .values("steering", "last_seen_seq", "project__organization__activity_seq")
+        .get()
+    )
+    return bool(row["steering"]), row["project__organization__activity_seq"] > row["last_seen_seq"]
+
+
+@transaction.atomic
+def _deliver_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
+    """Deliver steering and change notes: store them as messages, advance last seen.
+
+    Returns each new message with its author's name ("" for change notes).
+    """
+    session = Session.objects.select_for_update(of=("self",)).select_related("project").get(pk=session_id)
+    _check_current(session, turn)
+    seen = session.last_seen_seq
+    delivered = _append_steering(session, turn)
+    delivered += _append_notes(session, turn, focus or session.focus)
+    if delivered or session.last_seen_seq != seen:
+        session.heartbeat_at = timezone.now()
+        session.save(
+            update_fields=["steering", "last_seen_seq", "last_message_seq", "heartbeat_at", "updated_at"]
+        )
+    return delivered
+
+
+def _append_notes(session: Session, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
+    """Store the change notes of the organization's activity since the session last looked,
+    as a message of ``turn``, and move its ``last_seen_seq``. The caller saves the row."""
+    events = activity_since(organization_id=session.project.organization_id, after_seq=session.last_seen_seq)
+    if not events:
+        return []
+    session.last_seen_seq = events[-1].seq
+    reader = session_reader(session=session) or session.user
+    notes = change_notes(
+        events, session_label=f"planner:{session.pk}", project=session.project, user=reader, focus=focus
+    )
+    return [(_append(session, _human(notes, MessageKind.CHANGES), turn), "")] if notes else []
+
+
+def _append_steering(session: Session, turn: int) -> list[tuple[ChatMessage, str]]:
+    """Store the session's queued steering as its authors' messages of ``turn`` and empty the
+    queue; each message with its author's name. The caller holds the row and saves it."""
+    appended = []
+    for item in session.steering:
+        author = User.objects.filter(username=item["author"]).first()
+        appended.append(
+            (_append(session, _human(item["text"], MessageKind.STEER), turn, author), item["author"])
+        )
+    session.steering = []
+    return appended
+
+
+@dataclass(frozen=True)
+class ToolRecord:
+    """A tool call as it ran, stored with the round's results."""
+
+    call: ToolUseBlock
+    outcome: ToolOutcome
+    duration_ms: float
+    actor: str
+    user_id: int
+
+
+@dataclass
+class StepRecords:
+    """What a step of a turn stores beside its message, in the same transaction."""
+
+    usage: list[CallRecord] = field(default_factory=list)
+    tools: list[ToolRecord] = field(default_factory=list)
+    project_id: int = 0
+
+    def write(self, session_id: uuid.UUID, turn: int) -> None:
+        if self.usage:
+            UsageRecord.objects.bulk_create([_usage_row(self.project_id, session_id, r) for r in self.usage])
+        if self.tools:
+            ToolCall.objects.bulk_create([_tool_row(session_id, turn, r) for r in self.tools])
+        self.usage.clear()
+        self.tools.clear()
+
+
+def _tool_row(session_id: uuid.UUID, turn: int, record: ToolRecord) -> ToolCall:
+    return ToolCall(
+        session_id=session_id,
+        turn=turn,
+        tool_use_id=record.call.id,
+        name=record.call.name,
+        input=record.call.input,
+        output=record.outcome.output,
+        is_error=record.outcome.is_error,
+        duration_ms=record.duration_ms,
+        actor=record.actor,
+        on_behalf_of_id=record.user_id,
+    )
+
+
+@dataclass(frozen=True)
+class Saved:
+    messages: list[ChatMessage]  # as stored, with their seqs
+    inputs_waiting: bool  # steering or change notes wait for the next model call
+    steering_waiting: bool = False
+    ended: bool = False  # the answer ended the turn (``completed``)
+
+    @property
+    def message(self) -> ChatMessage:
+        return self.messages[-1]
+
+
+@transaction.atomic
+def message_save(
+    *,
+    session_id: uuid.UUID,
+    turn: int,
+    after_seq: int,
+    message: ChatMessage,
+    usage: Usage | None = None,
+    focus: list[str] | None = None,
+    records: StepRecords | None = None,
+    last: bool = False,
+    ask: bool = True,
+    then: ChatMessage | None = None,
+    question_id: int | None = None,
+) -> Saved:
+    """Store an assistant answer (with its reported usage) or a tool-results message.
+
+    ``records`` (metered calls, the round's tool calls) are written in the
+    same transaction: one commit per step of a turn. The answer also says
+    whether input waits for the next model call, sparing it a round trip. The
+    ``last`` answer of a turn (no tool calls) ends it ``completed`` in the same
+    transaction, unless steering waits: then the turn goes on. With ``ask`` false
+    (an answer whose tool calls run next) it does not ask what waits. ``then``
+    (the results of an answer's calls that only read) is stored right after it. ``question_id``:
+    the question of a sub-chat, which a turn that ends here without answering leaves to the humans.
+    """
+    stored = [message] if then is None else [message, then]
+    changes: dict[str, Any] = {"last_message_seq": after_seq + len(stored)}
+    if usage is not None and usage.context_tokens:
+        changes |= {"context_tokens": usage.context_tokens, "context_tokens_seq": after_seq + 1}
+    if focus is not None:
+        changes["focus"] = focus
+    ended = _advance(session_id, turn, after_seq, changes, end=last)
+    saved = [replace(m, seq=after_seq + i) for i, m in enumerate(stored, start=1)]
+    Message.objects.bulk_create([_message_row(session_id, turn, m) for m in saved])
+    if records is not None:
+        records.write(session_id, turn)
+    if ended:
+        Event.objects.create(
+            session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"}
+        )
+        if question_id is not None:
+            question_unanswered(question_id=question_id, reason=UNANSWERED["completed"])
+        return Saved(messages=saved, inputs_waiting=False, ended=True)
+    if not ask:
+        return Saved(messages=saved, inputs_waiting=False)
+    steering, notes = _waiting(session_id)
+    return Saved(messages=saved, inputs_waiting=steering or notes, steering_waiting=steering)
+
+
+def _advance(session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str, Any], *, end: bool) -> bool:
+    """Move the session's row past the messages being stored, if this process runs ``turn`` and
+    nothing was stored since ``after_seq``; with ``end``, end the turn unless steering waits.
+    True if it ended the turn."""
+    now = timezone.now()
+    changes = changes | {"heartbeat_at": now, "updated_at": now}
+    # The turn's process is the session's only writer; the seq check proves it.
+    current = Session.objects.filter(
+        pk=session_id, state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=turn
+    )
+    mine = current.filter(last_message_seq=after_seq)
+    ended = end and bool(
+        # Ends only if no steering waits: the condition is checked by the statement itself.
+        mine.filter(steering=[]).update(
+            **changes | {"state": _state_after("completed"), "turn_owner": "", "heartbeat_at": None}
+        )
+    )
+    if not ended and not mine.update(**changes):
+        if not current.exists():
+            raise TurnSupersededError(f"Session {session_id} no longer runs turn {turn} here.")
+        raise ConflictError(f"Session {session_id} changed under its running turn.")
+    return ended
+
+
+def advance(session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str, Any]) -> None:
+    """Change the row of the session whose running ``turn`` this process owns, if nothing was
+    stored since ``after_seq`` (a turn pausing on requests); the caller holds the transaction."""
+    _advance(session_id, turn, after_seq, changes, end=False)
+
+
+def turn_continue(session: Session, results: ChatMessage) -> Begin:
+    """Continue the session's turn that was paused on requests, now that none is pending: store
+    the round's ``results``, deliver change notes, open the turn again in this process. The caller
+    holds the session's row lock (its ``user`` loaded: the owner, as whom the turn acts)."""
+    history = session_history(session=session)
+    session.resume_waiting = False
+    _run_here(session, history, results, None, also=("focus", "resume_waiting"))
+    setup = _open(session, history, continued=True)
+    return Begin("continued", session.turn_count, None, setup=setup)
+
+
+def turn_close(session: Session, results: ChatMessage, *, reason: TurnEndReason) -> None:
+    """End the session's paused turn for ``reason`` (stopped): store the round's ``results`` so the
+    history stays valid. The caller holds the session's row lock."""
+    _append(session, results, session.turn_count)
+    session.state = _state_after(reason)
+    session.turn_owner = ""
+    session.heartbeat_at = None
+    session.resume_waiting = False
+    fields = ["last_message_seq", "focus", "state", "turn_owner", "heartbeat_at", "resume_waiting"]
+    session.save(update_fields=[*fields, "updated_at"])
+    Event.objects.create(session=session, kind="turn_ended", turn=session.turn_count, data={"reason": reason})
+    _question_left(session, reason)
+    transaction.on_commit(TURNS.labels(reason).inc)
+
+
+def tool_run(*, context: ToolContext, call: ToolUseBlock) -> ToolRecord:
+    """Run one tool call; its record is stored with the round's results."""
+    started = time.perf_counter()
+    outcome = call_tool(call.name, call.input, context)
+    TOOL_CALLS.labels(call.name, "error" if outcome.is_error else "ok").inc()
+    return ToolRecord(
+        call=call,
+        outcome=outcome,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        actor=context.actor.label,
+        user_id=context.user.pk,
+    )
+
+
+@transaction.atomic
+def summary_save(
+    *, session_id: uuid.UUID, turn: int, summary: str, up_to: int, estimated_tokens: int
+) -> None:
+    Session.objects.filter(pk=session_id).update(
+        summary=summary,
+        summary_up_to=up_to,
+        context_tokens=0,
+        context_tokens_seq=0,
+        updated_at=timezone.now(),
+    )
+    Event.objects.create(
+        session_id=session_id,
+        kind="planner.compacted",
+        turn=turn,
+        data={"up_to": up_to, "estimated_tokens": estimated_tokens},
+    )
+
+
+def _check_current(session: Session, turn: int) -> None:
+    """Refuse the writes of a turn that is no longer the session's running turn in this process."""
+    if not (
+        session.state == SessionState.RUNNING
+        and session.turn_owner == PROCESS_ID
+        and session.turn_count == turn
+    ):
+        raise TurnSupersededError(f"Session {session.pk} no longer runs turn {turn} here.")
+
+
+@transaction.atomic
+def turn_end(
+    *,
+    session_id: uuid.UUID,
+    turn: int,
+    reason: TurnEndReason,
+    error: str | None,
+    records: StepRecords | None = None,
+) -> Ended:
+    """Record the end of a turn, if it is still the session's running turn in this process.
+
+    ``records`` (usage already paid for, tool calls that ran) are written in any case.
+    "steered": a completed turn has steering waiting, and goes on. "superseded": the
+    session was recovered meanwhile; nothing about it changes.
+    """
+    session = Session.objects.select_for_update().get(pk=session_id)
+    if records is not None:
+        records.write(session_id, turn)
+    try:
+        _check_current(session, turn)
+    except TurnSupersededError:
+        return "superseded"
+    if reason == "completed" and session.steering:
+        return "steered"
+    session.state = _state_after(reason)
+    session.turn_owner = ""
+    session.heartbeat_at = None
+    session.save(update_fields=["state", "turn_owner", "heartbeat_at", "updated_at"])
+    data: dict[str, Any] = {"reason": reason}
+    if error:
+        data["error"] = error
+    Event.objects.create(session_id=session_id, kind="turn_ended", turn=turn, data=data)
+    _question_left(session, reason, error)
+    return "ended"
+
+
+UNANSWERED: dict[TurnEndReason, str] = {
+    "completed": "The planner ended its turn without answering.",
+    "failed": "The planner's turn failed before it answered",
+    "max_rounds": "The planner ran out of rounds before it answered.",
+    "stopped": "The planner's turn was stopped before it answered.",
+}
+
+
+def _question_left(session: Session, reason: TurnEndReason, error: str | None = None) -> None:
+    """A question's sub-chat whose turn ended without an answer leaves the question to the
+    project's humans, saying why: a question never hangs."""
+    if session.question_id is None:
+        return
+    why = f"{UNANSWERED[reason]}: {error}" if reason == "failed" and error else UNANSWERED[reason]
+    question_unanswered(question_id=session.question_id, reason=why)
+
+
+def _state_after(reason: TurnEndReason) -> SessionState:
+    """The session's state once a turn ended for ``reason``: a turn out of rounds waits to be continued."""
+    match reason:
+        case "max_rounds":
+            return SessionState.PAUSED
+        case "completed" | "stopped" | "failed":
+            return SessionState.IDLE
+        case _:
+            assert_never(reason)
+
+
+def usage_save(*, project_id: int, session_id: uuid.UUID | None, record: CallRecord) -> None:
+    _usage_row(project_id, session_id, record).save()
+
+
+def _usage_row(project_id: int, session_id: uuid.UUID | None, record: CallRecord) -> UsageRecord:
+    return UsageRecord(
+        project_id=project_id,
+        session_id=session_id,
+        purpose=record.purpose,
+        model=record.model,
+        input_tokens=record.usage.input_tokens,
+        output_tokens=record.usage.output_tokens,
+        cache_creation_input_tokens=record.usage.cache_creation_input_tokens,
+        cache_read_input_tokens=record.usage.cache_read_input_tokens,
+        latency_ms=record.latency_ms,
+        outcome=record.outcome,
+        error=record.error,
+    )
+
+
+def heartbeat(*, session_ids: list[uuid.UUID], owner: str) -> None:
+    """One beat for every turn ``owner`` runs: a single statement however many there are."""
+    Session.objects.filter(pk__in=session_ids, turn_owner=owner, state=SessionState.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+def _recovered_results(session: Session, pending: list[str]) -> ChatMessage:
+    """Results for calls left unanswered: the recorded output where the call ran, else an error."""
+    ran = {c.tool_use_id: c for c in ToolCall.objects.filter(session=session, tool_use_id__in=pending)}
+    blocks = []
+    for tool_use_id in pending:
+        call = ran.get(tool_use_id)
+        if call is not None:
+            content, is_error = json.dumps(call.output, ensure_ascii=False, default=str), call.is_error
+        else:
+            content, is_error = INTERRUPTED_RESULT, True
+        blocks.append(ToolResultBlock(tool_use_id, content, is_error=is_error))
+    return ChatMessage(role="user", content=tuple(blocks), kind=MessageKind.TOOL_RESULTS)
+
+
+def _recover(session: Session) -> None:
+    """Close a turn whose process died: answer pending calls, keep the steering it never read,
+    log the failure, go idle.
+
+    Steering accepted for the dead turn is stored as the humans' messages, so the
+    next turn reads them: a message the server accepted is never lost.
+    """
+    last = Message.objects.filter(session=session).order_by("-seq").first()
+    if last is not None and last.role == "assistant":
+        pending = [b["id"] for b in last.content if b.get("type") == "tool_use"]
+        if pending:
+            _append(session, _recovered_results(session, pending), last.turn)
+    _append_steering(session, session.turn_count)
+    Event.objects.create(
+        session=session,
+        kind="turn_ended",
+        turn=session.turn_count,
+        data={"reason": "failed", "error": RECOVERED},
+    )
+    session.state = SessionState.IDLE
+    session.turn_owner = ""
+    session.heartbeat_at = None
+    session.save(
+        update_fields=["state", "turn_owner", "heartbeat_at", "steering", "last_message_seq", "updated_at"]
+    )
+    _question_left(session, "failed", RECOVERED)
+    # Its process died before counting it: the turn is counted here, by whichever process
+    # recovers it (the Celery sweep, or a daphne the session is opened in), once committed.
+    transaction.on_commit(TURNS.labels("failed").inc)
+
+
+def recovered_frame() -> frames.TurnEndedFrame:
+    """The ``turn_ended`` frame that tells watchers what :func:`_recover` stored."""
+    return frames.turn_ended(reason="failed", error=RECOVERED)
+
+
+def _recover_if_dead(session: Session) -> bool:
+    if session.state != SessionState.RUNNING:
+        return False
+    if owner_alive(session_id=session.pk, owner=session.turn_owner, heartbeat_at=session.heartbeat_at):
+        return False
+    _recover(session)
+    return True
+
+
+@transaction.atomic
+def session_recover_if_dead(*, session_id: uuid.UUID) -> bool:
+    """Recover the session if its turn's process died (§ 6.8); True if it did."""
+    session = Session.objects.select_for_update().filter(pk=session_id).first()
+    return session is not None and _recover_if_dead(session)
+
+
+def sessions_recover_dead() -> list[uuid.UUID]:
+    """Recover every running session whose process died; the periodic sweep calls this."""
+    running = Session.objects.filter(state=SessionState.RUNNING).values_list("pk", flat=True)
+    return [pk for pk in list(running) if session_recover_if_dead(session_id=pk)]
