@@ -1,5 +1,5 @@
 """The ASGI application daphne serves: Django over HTTP, the MCP server at ``/mcp``, Channels
-over WebSocket."""
+over WebSocket, with the process's live side started first (``ballet/lifespan.py``)."""
 
 import gc
 import os
@@ -12,16 +12,19 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from ballet.lifespan import Lifespan  # noqa: E402
 from planner.mcp_server.app import mcp_app, with_mcp  # noqa: E402
 from planner.routing import websocket_urlpatterns  # noqa: E402
 from planner.ws_auth import SessionUserMiddleware  # noqa: E402
 
 # Static files come through Django's middleware: WhiteNoise (ballet/static.py).
-application = ProtocolTypeRouter(
-    {
-        "http": with_mcp(django_asgi_app, mcp_app),
-        "websocket": AllowedHostsOriginValidator(SessionUserMiddleware(URLRouter(websocket_urlpatterns))),
-    }
+application = Lifespan(
+    ProtocolTypeRouter(
+        {
+            "http": with_mcp(django_asgi_app, mcp_app),
+            "websocket": AllowedHostsOriginValidator(SessionUserMiddleware(URLRouter(websocket_urlpatterns))),
+        }
+    )
 )
 
 # The garbage collector stops the event loop, so every stream, while it runs. What is loaded

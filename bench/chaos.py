@@ -15,7 +15,8 @@ PostgreSQL connections terminated. After each turn settles (the session no longe
 ``--grace`` seconds. At the end every request the fake model received is checked as
 the Messages API would (``history_problems``).
 
-    /work/notes/prod.sh ballet_chaos 13 .venv/bin/python bench/chaos.py --turns 100 --seed 1
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/ballet_chaos REDIS_URL=redis://127.0.0.1:6379/13 \
+        .venv/bin/python bench/chaos.py --turns 100 --seed 1
 
 Figures: turns completed, turns recovered (ended ``failed`` by recovery), other ends,
 faults by kind, watchers left showing the wrong state (must be 0), invalid histories

@@ -27,7 +27,7 @@ The two run interleaved, round by round (their order alternating), so both see t
     .venv/bin/python bench/turn_overhead.py --py-spy .venv/bin/py-spy --log-dir /tmp/turns
                                                                   # and profile daphne meanwhile
 
-Targets (issue 11): overhead median ≤ +10 ms embedded, ≤ +15 ms production; turns 41-50 at most
+Targets: overhead median ≤ +10 ms embedded, ≤ +15 ms production; turns 41-50 at most
 5 ms slower than turns 1-10 beyond the bare loop's own growth.
 """
 

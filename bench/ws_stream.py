@@ -16,7 +16,7 @@ stream, 10,000/s across 200 sessions), is faster than a model streams.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ballet REDIS_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python bench/ws_stream.py                 # PostgreSQL and Redis
 
-Targets (issue): no frame lost, p99 under 100 ms at 200 sessions, under 50 KB per idle connection.
+Targets: no frame lost, p99 under 100 ms at 200 sessions, under 50 KB per idle connection.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from django.contrib.auth.models import User
 
 from planner.agent import frames
 from planner.live import guard
+from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.selectors import session_get
 from planner.services.sessions import MAX_MESSAGE_CHARS
@@ -100,7 +101,7 @@ def _may_chat(user: User, session_id: str) -> tuple[int | None, int]:
 
 
 class PlannerSessionConsumer(AsyncWebsocketConsumer):
-    # No channel of its own: frames come through the runner's watch. An unconfigured alias
+    # No channel of its own: frames come through the runner's watch (the hub's inboxes). An unconfigured alias
     # spares every idle connection a channel-layer queue and receive.
     channel_layer_alias = "planner-consumers-use-the-runner"
     session_id: uuid.UUID
@@ -125,7 +126,7 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
         self.meter = FrameMeter(limits.frames_per_second, limits.frames_excess_seconds)
         # The login the cookie carried (ws_auth.py); a socket authenticated otherwise has none.
         self.grant = guard.Grant(user.pk, project_id, self.scope.get("login_key"), self._revoke)
-        guard.hold(self.grant)
+        hub.guard.hold(self.grant)
         self.watcher = asyncio.ensure_future(self._forward())
 
     async def _revoke(self, code: int) -> None:
@@ -149,12 +150,12 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
         """The watch ended by itself: close, so that the page reconnects and reloads."""
         self.watcher = None  # this very task: nothing to cancel
         if self.grant is not None:
-            guard.release(self.grant)
+            hub.guard.release(self.grant)
         await self.close(code=code)
 
     def _end_watch(self) -> None:
         if self.grant is not None:
-            guard.release(self.grant)
+            hub.guard.release(self.grant)
         if self.watcher is not None:
             self.watcher.cancel()
             self.watcher = None
@@ -185,7 +186,7 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
             else:
                 await runner.stop(session_id=self.session_id, user=self.user)
         except (NotFoundError, PermissionDeniedError) as exc:
-            refusal = await guard.check(self.grant)
+            refusal = await hub.guard.check(self.grant)
             if refusal is not None:
                 await self._revoke(refusal)
             else:

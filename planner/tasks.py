@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 
 from asgiref.sync import async_to_sync
 from celery import shared_task
 
-from planner.live import broadcast
 from planner.live.bridge import db
-from planner.live.identity import stamped
+from planner.live.hub import hub
 from planner.live.runner import runner
-from planner.live.turns import turns
 from planner.selectors import work_waiting
 from planner.services.sessions import recovered_frame, sessions_recover_dead
 
@@ -28,16 +25,9 @@ def recover_dead_turns() -> int:
     recovered = sessions_recover_dead()
     if recovered:
         logger.info("recovered %d planner session(s) whose turn died", len(recovered))
-        async_to_sync(_announce)(recovered)
+        for session_id in recovered:
+            hub.publish_from_sync(session_id, [recovered_frame()])
     return len(recovered)
-
-
-async def _announce(session_ids: list[uuid.UUID]) -> None:
-    for session_id in session_ids:
-        try:
-            await broadcast.publish(session_id, [stamped(recovered_frame())])
-        except Exception:
-            logger.warning("could not announce the recovery of session %s", session_id, exc_info=True)
 
 
 @shared_task(name="planner.start_waiting_work", ignore_result=True)
@@ -58,17 +48,17 @@ MAX_PASSES = 10_000  # a bound for the loop below: the turns' own bounds end it 
 async def _run_waiting() -> int:
     """Start what waits, then run every turn this loop holds to its end (a turn's end may start
     more: a loop's end would cancel them), sweeping dead turns meanwhile: this task holds a
-    worker process that the beat's sweep may be waiting for."""
-    started = await runner.start_waiting(force=True)
-    for _ in range(MAX_PASSES):
-        running = [asyncio.ensure_future(runner.wait(session_id)) for session_id in turns.sessions()]
-        if not running:
-            break
-        await asyncio.wait(running, timeout=SWEEP_SECONDS)
-        recovered = await db(sessions_recover_dead)()
-        if recovered:
-            await _announce(recovered)
-    await runner.settle()
+    worker process that the beat's sweep may be waiting for. The worker's hub runs meanwhile."""
+    async with hub.running():
+        started = await runner.start_waiting(force=True)
+        for _ in range(MAX_PASSES):
+            running = [asyncio.ensure_future(runner.wait(session_id)) for session_id in hub.turns.sessions()]
+            if not running:
+                break
+            await asyncio.wait(running, timeout=SWEEP_SECONDS)
+            for session_id in await db(sessions_recover_dead)():
+                await hub.publish(session_id, [recovered_frame()])
+        await runner.settle()
     if started:
         logger.info("started %d planner turn(s) that waited for a free turn", len(started))
     return len(started)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import inspect
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -12,6 +13,7 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 from rest_framework.test import APIClient
 
+from ballet import lifespan
 from planner.live.bridge import close_db_connections
 from tests import cache_keys
 from tests.factories import MembershipFactory, OrganizationFactory, ProjectFactory, UserFactory
@@ -124,6 +126,22 @@ def client_for(api_client) -> Callable[[Any], APIClient]:
         return client
 
     return make
+
+
+@pytest.fixture
+async def live_side() -> AsyncIterator[None]:
+    """The process's live side (the hub, the MCP session manager) on the test's event loop, as
+    it runs on a server's for its lifetime."""
+    async with lifespan.serving():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _live_side_for_async_tests(request: pytest.FixtureRequest) -> None:
+    """An async test runs an event loop of its own: the live side runs on it. A sync test gets
+    none (a browser test's Playwright runs a loop of its own in the test's thread)."""
+    if inspect.iscoroutinefunction(request.function):
+        request.getfixturevalue("live_side")
 
 
 @pytest.fixture(autouse=True)

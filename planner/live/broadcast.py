@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-import weakref
 from typing import Any
 
 from channels.layers import BaseChannelLayer, get_channel_layer
@@ -30,21 +29,6 @@ def control_group(session_id: uuid.UUID) -> str:
     return f"planner.control.{session_id.hex}"
 
 
-# channels-redis takes a connection from its pool (at most 100 with redis-py's default) for each
-# call and fails at once when none is free: calls that come in bursts (one per live turn) wait
-# for one of these places instead. Receiving shares one connection per process.
-MAX_CONCURRENT_CALLS = 50
-_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
-
-
-def _gate() -> asyncio.Semaphore:
-    loop = asyncio.get_running_loop()
-    gate = _gates.get(loop)
-    if gate is None:
-        gate = _gates[loop] = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
-    return gate
-
-
 def layer() -> BaseChannelLayer:
     channel_layer = get_channel_layer()
     if channel_layer is None:
@@ -52,47 +36,54 @@ def layer() -> BaseChannelLayer:
     return channel_layer
 
 
-async def publish(session_id: uuid.UUID, batch: list[Frame]) -> None:
-    """Send ``batch`` (frames in order) to every process watching the session, as one message."""
-    async with _gate():
-        await layer().group_send(
-            frames_group(session_id), {"type": FRAME, "session": session_id.hex, "frames": batch}
-        )
+# channels-redis takes a connection from its pool (at most 100 with redis-py's default) for each
+# call and fails at once when none is free: calls that come in bursts (one per live turn) wait
+# for one of these places instead. Receiving shares one connection per process.
+MAX_CONCURRENT_CALLS = 50
 
 
-async def send_control(session_id: uuid.UUID, command: str, **data: Any) -> None:
-    """Ask the process running the session's turn to do ``command`` (``stop``, ``replay``)."""
-    async with _gate():
-        await layer().group_send(
-            control_group(session_id),
-            {"type": CONTROL, "session": session_id.hex, "command": command, **data},
-        )
+class Broadcast:
+    """This process's calls to the channel layer, at most ``MAX_CONCURRENT_CALLS`` at a time (one
+    per relay: a relay serves one event loop)."""
 
+    def __init__(self) -> None:
+        self._gate = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
 
-async def send_to(channel: str, message: dict[str, Any]) -> None:
-    """Send ``message`` to one channel (a process's, answering its replay request)."""
-    async with _gate():
-        await layer().send(channel, message)
+    async def publish(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
+        """Send ``batch`` (frames in order) to every process watching the session, as one message."""
+        async with self._gate:
+            await layer().group_send(
+                frames_group(session_id), {"type": FRAME, "session": session_id.hex, "frames": batch}
+            )
 
+    async def send_control(self, session_id: uuid.UUID, command: str, **data: Any) -> None:
+        """Ask the process running the session's turn to do ``command`` (``stop``, ``replay``)."""
+        async with self._gate:
+            await layer().group_send(
+                control_group(session_id),
+                {"type": CONTROL, "session": session_id.hex, "command": command, **data},
+            )
 
-async def new_channel() -> str:
-    """A new channel of this process; read it with :func:`receive`."""
-    # The default prefix: channels-redis serves all of a process's channels with one receive loop.
-    async with _gate():
-        channel: str = await layer().new_channel()
-    return channel
+    async def send_to(self, channel: str, message: dict[str, Any]) -> None:
+        """Send ``message`` to one channel (a process's, answering its replay request)."""
+        async with self._gate:
+            await layer().send(channel, message)
 
+    async def new_channel(self) -> str:
+        """A new channel of this process; read it with :meth:`receive`."""
+        # The default prefix: channels-redis serves all of a process's channels with one receive loop.
+        async with self._gate:
+            channel: str = await layer().new_channel()
+        return channel
 
-async def group_add(group: str, channel: str) -> None:
-    async with _gate():
-        await layer().group_add(group, channel)
+    async def group_add(self, group: str, channel: str) -> None:
+        async with self._gate:
+            await layer().group_add(group, channel)
 
+    async def group_discard(self, group: str, channel: str) -> None:
+        async with self._gate:
+            await layer().group_discard(group, channel)
 
-async def group_discard(group: str, channel: str) -> None:
-    async with _gate():
-        await layer().group_discard(group, channel)
-
-
-async def receive(channel: str) -> dict[str, Any]:
-    message: dict[str, Any] = await layer().receive(channel)
-    return message
+    async def receive(self, channel: str) -> dict[str, Any]:
+        message: dict[str, Any] = await layer().receive(channel)
+        return message

@@ -2,14 +2,14 @@
 
 Connected to ``tracker.signals.changeset_decided`` when the app is ready. It runs in the
 thread that decided (an admin or REST view), after the commit, and hands the
-``changeset`` frame to the runner, which tells the session's watchers in every process.
+``changeset`` frame to the hub, which tells the session's watchers in every process.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from planner.live.runner import runner
+from planner.live.hub import hub
 from planner.services.changesets import changeset_frame
 from tracker.models import Changeset
 
@@ -18,4 +18,4 @@ def changeset_decided_receiver(sender: Any, *, changeset: Changeset, **kwargs: A
     """Tell the watchers of the session that proposed ``changeset`` how it was decided."""
     if changeset.planner_session is None:
         return
-    runner.announce_from_thread(changeset.planner_session, [changeset_frame(changeset)])
+    hub.publish_from_sync(changeset.planner_session, [changeset_frame(changeset)])

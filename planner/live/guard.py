@@ -1,8 +1,8 @@
 """Open planner sockets and running turns lose access the moment their human does (SPEC § 12.1).
 
 Each socket and each turn running in this process holds a :class:`Grant`: who,
-in which project, and (for a socket) through which login session. One task per
-process re-reads every few seconds, in three queries for all of them, whether
+in which project, and (for a socket) through which login session. The hub's
+:class:`Guard` re-reads every few seconds, in three queries for all of them, whether
 each login session still exists and still belongs to its user, whether the user
 is active, and whether they may still chat in the project. A grant that no
 longer holds is revoked: a socket is closed with the code that says why (4401
@@ -15,14 +15,12 @@ is refused checks its grant at once and closes, even between two sweeps.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.models import User
@@ -30,7 +28,7 @@ from django.contrib.sessions.models import Session as LoginSession
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from planner.live.background import running_here
+from planner.live.bridge import db
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_load, access_scope, has_permission
 
 logger = logging.getLogger(__name__)
@@ -51,22 +49,6 @@ class Grant:
     # whether or not they are still logged in somewhere) or a socket authenticated otherwise.
     login_key: str | None
     revoke: Callable[[int], Awaitable[None] | None]
-
-
-_grants: set[Grant] = set()
-_sweeper: asyncio.Task[None] | None = None
-
-
-def hold(grant: Grant) -> None:
-    """Check ``grant`` from now on, until :func:`release`."""
-    global _sweeper  # noqa: PLW0603 - one sweeper per process
-    _grants.add(grant)
-    if not running_here(_sweeper):
-        _sweeper = asyncio.get_running_loop().create_task(_sweep_forever(), context=contextvars.Context())
-
-
-def release(grant: Grant) -> None:
-    _grants.discard(grant)
 
 
 def refusals(grants: Iterable[Grant]) -> dict[Grant, int]:
@@ -120,33 +102,48 @@ def _logins(keys: set[str]) -> dict[str, dict[str, Any]]:
     return {row.session_key: decoder.decode(row.session_data) for row in rows}
 
 
-async def check(grant: Grant) -> int | None:
-    """The close code if ``grant`` no longer holds (for a frame that was refused)."""
-    refused = await database_sync_to_async(refusals)([grant])
-    return refused.get(grant)
+class Guard:
+    """The grants of this process's sockets and turns, and their sweep (the hub runs it)."""
 
+    def __init__(self) -> None:
+        self._grants: set[Grant] = set()
 
-async def sweep() -> None:
-    """Revoke every grant of this process that no longer holds."""
-    if not _grants:
-        return
-    refused = await database_sync_to_async(refusals)(list(_grants))
-    for grant, code in refused.items():
-        if grant not in _grants:
-            continue  # released meanwhile
-        release(grant)
-        try:
-            outcome = grant.revoke(code)
-            if outcome is not None:
-                await outcome
-        except Exception:  # one socket that fails to close must not keep the others open
-            logger.exception("could not revoke the access of user %s", grant.user_id)
+    def hold(self, grant: Grant) -> None:
+        """Check ``grant`` from now on, until :meth:`release`."""
+        self._grants.add(grant)
 
+    def release(self, grant: Grant) -> None:
+        self._grants.discard(grant)
 
-async def _sweep_forever() -> None:
-    while _grants:
-        await asyncio.sleep(SWEEP_SECONDS)
-        try:
-            await sweep()
-        except Exception:
-            logger.exception("could not re-check the access of %d sockets and turns", len(_grants))
+    def holds(self, grant: Grant) -> bool:
+        return grant in self._grants
+
+    async def check(self, grant: Grant) -> int | None:
+        """The close code if ``grant`` no longer holds (for a frame that was refused)."""
+        refused = await db(refusals)([grant])
+        return refused.get(grant)
+
+    async def sweep(self) -> None:
+        """Revoke every grant of this process that no longer holds."""
+        if not self._grants:
+            return
+        refused = await db(refusals)(list(self._grants))
+        for grant, code in refused.items():
+            if grant not in self._grants:
+                continue  # released meanwhile
+            self.release(grant)
+            try:
+                outcome = grant.revoke(code)
+                if outcome is not None:
+                    await outcome
+            except Exception:  # one socket that fails to close must not keep the others open
+                logger.exception("could not revoke the access of user %s", grant.user_id)
+
+    async def run(self) -> None:
+        """Sweep every ``SWEEP_SECONDS``, for as long as the hub runs."""
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            try:
+                await self.sweep()
+            except Exception:
+                logger.exception("could not re-check the access of %d sockets and turns", len(self._grants))

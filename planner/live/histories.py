@@ -68,6 +68,3 @@ class Histories:
             while self._chars > self.budget_chars and self._kept:
                 _, evicted = self._kept.popitem(last=False)
                 self._chars -= evicted.chars
-
-
-histories = Histories()

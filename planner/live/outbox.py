@@ -18,7 +18,8 @@ import uuid
 from typing import Protocol
 
 from planner.agent.frames import Frame
-from planner.live import broadcast, presence
+from planner.live.broadcast import Broadcast
+from planner.live.presence import Presence
 
 logger = logging.getLogger(__name__)
 
@@ -50,16 +51,18 @@ class NoOutbox:
 
 
 class Outbox:
-    def __init__(self, session_id: uuid.UUID) -> None:
+    def __init__(self, session_id: uuid.UUID, presence: Presence, broadcast: Broadcast) -> None:
         self.session_id = session_id
+        self._presence = presence
+        self._broadcast = broadcast
         self.watched_elsewhere = False
         self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
         self._sender = asyncio.get_running_loop().create_task(self._send(), context=contextvars.Context())
 
     @classmethod
-    async def open(cls, session_id: uuid.UUID) -> Outbox:
+    async def open(cls, session_id: uuid.UUID, presence: Presence, broadcast: Broadcast) -> Outbox:
         """The outbox of a turn starting now, publishing at once if a process elsewhere watches."""
-        outbox = cls(session_id)
+        outbox = cls(session_id, presence, broadcast)
         outbox.watched_elsewhere = outbox.watched_elsewhere or await presence.watched_elsewhere(session_id)
         return outbox
 
@@ -84,7 +87,7 @@ class Outbox:
                 try:
                     first = await asyncio.wait_for(self._queue.get(), REMOTE_CHECK_SECONDS)
                 except TimeoutError:
-                    self.watched_elsewhere = await presence.watched_elsewhere(self.session_id)
+                    self.watched_elsewhere = await self._presence.watched_elsewhere(self.session_id)
                     continue
             batch = [first]
             while len(batch) < MAX_BATCH and not self._queue.empty():
@@ -100,7 +103,7 @@ class Outbox:
         watchers elsewhere that miss frames reload when their relay reconnects."""
         for attempt in range(PUBLISH_ATTEMPTS):
             try:
-                await broadcast.publish(self.session_id, batch)
+                await self._broadcast.publish(self.session_id, batch)
                 return
             except Exception:
                 if attempt == PUBLISH_ATTEMPTS - 1:

@@ -13,13 +13,11 @@ gone, and the relay joins its groups again.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 
 import redis
 import redis.asyncio as aioredis
-from django.conf import settings
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
@@ -31,23 +29,6 @@ MARK_TTL_SECONDS = 60
 # A few connections, reused: hundreds of turns starting at once wait briefly for one instead
 # of each opening its own (redis-py reads its package metadata for every new connection).
 MAX_CONNECTIONS = 16
-_clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
-
-
-def _client() -> aioredis.Redis:
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
-        pool = aioredis.BlockingConnectionPool.from_url(
-            settings.SERVER.redis_url or "",
-            max_connections=MAX_CONNECTIONS,
-            timeout=10,
-            socket_timeout=5,
-            socket_connect_timeout=2,
-            retry=Retry(ExponentialBackoff(cap=1.0, base=0.1), 3),  # stale connections after a restart
-        )
-        client = _clients[loop] = aioredis.Redis(connection_pool=pool)
-    return client
 
 
 def _watchers_key(session_id: object) -> str:
@@ -57,39 +38,54 @@ def _watchers_key(session_id: object) -> str:
 _MARK_KEY = f"ballet:relay:{PROCESS_ID}"
 
 
-async def watching(*session_ids: object) -> None:
-    """Say (again) that this process has watchers of each of ``session_ids`` (one round trip)."""
-    if not session_ids:
-        return
-    now = time.time()
-    async with _client().pipeline(transaction=False) as pipe:
-        for session_id in session_ids:
-            key = _watchers_key(session_id)
-            pipe.zadd(key, {PROCESS_ID: now + WATCH_TTL_SECONDS})
-            pipe.zremrangebyscore(key, "-inf", now)
-            pipe.expire(key, WATCH_TTL_SECONDS * 2)
-        await pipe.execute()
+class Presence:
+    """This process's presence in Redis, over a connection pool of its own (the relay's, opened
+    on the event loop the hub runs on and closed with it)."""
 
+    def __init__(self, redis_url: str) -> None:
+        pool = aioredis.BlockingConnectionPool.from_url(
+            redis_url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=10,
+            socket_timeout=5,
+            socket_connect_timeout=2,
+            retry=Retry(ExponentialBackoff(cap=1.0, base=0.1), 3),  # stale connections after a restart
+        )
+        self.client = aioredis.Redis(connection_pool=pool)
 
-async def not_watching(session_id: object) -> None:
-    with contextlib.suppress(redis.RedisError):
-        await _client().zrem(_watchers_key(session_id), PROCESS_ID)
+    async def close(self) -> None:
+        with contextlib.suppress(redis.RedisError, RuntimeError):
+            await self.client.aclose(close_connection_pool=True)
 
+    async def watching(self, *session_ids: object) -> None:
+        """Say (again) that this process has watchers of each of ``session_ids`` (one round trip)."""
+        if not session_ids:
+            return
+        now = time.time()
+        async with self.client.pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                key = _watchers_key(session_id)
+                pipe.zadd(key, {PROCESS_ID: now + WATCH_TTL_SECONDS})
+                pipe.zremrangebyscore(key, "-inf", now)
+                pipe.expire(key, WATCH_TTL_SECONDS * 2)
+            await pipe.execute()
 
-async def watched_elsewhere(session_id: object) -> bool:
-    """Does a process other than this one watch ``session_id``?"""
-    try:
-        members = await _client().zrangebyscore(_watchers_key(session_id), time.time(), "+inf")
-    except redis.RedisError:
-        return True  # when unsure, publish
-    return any((m.decode() if isinstance(m, bytes) else str(m)) != PROCESS_ID for m in members)
+    async def not_watching(self, session_id: object) -> None:
+        with contextlib.suppress(redis.RedisError):
+            await self.client.zrem(_watchers_key(session_id), PROCESS_ID)
 
+    async def watched_elsewhere(self, session_id: object) -> bool:
+        """Does a process other than this one watch ``session_id``?"""
+        try:
+            members = await self.client.zrangebyscore(_watchers_key(session_id), time.time(), "+inf")
+        except redis.RedisError:
+            return True  # when unsure, publish
+        return any((m.decode() if isinstance(m, bytes) else str(m)) != PROCESS_ID for m in members)
 
-async def mark() -> None:
-    """Leave (or renew) this process's mark in Redis."""
-    await _client().set(_MARK_KEY, "1", ex=MARK_TTL_SECONDS)
+    async def mark(self) -> None:
+        """Leave (or renew) this process's mark in Redis."""
+        await self.client.set(_MARK_KEY, "1", ex=MARK_TTL_SECONDS)
 
-
-async def marked() -> bool:
-    """Does Redis still have this process's mark? (Raises when Redis cannot be reached.)"""
-    return bool(await _client().exists(_MARK_KEY))
+    async def marked(self) -> bool:
+        """Does Redis still have this process's mark? (Raises when Redis cannot be reached.)"""
+        return bool(await self.client.exists(_MARK_KEY))

@@ -34,8 +34,10 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from planner.agent.frames import Frame
-from planner.live import broadcast, presence
+from planner.live import broadcast
+from planner.live.broadcast import Broadcast
 from planner.live.outbox import FramesOut, NoOutbox, Outbox
+from planner.live.presence import Presence
 from tracker.errors import UnavailableError
 
 logger = logging.getLogger(__name__)
@@ -71,6 +73,8 @@ class Link(Protocol):
     async def publish(self, session_id: uuid.UUID, batch: list[Frame]) -> None: ...
 
     async def outbox(self, session_id: uuid.UUID) -> FramesOut: ...
+
+    async def close(self) -> None: ...
 
 
 def link(*, deliver: Deliver, control: Control, lost: Lost) -> Link:
@@ -110,6 +114,9 @@ class LocalRelay:
     async def outbox(self, session_id: uuid.UUID) -> FramesOut:
         return NoOutbox()
 
+    async def close(self) -> None:
+        pass
+
 
 class Relay:
     """This process's channel on the channel layer; see the module docstring."""
@@ -118,7 +125,9 @@ class Relay:
         self._deliver = deliver
         self._control = control
         self._lost = lost
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._broadcast = Broadcast()
+        self._presence: Presence | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # where its channel and connections live
         self._channel = ""
         self._starting: asyncio.Task[str] | None = None
         self._reconnecting: asyncio.Task[None] | None = None
@@ -158,7 +167,7 @@ class Relay:
         self._replays[token] = answer
         try:
             await _unavailable_if_failing(
-                broadcast.send_control(session_id, "replay", reply_to=channel, token=token)
+                self._broadcast.send_control(session_id, "replay", reply_to=channel, token=token)
             )
             return await asyncio.wait_for(answer, REPLAY_WAIT_SECONDS)
         except TimeoutError:
@@ -169,19 +178,59 @@ class Relay:
     async def answer_replay(self, message: dict[str, Any], frames: list[Frame]) -> None:
         """Answer a replay request (``message``, as received) with ``frames``."""
         reply = {"type": broadcast.REPLAY, "token": message.get("token", ""), "frames": frames}
-        await broadcast.send_to(message["reply_to"], reply)
+        await self._broadcast.send_to(message["reply_to"], reply)
 
     async def stop(self, session_id: uuid.UUID) -> None:
         """Ask the process running the session's turn to stop it."""
         self._refuse_while_unavailable()
-        await _unavailable_if_failing(broadcast.send_control(session_id, "stop"))
+        await _unavailable_if_failing(self._broadcast.send_control(session_id, "stop"))
 
     async def publish(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
         """Send ``batch`` to the session's watchers in every process (a notice, not a turn's frames)."""
-        await broadcast.publish(session_id, batch)
+        self._on_this_loop()
+        await self._broadcast.publish(session_id, batch)
 
     async def outbox(self, session_id: uuid.UUID) -> FramesOut:
-        return await Outbox.open(session_id)
+        assert self._presence is not None  # the turn's session is served: the relay started
+        return await Outbox.open(session_id, self._presence, self._broadcast)
+
+    async def close(self) -> None:
+        """Stop receiving and keeping memberships, and forget them (the hub stops)."""
+        if self._loop is asyncio.get_running_loop():
+            tasks = [*self._tasks, *(t for t in (self._starting, self._reconnecting) if t is not None)]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self._presence is not None:
+                await self._presence.close()
+        self._forget()
+
+    def _forget(self) -> None:
+        """Start over: no channel, no connections, no memberships (those of a loop that ended
+        expire with the channel layer's ``group_expiry``)."""
+        self._loop, self._presence, self._channel, self._starting, self._reconnecting = (
+            None,
+            None,
+            "",
+            None,
+            None,
+        )
+        self._tasks = []
+        self._broadcast = Broadcast()
+        self._wanted.clear()
+        self._joined.clear()
+        self._locks.clear()
+        self._watched.clear()
+        self._replays.clear()
+
+    def _on_this_loop(self) -> None:
+        """The relay's channel, tasks and connections belong to the event loop they were opened
+        on: the hub's, for as long as it runs. Code that runs on a loop of its own without the hub
+        (a test's synchronous client, a management command) gets a relay of that loop."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._forget()
+            self._loop = loop
 
     async def _want(self, group: str, change: int, *, session_id: uuid.UUID | None = None) -> None:
         """Count one more (or one less) need of ``group`` here, and join (or leave) it to match.
@@ -223,35 +272,29 @@ class Relay:
     async def _join_or_leave(self, group: str, session_id: uuid.UUID | None) -> None:
         wanted = group in self._wanted
         if wanted and group not in self._joined:
-            await broadcast.group_add(group, self._channel)
+            await self._broadcast.group_add(group, self._channel)
             self._joined.add(group)
             if session_id is not None:
                 self._watched.add(session_id)
-                await presence.watching(session_id)
+                await self._presence_started().watching(session_id)
         elif not wanted and group in self._joined:
             self._joined.discard(group)
             if session_id is not None:
                 self._watched.discard(session_id)
-                await presence.not_watching(session_id)
-            await broadcast.group_discard(group, self._channel)
+                await self._presence_started().not_watching(session_id)
+            await self._broadcast.group_discard(group, self._channel)
 
     def _refuse_while_unavailable(self) -> None:
-        self._follow_loop()
+        self._on_this_loop()
         if not self.available:
             raise UnavailableError(UNAVAILABLE)
 
-    def _follow_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # a new event loop (tests): start over on it
-            self._loop, self._channel, self._starting, self._reconnecting = loop, "", None, None
-            self._wanted.clear()
-            self._joined.clear()
-            self._locks.clear()
-            self._watched.clear()
-            self._replays.clear()
+    def _presence_started(self) -> Presence:
+        assert self._presence is not None  # set by _start, before any membership
+        return self._presence
 
     async def _ensure_started(self) -> str:
-        self._follow_loop()
+        self._on_this_loop()
         if not self._channel:
             if self._starting is None:
                 self._starting = asyncio.get_running_loop().create_task(self._start())
@@ -266,8 +309,10 @@ class Relay:
 
     async def _start(self) -> str:
         """The process's channel, and the tasks that read it and keep its memberships."""
-        channel = await broadcast.new_channel()
-        await presence.mark()
+        if self._presence is None:
+            self._presence = Presence(settings.SERVER.redis_url or "")
+        channel = await self._broadcast.new_channel()
+        await self._presence.mark()
         loop = asyncio.get_running_loop()
         context = contextvars.Context()
         self._tasks = [
@@ -279,7 +324,7 @@ class Relay:
     async def _receive(self, channel: str) -> None:
         while True:
             try:
-                message = await broadcast.receive(channel)
+                message = await self._broadcast.receive(channel)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -314,7 +359,7 @@ class Relay:
             await asyncio.sleep(CHECK_SECONDS)
             since_refresh += CHECK_SECONDS
             try:
-                if not await presence.marked():
+                if not await self._presence_started().marked():
                     logger.warning("Redis forgot this process (restarted or flushed)")
                     await self._reconnect(channel)
                     continue
@@ -348,9 +393,10 @@ class Relay:
 
     async def _rejoin(self, channel: str) -> None:
         """Join every group this process needs again, and say again who watches what."""
+        presence = self._presence_started()
         await presence.mark()
         for group in list(self._joined):
-            await broadcast.group_add(group, channel)
+            await self._broadcast.group_add(group, channel)
         await presence.watching(*self._watched)
 
 

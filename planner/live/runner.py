@@ -5,18 +5,9 @@ session it starts a turn, to a running one it steers the turn (delivered at
 the model's next call, from any process), to a paused one it continues the
 turn. Turns are asyncio tasks of the process that started them.
 
-The path of one message, module by module: ``consumers.py`` (or ``apis.py``)
-calls :meth:`Runner.send`; ``sessions.session_begin`` gives the message its
-meaning in one transaction on the database threads (``executor.py``); a new
-turn is registered in ``live.py`` and driven by ``turn.py``: ``loop.py`` runs
-its rounds, calling the model through ``gateway.py`` and reading and writing the
-session through ``session_io.py``. Every frame the turn emits goes to this process's watchers'
-inboxes (``watching.py``) and, while another process watches, through the
-turn's outbox (``outbox.py``) to the channel layer (``events.py``), where each
-watching process's relay (``relay.py``) hands it to its own watchers. The
-heartbeat (``heartbeat.py``) keeps the turn alive in the eyes of
-``liveness.py``; a turn whose process dies is recovered by whoever notices
-first, and its watchers everywhere are told.
+The runner holds no state of its own but its gateway: the turns, the watchers
+and the links to other processes are the hub's (``hub.py``). The path of one
+message, module by module, is told in ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -26,11 +17,10 @@ import contextvars
 import functools
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth.models import User
 
@@ -39,10 +29,9 @@ from planner.agent.frames import Frame
 from planner.agent.gateway import AnthropicGateway, Gateway
 from planner.live import titles, turn
 from planner.live.bridge import db
-from planner.live.identity import stamped
-from planner.live.inbox import Inbox, Seen
-from planner.live.relay import link
-from planner.live.turns import LiveTurn, turns
+from planner.live.hub import Hub, hub
+from planner.live.inbox import Seen
+from planner.live.turns import LiveTurn
 from planner.models import Question, SessionState
 from planner.selectors import TurnSetup, session_get, work_waiting
 from planner.services import agent_questions, human_requests, sessions
@@ -52,9 +41,6 @@ from tracker.errors import BalletError, NotFoundError, UnavailableError
 from tracker.models import Project
 
 logger = logging.getLogger(__name__)
-
-ANNOUNCE_WAIT_SECONDS = 5.0
-LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."
 
 
 @dataclass
@@ -76,14 +62,10 @@ class _FullLimits:
 
 
 class Runner:
-    def __init__(self, gateway: Gateway | None = None) -> None:
+    def __init__(self, gateway: Gateway | None = None, *, on: Hub = hub) -> None:
         self._gateway = gateway
-        # Inboxes of this process's watchers, by session: local turns deliver to them directly.
-        self.watchers: dict[uuid.UUID, set[Inbox]] = {}
-        self.relay = link(deliver=self._deliver, control=self._control, lost=self._lost)
+        self.hub = on
         self.work_waiting = False  # a question or an answered turn here waits for a free turn
-        self._loop: asyncio.AbstractEventLoop | None = None  # where this process's watchers wait
-        self._notices: set[asyncio.Task[None]] = set()
         # Turns whose task still proposes the session's title, their turn over (``wait`` waits).
         self._titling: dict[uuid.UUID, asyncio.Task[None]] = {}
 
@@ -107,9 +89,9 @@ class Runner:
         message is refused (503) and nothing is written.
         """
         text = sessions.check_text(text)
-        await self.relay.serve(session_id)
+        await self.hub.relay.serve(session_id)
         live = None
-        turns.claim(session_id)  # before the commit, so nobody takes the new turn for dead
+        self.hub.turns.claim(session_id)  # before the commit, so nobody takes the new turn for dead
         try:
             begin: Begin = await db(sessions.session_begin)(
                 session_id=session_id,
@@ -119,22 +101,22 @@ class Runner:
                 reply=human_requests.requests_reply,
             )
             if begin.recovered:
-                await self._announce_recovered(session_id)
+                await self.hub.publish(session_id, [sessions.recovered_frame()])
             if begin.meaning != "steered":
                 live = LiveTurn(
                     session_id=session_id,
                     turn=begin.turn,
-                    outbox=await self.relay.outbox(session_id),
+                    outbox=await self.hub.relay.outbox(session_id),
                     user_id=user.pk,
                 )
                 live.inputs_waiting = bool(begin.frames)  # a reply resumed it: steering may wait
-                turns.start(live)
+                self.hub.turns.start(live)
         finally:
-            turns.release(session_id)
+            self.hub.turns.release(session_id)
             if live is None:
-                await self.relay.unserve(session_id)
+                await self.hub.relay.unserve(session_id)
         if live is None:
-            steered = turns.get(session_id)
+            steered = self.hub.turns.get(session_id)
             if steered is not None:
                 steered.steered()  # deliver at the very next model call
             return begin
@@ -145,18 +127,13 @@ class Runner:
                 0,
                 frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind),
             )
-        self._start(live, begin, first)
+        await self._start(live, begin, first)
         return begin
 
-    def _start(self, live: LiveTurn, begin: Begin, first: list[Frame]) -> None:
+    async def _start(self, live: LiveTurn, begin: Begin, first: list[Frame]) -> None:
         """Send ``first`` to the watchers, then run the turn ``begin`` opened, as a task of its own."""
         assert begin.setup is not None
-        for frame in first:
-            numbered = stamped(frame)
-            live.remember(numbered)
-            for inbox in self.watchers.get(live.session_id, ()):
-                inbox.put([numbered])
-            live.outbox.put(numbered)
+        await self.hub.publish(live.session_id, first)
         # A fresh context: the turn outlives the request or connection that started it.
         live.task = asyncio.get_running_loop().create_task(
             self._drive(live, begin.setup, continued=begin.meaning == "continued"),
@@ -187,10 +164,10 @@ class Runner:
         resolution, live = await self._resuming(session_id, answered)
         assert resolution is not None  # request_answer raises rather than find nothing
         if live is None:
-            await self._announce(session_id, resolution.frames)
+            await self.hub.publish(session_id, resolution.frames)
         else:
             assert resolution.begin is not None
-            self._start(live, resolution.begin, resolution.frames)
+            await self._start(live, resolution.begin, resolution.frames)
         if resolution.waiting is not None:
             self.work_waiting = True
         return resolution
@@ -206,7 +183,7 @@ class Runner:
             assert resolution.held is not None  # answered, not resumed: a limit holds it
             return resolution.held
         assert live is not None
-        self._start(live, resolution.begin, resolution.frames)
+        await self._start(live, resolution.begin, resolution.frames)
         return True
 
     async def _resuming(
@@ -215,28 +192,28 @@ class Runner:
         """``resolve`` on the database threads, serving the session and claiming it here first, so
         that a turn it resumes is stoppable from every process and never taken for dead; the turn
         registered here, if it resumed one."""
-        await self.relay.serve(session_id)
+        await self.hub.relay.serve(session_id)
         live = None
-        turns.claim(session_id)
+        self.hub.turns.claim(session_id)
         try:
             resolution = await db(resolve)()
             if resolution is not None and resolution.begin is not None:
                 live = await self._live(session_id, resolution.begin, owner_id=None)
         finally:
-            turns.release(session_id)
+            self.hub.turns.release(session_id)
             if live is None:
-                await self.relay.unserve(session_id)
+                await self.hub.relay.unserve(session_id)
         return resolution, live
 
     async def _live(self, session_id: uuid.UUID, begin: Begin, *, owner_id: int | None) -> LiveTurn:
         live = LiveTurn(
             session_id=session_id,
             turn=begin.turn,
-            outbox=await self.relay.outbox(session_id),
+            outbox=await self.hub.relay.outbox(session_id),
             user_id=owner_id if owner_id is not None else (begin.setup.user.pk if begin.setup else None),
         )
         live.inputs_waiting = True  # steering may have waited while the turn was paused
-        turns.start(live)
+        self.hub.turns.start(live)
         return live
 
     async def stop(self, *, session_id: uuid.UUID, user: User) -> bool:
@@ -244,7 +221,7 @@ class Runner:
 
         True means the turn ends ``stopped``: a stop that races an approval resuming the turn
         stops the resumed turn, here or in the process resuming it."""
-        live = turns.get(session_id)
+        live = self.hub.turns.get(session_id)
         if live is not None and live.user_id == user.pk:
             live.stop()  # at once: not behind the turn's own work on the database threads
             return True
@@ -254,21 +231,21 @@ class Runner:
         if session.state == SessionState.PAUSED:
             cancelled = await db(human_requests.requests_cancel)(session_id=session_id, user=user)
             if cancelled is not None:
-                await self._announce(session_id, cancelled)
+                await self.hub.publish(session_id, cancelled)
                 return True
             session = await db(session_get)(user=user, session_id=session_id)  # resumed meanwhile?
-        if turns.stop(session_id):
+        if self.hub.turns.stop(session_id):
             return True
         if session.state != SessionState.RUNNING or await self.recover(session_id):
             return False
-        await self.relay.stop(session_id)
+        await self.hub.relay.stop(session_id)
         return True
 
     async def retract(self, *, session_id: uuid.UUID, user: User) -> str:
         """Take back the owner's last steering message that the planner has not read yet; its
         text. Every watcher, in every process, drops its queued bubble (``steer_retracted``)."""
         text: str = await db(sessions.steering_retract)(session_id=session_id, user=user)
-        await self._announce(session_id, [frames.steer_retracted(text=text)])
+        await self.hub.publish(session_id, [frames.steer_retracted(text=text)])
         return text
 
     # ------------------------------------------------------------------ agents' questions
@@ -359,13 +336,13 @@ class Runner:
         """Recover the session if its turn's process died, and tell its watchers; True if it did."""
         recovered: bool = await db(sessions.session_recover_if_dead)(session_id=session_id)
         if recovered:
-            await self._announce_recovered(session_id)
+            await self.hub.publish(session_id, [sessions.recovered_frame()])
         return recovered
 
     async def wait(self, session_id: uuid.UUID) -> None:
         """Wait for the session's local turn to end, and the title proposed after it (tests,
         shutdown)."""
-        live = turns.get(session_id)
+        live = self.hub.turns.get(session_id)
         task = live.task if live is not None else self._titling.get(session_id)
         if task is not None:
             await asyncio.shield(task)
@@ -390,23 +367,17 @@ class Runner:
         session = await db(session_get)(user=user, session_id=session_id)
         if (
             session.state == SessionState.RUNNING
-            and not turns.runs(session_id)
+            and not self.hub.turns.runs(session_id)
             and await self.recover(session_id)
         ):
             session = await db(session_get)(user=user, session_id=session_id)
-        self._loop = asyncio.get_running_loop()
-        await self.relay.watch(session_id)
-        # Joining and taking a local turn's frames so far happen at once, so they come first.
-        live = turns.get(session_id)
-        inbox = Inbox(live.frames if live is not None else None)
-        self.watchers.setdefault(session_id, set()).add(inbox)
-        try:
+        async with self.hub.watching(session_id) as (inbox, here):
             yield frames.state(
                 session_state=session.state, last_seq=session.last_message_seq, turn=session.turn_count
             )
-            if live is None and session.state == SessionState.RUNNING:
-                inbox.put_first(await self.relay.replay(session_id))
-            if live is None and session.state == SessionState.PAUSED:
+            if not here and session.state == SessionState.RUNNING:
+                inbox.put_first(await self.hub.relay.replay(session_id))
+            if not here and session.state == SessionState.PAUSED:
                 for frame in await db(_pending_frames)(session_id):
                     yield frame
             seen = Seen()
@@ -415,89 +386,8 @@ class Runner:
                 # server catches up in a few frames instead of one per delta.
                 for frame in frames.coalesced(seen.fresh(await inbox.take())):
                     yield frame
-        finally:
-            watchers = self.watchers[session_id]
-            watchers.discard(inbox)
-            if not watchers:
-                del self.watchers[session_id]
-            await self.relay.unwatch(session_id)
-
-    # ------------------------------------------------------------------ what the relay brings
-
-    def _deliver(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
-        """Frames from the channel layer, to this process's watchers of the session."""
-        for inbox in self.watchers.get(session_id, ()):
-            inbox.put(batch)
-
-    def _control(self, session_id: uuid.UUID, message: dict[str, Any]) -> Awaitable[None] | None:
-        """A control message for a turn here: stop it, or replay its frames to another process."""
-        command = message.get("command")
-        if command == "stop":
-            turns.stop(session_id)  # also a turn being started here: it starts stopped
-            return None
-        live = turns.get(session_id)
-        if live is None:
-            return None
-        if command == "replay" and message.get("reply_to"):
-            live.outbox.watched()  # publish from now on, without waiting for a check
-            return self.relay.answer_replay(message, list(live.frames))
-        return None
-
-    def _lost(self) -> None:
-        """The relay lost the channel layer: end every watch that relied on it (each page
-        reconnects and reloads what it missed). Watchers of turns running here miss nothing."""
-        for session_id, inboxes in self.watchers.items():
-            if turns.get(session_id) is None:
-                for inbox in inboxes:
-                    inbox.end(UnavailableError(LOST))
-
-    async def _announce_recovered(self, session_id: uuid.UUID) -> None:
-        """Tell the session's watchers everywhere that its dead turn ended."""
-        await self._announce(session_id, [sessions.recovered_frame()])
-
-    async def _announce(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
-        """Tell the session's watchers everywhere what happened to it outside any running turn."""
-        notices = [stamped(frame) for frame in batch]
-        self._deliver(session_id, notices)  # before any frame of a new turn, here
-        try:
-            await self.relay.publish(session_id, notices)  # a watcher here drops the copy
-        except Exception:
-            logger.warning("could not tell other processes about session %s", session_id)
-
-    def announce_from_thread(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
-        """:meth:`_announce`, for synchronous code on any thread: an admin view, a REST view.
-
-        The frames go through the event loop this process's watchers wait on, waiting for
-        them to be handed over (a moment: no model call, no database), so a page that reloads
-        right after sees them. With no such loop here nobody watches here, and only the other
-        processes are told. Failing to tell anyone is logged: what was decided stays decided,
-        and a page that reconnects reads the transcript.
-        """
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        try:
-            if running is not None:  # on the loop itself: tell them as soon as this code yields
-                task = running.create_task(self._announce(session_id, batch))
-                self._notices.add(task)
-                task.add_done_callback(self._notices.discard)
-            elif self._loop is not None and self._loop.is_running():
-                call = asyncio.run_coroutine_threadsafe(self._announce(session_id, batch), self._loop)
-                call.result(timeout=ANNOUNCE_WAIT_SECONDS)
-            else:
-                async_to_sync(self.relay.publish)(session_id, [stamped(frame) for frame in batch])
-        except Exception:
-            logger.warning("could not tell the watchers of session %s", session_id, exc_info=True)
 
     # ------------------------------------------------------------------ a turn
-
-    async def emit(self, live: LiveTurn, frame: Frame) -> None:
-        numbered = stamped(frame)
-        live.remember(numbered)
-        for inbox in self.watchers.get(live.session_id, ()):
-            inbox.put([numbered])
-        live.outbox.put(numbered)
 
     async def _drive(self, live: LiveTurn, setup: TurnSetup, *, continued: bool) -> None:
         """Run a turn of this process (``turn.py``), then stop serving it and let it go; after
@@ -505,17 +395,17 @@ class Runner:
         then, for its watchers and for a next message alike."""
         outcome = None
         try:
-            outcome = await turn.drive(live, setup, continued=continued, gateway=self.gateway, emit=self.emit)
+            outcome = await turn.drive(live, setup, continued=continued, gateway=self.gateway, hub=self.hub)
         finally:
-            await self.relay.unserve(live.session_id)
+            await self.hub.relay.unserve(live.session_id)
             await live.outbox.close()
-            turns.end(live)
+            self.hub.turns.end(live)
         await self.start_waiting()  # a turn is free
         if outcome is not None and titles.wanted(reason=outcome.reason) and live.task:
             self._titling[live.session_id] = live.task
             try:
                 await titles.propose(
-                    session_id=live.session_id, gateway=self.gateway, announce=self._announce
+                    session_id=live.session_id, gateway=self.gateway, announce=self.hub.publish
                 )
             finally:
                 if self._titling.get(live.session_id) is live.task:

@@ -2,7 +2,7 @@
 
 The loop (``planner/agent/loop.py``) knows nothing of Django; :class:`SessionIO`
 gives it the session's inputs (steering, change notes), saves each step in
-one transaction, runs tools, and emits frames through the runner. Usage and
+one transaction, runs tools, and publishes frames through the hub. Usage and
 tool-call records wait for the next step's transaction. A round of tool calls
 is one trip to the database threads; when its calls only read, the answer and
 their results are stored together, after the calls ran (a process that dies

@@ -14,15 +14,13 @@ recovery already told the watchers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 from planner.agent import frames
-from planner.agent.frames import Frame
 from planner.agent.gateway import Gateway
 from planner.agent.loop import TurnLoop, TurnOutcome
-from planner.live import guard, heartbeat
+from planner.live import guard
 from planner.live.bridge import db
-from planner.live.histories import histories
+from planner.live.hub import Hub
 from planner.live.session_io import SessionIO, budgeted
 from planner.live.turns import LiveTurn
 from planner.metrics import TURNS
@@ -35,18 +33,15 @@ logger = logging.getLogger(__name__)
 MAX_RESTARTS = 5
 CRASHED = "Ballet hit an internal error running this turn; it was logged."
 
-Emit = Callable[[LiveTurn, Frame], Awaitable[None]]
-
 
 async def drive(
-    live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: Gateway, emit: Emit
+    live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: Gateway, hub: Hub
 ) -> TurnOutcome | None:
     """Run the turn to its end and send its ``turn_ended`` (unless it was superseded); how it
     ended (None: superseded)."""
     outcome: TurnOutcome | None = TurnOutcome("failed", "The turn could not start.")
-    heartbeat.keep_beating()
     try:
-        outcome = await _run(live, setup, continued=continued, gateway=gateway, emit=emit)
+        outcome = await _run(live, setup, continued=continued, gateway=gateway, hub=hub)
     except TurnSupersededError:
         logger.warning(
             "turn %d of session %s was recovered while it ran; it stops", live.turn, live.session_id
@@ -63,35 +58,37 @@ async def drive(
     finally:
         if outcome is not None and outcome.reason != "paused":  # a paused turn has not ended
             TURNS.labels(outcome.reason).inc()
-            await emit(live, frames.turn_ended(reason=outcome.reason, error=outcome.error))
+            await hub.publish(
+                live.session_id, [frames.turn_ended(reason=outcome.reason, error=outcome.error)]
+            )
     return outcome
 
 
 async def _run(
-    live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: Gateway, emit: Emit
+    live: LiveTurn, setup: TurnSetup, *, continued: bool, gateway: Gateway, hub: Hub
 ) -> TurnOutcome | None:
-    await emit(live, frames.turn_started(turn=live.turn, continued=continued))
-    io = SessionIO(live, setup, lambda frame: emit(live, frame))
+    await hub.publish(live.session_id, [frames.turn_started(turn=live.turn, continued=continued)])
+    io = SessionIO(live, setup, lambda frame: hub.publish(live.session_id, [frame]))
     live.loop = TurnLoop(io=io, gateway=budgeted(gateway, io), settings=setup.settings, history=setup.history)
     if live.stop_requested:
         live.loop.stop()
     # A human who loses planner.chat while the turn runs stops it (planner/live/guard.py).
     grant = guard.Grant(setup.user.pk, setup.project.pk, None, lambda _code: live.stop())
-    guard.hold(grant)
+    hub.guard.hold(grant)
     try:
-        return await _rounds(live, io)
+        return await _rounds(live, io, hub)
     finally:
-        guard.release(grant)
+        hub.guard.release(grant)
 
 
-async def _rounds(live: LiveTurn, io: SessionIO) -> TurnOutcome | None:
+async def _rounds(live: LiveTurn, io: SessionIO, hub: Hub) -> TurnOutcome | None:
     """Run the loop until the turn ends; steering that arrived as it completed runs it on."""
     assert live.loop is not None
     outcome = TurnOutcome("completed")
     for _ in range(MAX_RESTARTS):
         outcome = await live.loop.run()
         if outcome.reason == "paused":  # stored as paused by the round's save; it waits for answers
-            histories.keep(live.session_id, live.loop.history)
+            hub.histories.keep(live.session_id, live.loop.history)
             return outcome
         if not io.ended:  # its last answer's save ends a completed turn by itself
             ended = await db(sessions.turn_end)(
@@ -106,7 +103,7 @@ async def _rounds(live: LiveTurn, io: SessionIO) -> TurnOutcome | None:
             if ended == "steered":
                 live.steered()  # deliver it at the next model call
                 continue
-        histories.keep(live.session_id, live.loop.history)
+        hub.histories.keep(live.session_id, live.loop.history)
         return outcome
     ended = await db(sessions.turn_end)(
         session_id=live.session_id, turn=live.turn, reason="completed", error=None, records=io.records

@@ -3,9 +3,9 @@
 A turn is an asyncio task of the process that started it. While it runs, its
 :class:`LiveTurn` holds the frames it sent so far (for watchers who arrive
 late), its outbox to other processes, and the loop that a ``stop`` reaches.
-:data:`turns` is the only record of which sessions run here: the heartbeat
-beats for them, liveness answers from it for this process, and ``stop``,
-``watch`` and ``replay`` find the turn there.
+The hub's :class:`LiveTurns` is the only record of which sessions run here:
+the hub beats for them and answers liveness from it for this process, and
+``stop``, ``watch`` and ``replay`` find the turn there.
 """
 
 from __future__ import annotations
@@ -109,6 +109,3 @@ class LiveTurns:
 
     def sessions(self) -> list[uuid.UUID]:
         return list(self._live.keys() | self._claims.keys())
-
-
-turns = LiveTurns()

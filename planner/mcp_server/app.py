@@ -17,9 +17,8 @@ is kept between requests (no GET stream, no DELETE: 405). The user and the API k
 scope to the tool handlers; who may do what, and what the key's scopes allow, is decided per call
 (``tools.py``).
 
-The SDK's session manager needs a task group that outlives every request,
-which an ASGI lifespan would open; daphne sends no lifespan events, so the
-first request of an event loop opens it in a task of its own (:class:`Lifetime`).
+The SDK's session manager needs a task group that outlives every request: it
+runs with the server (:class:`Lifetime`, started by ``ballet/lifespan.py``).
 """
 
 from __future__ import annotations
@@ -145,34 +144,36 @@ def build_server() -> Server[Any]:
 
 
 class Lifetime:
-    """One session manager per event loop, running as long as the loop does."""
+    """The MCP session manager, running from :meth:`start` to :meth:`close` (the server's
+    lifespan: ``ballet/lifespan.py``)."""
 
     def __init__(self, server: Server[Any]) -> None:
         self.server = server
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._manager: StreamableHTTPSessionManager | None = None
-        self._ready: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
-    async def manager(self) -> StreamableHTTPSessionManager:
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._task is None or self._task.done():
-            self._loop, self._ready = loop, asyncio.Event()
-            self._manager = StreamableHTTPSessionManager(
-                app=self.server,
-                json_response=True,
-                stateless=True,
-                # Host is checked with ALLOWED_HOSTS before; a key, not a cookie, authenticates,
-                # so a page of another origin cannot act for anybody.
-                security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            )
-            self._task = loop.create_task(self._run(self._manager, self._ready), name="mcp-session-manager")
-        assert self._ready is not None
-        assert self._manager is not None
-        assert self._task is not None
-        await self._ready.wait()
+    async def start(self) -> None:
+        """Run the session manager on this event loop."""
+        manager = StreamableHTTPSessionManager(
+            app=self.server,
+            json_response=True,
+            stateless=True,
+            # Host is checked with ALLOWED_HOSTS before; a key, not a cookie, authenticates,
+            # so a page of another origin cannot act for anybody.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        ready = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(manager, ready), name="mcp-session-manager"
+        )
+        await ready.wait()
         if self._task.done():
             raise RuntimeError("the MCP session manager did not start; see the log")
+        self._manager = manager
+
+    def manager(self) -> StreamableHTTPSessionManager:
+        if self._manager is None:
+            raise RuntimeError("the MCP session manager is not running (ballet/lifespan.py starts it)")
         return self._manager
 
     @staticmethod
@@ -180,13 +181,13 @@ class Lifetime:
         try:
             async with manager.run():
                 ready.set()
-                await asyncio.Event().wait()  # until the loop ends (cancelled with it)
+                await asyncio.Event().wait()  # until closed
         finally:
-            ready.set()  # a manager that failed to start fails the requests waiting for it
+            ready.set()  # a manager that failed to start fails the start waiting for it
 
     async def close(self) -> None:
-        """Stop the session manager of this loop (tests, which run a loop per test)."""
-        task, self._task = self._task, None
+        """Stop the session manager."""
+        task, self._task, self._manager = self._task, None, None
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -239,7 +240,7 @@ class McpApp:
         if isinstance(admitted, Refusal):
             await refuse(send, admitted)
             return
-        manager = await self.lifetime.manager()
+        manager = self.lifetime.manager()
         scoped = {**scope, USER_KEY: admitted.user, API_KEY: admitted.key, COUNTED_KEY: admitted.counted}
         await manager.handle_request(scoped, receive, send)
 

@@ -28,8 +28,8 @@ from planner.agent.gateway import CallRecord
 from planner.agent.loop import History
 from planner.agent.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from planner.agent.tools import ToolContext, ToolOutcome, call_tool
+from planner.live.hub import hub
 from planner.live.identity import PROCESS_ID
-from planner.live.liveness import owner_alive
 from planner.metrics import TOOL_CALLS, TURNS
 from planner.models import (
     Event,
@@ -709,13 +709,6 @@ def _usage_row(project_id: int, session_id: uuid.UUID | None, record: CallRecord
     )
 
 
-def heartbeat(*, session_ids: list[uuid.UUID], owner: str) -> None:
-    """One beat for every turn ``owner`` runs: a single statement however many there are."""
-    Session.objects.filter(pk__in=session_ids, turn_owner=owner, state=SessionState.RUNNING).update(
-        heartbeat_at=timezone.now()
-    )
-
-
 def _recovered_results(session: Session, pending: list[str]) -> ChatMessage:
     """Results for calls left unanswered: the recorded output where the call ran, else an error."""
     ran = {c.tool_use_id: c for c in ToolCall.objects.filter(session=session, tool_use_id__in=pending)}
@@ -769,7 +762,7 @@ def recovered_frame() -> frames.TurnEndedFrame:
 def _recover_if_dead(session: Session) -> bool:
     if session.state != SessionState.RUNNING:
         return False
-    if owner_alive(session_id=session.pk, owner=session.turn_owner, heartbeat_at=session.heartbeat_at):
+    if hub.owner_alive(session_id=session.pk, owner=session.turn_owner, heartbeat_at=session.heartbeat_at):
         return False
     _recover(session)
     return True

@@ -1,4 +1,4 @@
-"""Faults of a production deployment, against real processes (issue 10).
+"""Faults of a production deployment, against real processes.
 
 One deployment for the module: two daphnes A and B, a Celery worker with its beat
 (the sweep that recovers dead turns), a fresh PostgreSQL database and a Redis

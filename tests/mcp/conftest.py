@@ -15,18 +15,10 @@ from mcp.client.streamable_http import streamable_http_client
 from rest_framework.authtoken.models import Token
 
 from ballet.asgi import application
-from planner.mcp_server.app import mcp_app
 from tests.planner.conftest import chat_project, scripted  # noqa: F401 - fixtures of these tests too
 
 BASE = "http://testserver"
 ACCEPT = {"accept": "application/json, text/event-stream"}
-
-
-@pytest.fixture(autouse=True)
-async def _stop_session_manager():
-    """Each test runs its own event loop: the MCP session manager started in it stops with it."""
-    yield
-    await mcp_app.lifetime.close()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from django.contrib.sessions.backends.db import SessionStore
 from ballet.asgi import application
 from planner.agent.tools import ToolContext, call_tool
 from planner.live import guard
+from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.models import Message, Session
 from planner.routing import websocket_urlpatterns
@@ -206,10 +207,10 @@ async def test_a_revocation_that_fails_does_not_keep_others_open(session, member
 
     first = guard.Grant(member.pk, session.project_id, None, broken)
     second = guard.Grant(member.pk, session.project_id, None, revoked.append)
-    guard.hold(first)
-    guard.hold(second)
+    hub.guard.hold(first)
+    hub.guard.hold(second)
     await sync(membership_remove)(actor=Actor(user=owner), project=session.project, username="member")
-    await guard.sweep()
+    await hub.guard.sweep()
     assert revoked == [4404]
-    assert first not in guard._grants
-    assert second not in guard._grants
+    assert not hub.guard.holds(first)
+    assert not hub.guard.holds(second)

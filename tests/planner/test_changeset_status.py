@@ -1,7 +1,7 @@
 """A chat's changeset cards follow the decision: the ``changeset`` frame (SPEC § 8) and the transcript.
 
 The decision is made where humans make it — the tracker's services, called by the admin and
-by REST — on a thread of its own; the session's watchers hear of it through the runner.
+by REST — on a thread of its own; the session's watchers hear of it through the hub.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from planner.live.runner import runner
+from planner.live.hub import hub
 from tests.planner.conftest import open_socket, sync
 from tracker.models import Changeset, ChangesetStatus
 from tracker.services.activity import Actor
@@ -113,8 +113,8 @@ def test_a_decision_stands_when_the_watchers_cannot_be_told(session, member, own
     async def unreachable(*args, **kwargs):
         raise ConnectionError("channel layer down")
 
-    monkeypatch.setattr(runner.relay, "publish", unreachable)
-    with caplog.at_level(logging.WARNING, logger="planner.live.runner"):
+    monkeypatch.setattr(hub.relay, "publish", unreachable)
+    with caplog.at_level(logging.WARNING, logger="planner.live.hub"):
         changeset_apply(actor=Actor(user=owner), changeset=changeset)
 
     assert Changeset.objects.get(pk=changeset.pk).status == ChangesetStatus.APPLIED

@@ -13,6 +13,7 @@ from django.contrib.sessions.backends.db import SessionStore
 
 from ballet.asgi import application
 from planner.agent import frames
+from planner.live.hub import hub
 from planner.live.outbox import NoOutbox
 from planner.live.runner import runner
 from planner.live.turns import LiveTurn
@@ -217,9 +218,13 @@ async def test_a_watcher_that_falls_behind_gets_a_run_of_deltas_as_one_frame(ses
     watch = runner.watch(session_id=session.pk, user=member)
     assert (await anext(watch))["type"] == "state"
     live = LiveTurn(session_id=session.pk, turn=1, outbox=NoOutbox())
-    for i in range(10):  # the watcher reads none of them meanwhile
-        await runner.emit(live, frames.text_delta(f"w{i} "))
-    await runner.emit(live, frames.turn_ended(reason="completed"))
+    hub.turns.start(live)
+    try:
+        for i in range(10):  # the watcher reads none of them meanwhile
+            await hub.publish(session.pk, [frames.text_delta(f"w{i} ")])
+        await hub.publish(session.pk, [frames.turn_ended(reason="completed")])
+    finally:
+        hub.turns.end(live)
     joined, ended = await anext(watch), await anext(watch)
     await watch.aclose()
     assert joined["type"] == "text_delta"

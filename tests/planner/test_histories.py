@@ -8,7 +8,8 @@ import pytest
 
 from planner.agent.loop import History
 from planner.agent.messages import ChatMessage, TextBlock
-from planner.live.histories import Histories, histories
+from planner.live.histories import Histories
+from planner.live.hub import hub
 from planner.models import Message, Session
 from planner.selectors import session_history
 from tests.fakes.scripted import call, say
@@ -57,11 +58,11 @@ async def test_the_next_turn_sends_the_kept_history_and_what_others_added(planne
     await drive(planner, session, member, "What is planned?")
     # This process keeps turn 1. Another process runs turn 2 (it reads everything from the
     # database); this one's copy, stale by a turn, comes back into use for turn 3.
-    stale = histories.take(session.pk)
+    stale = hub.histories.take(session.pk)
     assert stale is not None
     model.add(say("Still one item."))
     await drive(planner, session, member, "And now?")
-    histories.keep(session.pk, stale.history)
+    hub.histories.keep(session.pk, stale.history)
     model.add(say("Yes."))
     await drive(planner, session, member, "Sure?")
     sent = model.turn_requests[-1].messages
@@ -83,10 +84,10 @@ def test_a_kept_history_that_does_not_line_up_is_read_again(session, member):
     session.refresh_from_db()
     # A copy that claims to hold everything up to seq 1 but lacks it: the numbers still line up,
     # so only seq 2 and 3 are read; a copy whose summary differs from the session's is dropped.
-    histories.keep(session.pk, History(messages=[text(1, "m1")], summary="other", summary_up_to=0))
+    hub.histories.keep(session.pk, History(messages=[text(1, "m1")], summary="other", summary_up_to=0))
     assert as_rows(session_history(session=session)) == stored(session)
     # The session's count moved past what the database holds: a gap, read in full.
-    histories.keep(session.pk, History(messages=[text(1, "m1")]))
+    hub.histories.keep(session.pk, History(messages=[text(1, "m1")]))
     Session.objects.filter(pk=session.pk).update(last_message_seq=4)
     session.refresh_from_db()
     assert as_rows(session_history(session=session)) == stored(session)
@@ -107,13 +108,13 @@ def test_a_turn_reads_only_the_messages_added_since_its_kept_history(session, dj
 
     for seq in range(1, 41):
         add(seq)
-    histories.keep(session.pk, session_history(session=session))  # nothing kept yet: read in full
+    hub.histories.keep(session.pk, session_history(session=session))  # nothing kept yet: read in full
     # Messages are never rewritten; one that was would show whether the turn read it again.
     Message.objects.filter(session=session, seq=5).update(content=[{"type": "text", "text": "rewritten"}])
     add(41)
     with django_assert_num_queries(1):
         history = session_history(session=session)
     assert [m.text for m in history.messages] == [f"m{seq}" for seq in range(1, 42)]
-    histories.keep(session.pk, history)
+    hub.histories.keep(session.pk, history)
     with django_assert_num_queries(0):  # nothing new: nothing read
         assert len(session_history(session=session).messages) == 41

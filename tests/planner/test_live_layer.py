@@ -1,4 +1,4 @@
-"""The live layer's own guarantees (issue 10): one liveness signal, a turn's writes and end only
+"""The live layer's own guarantees: one liveness signal, a turn's writes and end only
 while it is still the session's turn, steering never lost by a recovery, recoveries told to
 watchers, a dropped database connection retried, and a channel layer that is down refused
 clearly (503, close code 4503) instead of accepting what it could not deliver."""
@@ -20,10 +20,9 @@ from django.utils import timezone
 from planner.agent.messages import ChatMessage, TextBlock
 from planner.live import broadcast
 from planner.live.bridge import db
+from planner.live.hub import DEAD_AFTER, hub
 from planner.live.identity import PROCESS_ID
-from planner.live.liveness import DEAD_AFTER, owner_alive
 from planner.live.runner import runner
-from planner.live.turns import turns
 from planner.models import Event, Message, Session
 from planner.routing import websocket_urlpatterns
 from planner.services import sessions
@@ -49,14 +48,15 @@ def test_a_fresh_heartbeat_is_alive_whatever_redis_says(settings):
     fresh, stale = timezone.now() - timedelta(seconds=1), timezone.now() - DEAD_AFTER
     session_id = uuid.uuid4()
     # No presence key anywhere: the heartbeat alone decides.
-    assert owner_alive(session_id=session_id, owner="other:1:aaaa", heartbeat_at=fresh)
-    assert not owner_alive(session_id=session_id, owner="other:1:aaaa", heartbeat_at=stale)
-    assert not owner_alive(session_id=session_id, owner=PROCESS_ID, heartbeat_at=fresh)  # not running here
-    turns.claim(session_id)
+    assert hub.owner_alive(session_id=session_id, owner="other:1:aaaa", heartbeat_at=fresh)
+    assert not hub.owner_alive(session_id=session_id, owner="other:1:aaaa", heartbeat_at=stale)
+    # Not running here:
+    assert not hub.owner_alive(session_id=session_id, owner=PROCESS_ID, heartbeat_at=fresh)
+    hub.turns.claim(session_id)
     try:
-        assert owner_alive(session_id=session_id, owner=PROCESS_ID, heartbeat_at=stale)
+        assert hub.owner_alive(session_id=session_id, owner=PROCESS_ID, heartbeat_at=stale)
     finally:
-        turns.release(session_id)
+        hub.turns.release(session_id)
 
 
 def test_the_end_and_the_writes_of_a_superseded_turn_change_nothing(chat_project, member, session):
@@ -114,11 +114,11 @@ def test_steering_waiting_for_a_dead_turn_is_kept_by_its_recovery(chat_project, 
 
 async def test_every_watcher_hears_of_a_recovery(chat_project, member, session):
     await sync(session_begin)(session_id=session.pk, user=member, text="Plan the beta")
-    turns.claim(session.pk)  # the turn looks alive while the first watcher connects
+    hub.turns.claim(session.pk)  # the turn looks alive while the first watcher connects
     try:
         first = await open_socket(session, member)
     finally:
-        turns.release(session.pk)
+        hub.turns.release(session.pk)
     # The second watcher finds the turn dead: it is recovered, and the first is told.
     second = await open_socket(session, member)
     notice = await first.receive_json_from(timeout=5)
@@ -130,6 +130,7 @@ async def test_every_watcher_hears_of_a_recovery(chat_project, member, session):
     await second.disconnect()
 
 
+@pytest.mark.skipif(not settings.PRODUCTION_MODE, reason="one process: nothing to tell over a channel layer")
 async def test_the_sweep_announces_what_it_recovered_on_the_channel_layer(chat_project, member, session):
     await sync(session_begin)(session_id=session.pk, user=member, text="Plan the beta")
     await sync(Session.objects.filter(pk=session.pk).update)(
@@ -171,7 +172,7 @@ async def test_a_message_while_the_channel_layer_is_down_is_refused_and_writes_n
             "Ballet's live channel (Redis) is unavailable right now; try again in a few seconds."
         )
 
-    monkeypatch.setattr(runner.relay, "serve", down)
+    monkeypatch.setattr(hub.relay, "serve", down)
     client = await client_for(member)
     response = await client.post(
         f"/api/v1/planner/sessions/{session.pk}/messages/", {"text": "Hello"}, content_type="application/json"
@@ -188,7 +189,7 @@ async def test_a_watch_the_channel_layer_cannot_serve_closes_with_4503(
     async def down(session_id):
         raise UnavailableError("down")
 
-    monkeypatch.setattr(runner.relay, "watch", down)
+    monkeypatch.setattr(hub.relay, "watch", down)
     ws = WebsocketCommunicator(URLRouter(websocket_urlpatterns), ws_path(session))
     ws.scope["user"] = member
     connected, _ = await ws.connect()
@@ -201,7 +202,7 @@ async def test_watchers_are_closed_with_4503_when_the_relay_loses_the_channel_la
     chat_project, member, session
 ):
     ws = await open_socket(session, member)
-    runner._lost()  # what the relay calls when its receive fails or Redis forgot the process
+    hub._lost()  # what the relay calls when its receive fails or Redis forgot the process
     assert await ws.receive_output(timeout=5) == {"type": "websocket.close", "code": 4503}
     await ws.wait()
 

@@ -11,9 +11,9 @@ from django.utils import timezone
 from prometheus_client import REGISTRY
 
 from planner.agent.messages import ChatMessage, ToolUseBlock
-from planner.live.turns import turns
+from planner.live.hub import heartbeat, hub
 from planner.models import Event, Message, Session, ToolCall
-from planner.services.sessions import heartbeat, message_save, session_begin, session_create
+from planner.services.sessions import message_save, session_begin, session_create
 from planner.tasks import recover_dead_turns
 from tests.fakes.scripted import say
 from tests.planner.conftest import drive, sync
@@ -99,11 +99,11 @@ def test_a_recovered_turn_is_counted_as_failed_once(chat_project, member, sessio
 
 def test_a_live_turn_of_this_process_is_not_recovered(chat_project, member, session):
     session_begin(session_id=session.pk, user=member, text="Hello")
-    turns.claim(session.pk)
+    hub.turns.claim(session.pk)
     try:
         assert recover_dead_turns() == 0
     finally:
-        turns.release(session.pk)
+        hub.turns.release(session.pk)
     assert recover_dead_turns() == 1
 
 

@@ -9,7 +9,8 @@ import pytest
 from django.conf import settings
 
 from planner.agent import frames
-from planner.live import broadcast, presence
+from planner.live.broadcast import Broadcast
+from planner.live.presence import _watchers_key
 from planner.live.relay import Relay
 from tracker.errors import UnavailableError
 
@@ -35,8 +36,10 @@ async def test_watchers_of_a_session_share_one_membership_until_the_last_leaves(
     session = uuid.uuid4()
     await relay.watch(session)
     await relay.watch(session)  # a second watcher here: no second membership
-    watchers_key = presence._watchers_key(session)
-    assert await presence._client().zcard(watchers_key) == 1
+    watchers_key = _watchers_key(session)
+    redis = relay._presence_started().client
+    assert await redis.zcard(watchers_key) == 1
+    broadcast = Broadcast()
 
     await broadcast.publish(session, [frames.text_delta("one")])
     await eventually(lambda: len(delivered) == 1)
@@ -48,10 +51,11 @@ async def test_watchers_of_a_session_share_one_membership_until_the_last_leaves(
     await eventually(lambda: len(delivered) == 2)
 
     await relay.unwatch(session)  # the last one: the process leaves the group
-    assert await presence._client().zcard(watchers_key) == 0
+    assert await redis.zcard(watchers_key) == 0
     await broadcast.publish(session, [frames.text_delta("three")])
     await asyncio.sleep(0.3)
     assert [batch[0]["text"] for _, batch in delivered] == ["one", "two"]
+    await relay.close()
 
 
 async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_comes_back():
@@ -69,17 +73,20 @@ async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_
         deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None
     )  # as if in another process
     await owner.serve(session)
-    await broadcast.send_control(session, "stop")
+    await Broadcast().send_control(session, "stop")
     await eventually(lambda: [m["command"] for _, m in controls] == ["stop"])
     assert controls[0][0] == session
     assert await watcher.replay(session) == [frames.text_delta("so far")]
 
     await owner.unserve(session)
     assert await watcher.replay(session) == []  # nobody serves the turn: no answer, no wait forever
+    await owner.close()
+    await watcher.close()
 
 
 async def test_a_relay_whose_channel_could_not_be_opened_tries_again(monkeypatch):
-    opened = broadcast.new_channel
+    relay = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None)
+    opened = relay._broadcast.new_channel
     calls = []
 
     async def flaky() -> str:
@@ -88,17 +95,18 @@ async def test_a_relay_whose_channel_could_not_be_opened_tries_again(monkeypatch
             raise ConnectionError("Redis is restarting")
         return await opened()
 
-    relay = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None)
     session = uuid.uuid4()
     await relay.watch(session)  # opens the channel: a watcher of the session is here
-    monkeypatch.setattr(broadcast, "new_channel", flaky)
+    monkeypatch.setattr(relay._broadcast, "new_channel", flaky)
     monkeypatch.setattr(relay, "_channel", "")  # as if this process had not opened one yet
     monkeypatch.setattr(relay, "_starting", None)
     with pytest.raises(UnavailableError):
         await relay.watch(session)  # a second watcher is refused (503), leaving nothing to undo ...
     await relay.watch(session)  # ... and the next one opens a channel after all
     assert len(calls) == 2
-    assert await presence._client().zcard(presence._watchers_key(session)) == 1
+    redis = relay._presence_started().client
+    assert await redis.zcard(_watchers_key(session)) == 1
     await relay.unwatch(session)
     await relay.unwatch(session)
-    assert await presence._client().zcard(presence._watchers_key(session)) == 0
+    assert await redis.zcard(_watchers_key(session)) == 0
+    await relay.close()

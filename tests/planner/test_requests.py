@@ -11,7 +11,7 @@ import json
 import pytest
 from django.contrib.auth.models import User
 
-from planner.live.histories import histories
+from planner.live.hub import hub
 from planner.live.runner import Runner
 from planner.models import Event, HumanRequest, Session, ToolCall
 from planner.selectors import session_list
@@ -224,7 +224,7 @@ async def test_a_pending_request_survives_a_restart_and_is_not_recovered_as_dead
     planner, model, session, member
 ):
     request = await pause(planner, session, member, call(*ASK))
-    histories.take(session.pk)  # a new process has no history kept
+    hub.histories.take(session.pk)  # a new process has no history kept
     assert await sync(sessions.sessions_recover_dead)() == []
     restarted = Runner(gateway=model)
     model.add(say("Got it."))

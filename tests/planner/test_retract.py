@@ -16,8 +16,8 @@ from contextlib import contextmanager
 import pytest
 from django.conf import settings
 
+from planner.live.hub import hub
 from planner.live.runner import Runner, runner
-from planner.live.turns import turns
 from planner.models import Message, Session
 from planner.selectors import transcript
 from planner.services import agent_questions, sessions
@@ -165,11 +165,11 @@ async def test_a_delivered_message_cannot_be_taken_back_and_nothing_is_lost(plan
 @contextmanager
 def running_here(session):
     """The session's turn counts as running in this process (no task needed to steer it)."""
-    turns.claim(session.pk)
+    hub.turns.claim(session.pk)
     try:
         yield
     finally:
-        turns.release(session.pk)
+        hub.turns.release(session.pk)
 
 
 def test_nothing_queued_is_refused(session, member):

@@ -8,8 +8,9 @@ import uuid
 
 import pytest
 
+from planner.live.hub import hub
 from planner.live.runner import runner
-from planner.live.turns import LiveTurn, turns
+from planner.live.turns import LiveTurn
 from planner.models import Event
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import sync
@@ -50,12 +51,12 @@ def test_a_stop_for_a_turn_being_started_here_stops_it_once_registered():
     """Another process's Stop reaches this one while it resumes the turn (claimed, not yet
     registered): the turn starts stopped instead of running on after Stop said True."""
     session_id = uuid.uuid4()
-    turns.claim(session_id)
+    hub.turns.claim(session_id)
     try:
-        runner._control(session_id, {"command": "stop"})
+        hub._control(session_id, {"command": "stop"})
         live = LiveTurn(session_id=session_id, turn=1, outbox=None)  # type: ignore[arg-type]
-        turns.start(live)
+        hub.turns.start(live)
         assert live.stop_requested
     finally:
-        turns.release(session_id)
-        turns.end(live)
+        hub.turns.release(session_id)
+        hub.turns.end(live)

@@ -9,7 +9,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from planner.agent.gateway import AnthropicGateway, GatewayError
-from planner.live.turns import turns
+from planner.live.hub import hub
 from planner.models import Event, Message, Session, ToolCall
 from planner.services import sessions
 from tests.fakes.messages_api import FakeMessagesAPI, TextReply
@@ -355,7 +355,7 @@ async def test_a_round_of_tool_calls_reads_the_humans_access_once(
 
 async def test_a_stop_right_after_the_message_stops_before_any_model_call(planner, model, session, member):
     await planner.send(session_id=session.pk, user=member, text="Never mind")
-    live = turns.get(session.pk)
+    live = hub.turns.get(session.pk)
     assert live is not None
     live.stop()  # before the turn's task has run at all
     await planner.wait(session.pk)

@@ -1,0 +1,224 @@
+"""This process's live side, owned by one object: the :class:`Hub`.
+
+The hub holds what a process keeps while it serves planner sessions: the turns
+running here (``turns.py``), the inboxes of the watchers here (``inbox.py``),
+the relay to the other processes (``relay.py``), the transcripts kept between
+turns (``histories.py``) and the grants of sockets and turns (``guard.py``).
+It beats for its turns and sweeps the grants, from :meth:`Hub.start` to
+:meth:`Hub.stop`: the server calls them with its lifespan (``ballet/asgi.py``),
+a Celery task that runs turns around its work, a test around its event loop.
+
+Every frame reaches a watcher by one road, :meth:`Hub.publish`: a turn's frames,
+a recovery's notice, a decision, a title. The path of one message through the
+modules is told once, in ``docs/architecture.md``.
+
+Liveness has one signal, the turn's heartbeat in its session row: the hub
+writes ``heartbeat_at`` for all its turns in one statement every
+``HEARTBEAT_SECONDS``, and a turn whose heartbeat is older than ``DEAD_AFTER``
+has lost its process and may be recovered (:meth:`Hub.owner_alive`). A turn of
+this process is alive exactly while the hub holds it; in the embedded mode
+there is one process, so a turn owned by any other is one whose process is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.utils import timezone
+
+from planner.agent.frames import Frame
+from planner.live.bridge import db
+from planner.live.guard import Guard
+from planner.live.histories import Histories
+from planner.live.identity import PROCESS_ID, stamped
+from planner.live.inbox import Inbox
+from planner.live.relay import link
+from planner.live.turns import LiveTurns
+from planner.models import Session, SessionState
+from tracker.errors import UnavailableError
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 3.0
+DEAD_AFTER = timedelta(seconds=15)  # five beats missed
+HAND_OVER_SECONDS = 5.0
+LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."
+
+
+def heartbeat(*, session_ids: list[uuid.UUID], owner: str) -> None:
+    """One beat for every turn ``owner`` runs: a single statement however many there are."""
+    Session.objects.filter(pk__in=session_ids, turn_owner=owner, state=SessionState.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+class Hub:
+    def __init__(self) -> None:
+        self.turns = LiveTurns()
+        self.histories = Histories()
+        self.guard = Guard()
+        self.relay = link(deliver=self._deliver, control=self._control, lost=self._lost)
+        # Inboxes of this process's watchers, by session: every frame published here reaches them.
+        self.watchers: dict[uuid.UUID, set[Inbox]] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._thread: int | None = None
+
+    # ------------------------------------------------------------------ lifespan
+
+    async def start(self) -> None:
+        """Run on this event loop: beat for the turns here and sweep the grants, until :meth:`stop`."""
+        if self.loop is not None:
+            raise RuntimeError("the hub already runs on an event loop")
+        self.loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        context = contextvars.Context()  # the tasks outlive whatever request started the server
+        self._tasks = [
+            self.loop.create_task(self._beat(), context=context),
+            self.loop.create_task(self.guard.run(), context=context),
+        ]
+
+    async def stop(self) -> None:
+        """Stop beating, sweeping and relaying; turns still running here are the caller's to await."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.relay.close()
+        self.loop = self._thread = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Hub]:
+        """The hub, started on this event loop for as long as the block runs."""
+        await self.start()
+        try:
+            yield self
+        finally:
+            await self.stop()
+
+    @property
+    def started(self) -> bool:
+        return self.loop is not None
+
+    # ------------------------------------------------------------------ publishing
+
+    async def publish(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
+        """The one road of every frame to the session's watchers, here and in every process.
+
+        A turn running here keeps its frames for watchers who arrive late and sends them on
+        through its outbox, in order; anything else (a recovery, a decision, a title, a
+        request answered) goes straight to the other processes. Failing to tell them is
+        logged: a page that reconnects reads the transcript."""
+        numbered = [stamped(frame) for frame in batch]
+        live = self.turns.get(session_id)
+        if live is not None:
+            for frame in numbered:
+                live.remember(frame)
+                live.outbox.put(frame)
+            self._deliver(session_id, numbered)
+            return
+        self._deliver(session_id, numbered)  # before any frame of a new turn, here
+        try:
+            await self.relay.publish(session_id, numbered)  # a watcher here drops the copy
+        except Exception:
+            logger.warning("could not tell other processes about session %s", session_id)
+
+    def publish_from_sync(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
+        """:meth:`publish`, for synchronous code on another thread (an admin view deciding a
+        changeset): the one way from sync code into the live side.
+
+        The frames are handed to the hub's event loop, waiting for them to be handed over (a
+        moment: no model call, no database), so that a page that reloads right after sees them.
+        Without a running hub here nobody watches here, and only the other processes are told."""
+        if self._thread == threading.get_ident():
+            raise RuntimeError("publish_from_sync would block the hub's own event loop; await publish")
+        try:
+            if self.loop is not None and self.loop.is_running():
+                handed = asyncio.run_coroutine_threadsafe(self.publish(session_id, batch), self.loop)
+                handed.result(timeout=HAND_OVER_SECONDS)
+            else:
+                async_to_sync(self.relay.publish)(session_id, [stamped(frame) for frame in batch])
+        except Exception:
+            logger.warning("could not tell the watchers of session %s", session_id, exc_info=True)
+
+    # ------------------------------------------------------------------ watching
+
+    @contextlib.asynccontextmanager
+    async def watching(self, session_id: uuid.UUID) -> AsyncIterator[tuple[Inbox, bool]]:
+        """An inbox of the session's frames, starting with the frames so far of its turn if one
+        runs here, and whether one does; raises ``UnavailableError`` when the channel layer is
+        down."""
+        await self.relay.watch(session_id)
+        # Joining and taking a local turn's frames so far happen at once, so they come first.
+        live = self.turns.get(session_id)
+        inbox = Inbox(live.frames if live is not None else None)
+        self.watchers.setdefault(session_id, set()).add(inbox)
+        try:
+            yield inbox, live is not None
+        finally:
+            watchers = self.watchers[session_id]
+            watchers.discard(inbox)
+            if not watchers:
+                del self.watchers[session_id]
+            await self.relay.unwatch(session_id)
+
+    def _deliver(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
+        """Frames for this process's watchers of the session (from here or from the relay)."""
+        for inbox in self.watchers.get(session_id, ()):
+            inbox.put(batch)
+
+    def _control(self, session_id: uuid.UUID, message: dict[str, Any]) -> Any:
+        """A control message for a turn here: stop it, or replay its frames to another process."""
+        command = message.get("command")
+        if command == "stop":
+            self.turns.stop(session_id)  # also a turn being started here: it starts stopped
+            return None
+        live = self.turns.get(session_id)
+        if live is None:
+            return None
+        if command == "replay" and message.get("reply_to"):
+            live.outbox.watched()  # publish from now on, without waiting for a check
+            return self.relay.answer_replay(message, list(live.frames))
+        return None
+
+    def _lost(self) -> None:
+        """The relay lost the channel layer: end every watch that relied on it (each page
+        reconnects and reloads what it missed). Watchers of turns running here miss nothing."""
+        for session_id, inboxes in self.watchers.items():
+            if self.turns.get(session_id) is None:
+                for inbox in inboxes:
+                    inbox.end(UnavailableError(LOST))
+
+    # ------------------------------------------------------------------ liveness
+
+    def owner_alive(self, *, session_id: uuid.UUID, owner: str, heartbeat_at: datetime | None) -> bool:
+        """Is the process that runs the session's turn still running it?"""
+        if owner == PROCESS_ID:
+            return self.turns.runs(session_id)
+        if not settings.PRODUCTION_MODE or not owner or heartbeat_at is None:
+            return False
+        return timezone.now() - heartbeat_at < DEAD_AFTER
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            running = self.turns.sessions()
+            if not running:
+                continue
+            try:
+                await db(heartbeat)(session_ids=running, owner=PROCESS_ID)
+            except Exception:
+                logger.exception("the heartbeat of %d turns failed", len(running))
+
+
+hub = Hub()
