@@ -72,7 +72,7 @@ beat: $(STAMP)
 clean:
 	rm -rf $(VENV) .venv-tools .mypy_cache .ruff_cache .pytest_cache staticfiles
 
-# The chat's vendored JavaScript (README, "Static files"): `make vendor` after changing a version.
+# The chat's vendored JavaScript (docs/operations.md, "Vendored JavaScript"): `make vendor` after changing a version.
 # npm checks each package against the registry's integrity hash; the source map comments go,
 # since the maps are not shipped and collectstatic's manifest would fail on them.
 MARKDOWN_IT_VERSION = 15.0.3

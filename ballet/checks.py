@@ -16,7 +16,7 @@ def metrics_shared(app_configs: Any = None, **_kwargs: Any) -> list[checks.Check
                 "BALLET_METRICS_DIR is not set: /metrics shows only the counts of the process that "
                 "answers the scrape.",
                 hint="Set it to a directory on local disk shared by the host's daphne processes and "
-                "Celery workers (README, Operations).",
+                "Celery workers (docs/operations.md, Metrics).",
                 id="ballet.W001",
             )
         ]

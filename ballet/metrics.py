@@ -6,7 +6,7 @@ set, prometheus_client's multiprocess mode (turned on by the settings,
 memory-mapped files of that directory, one set per process id: an increment is a write
 to memory, and the counts of a process killed with SIGKILL are still there. A scrape
 adds the files up (:class:`HostCollector`). The directory is one host's: each host is
-scraped apart, and Prometheus adds the hosts up (README, *Operations*).
+scraped apart, and Prometheus adds the hosts up (``docs/operations.md``, *Metrics*).
 
 A dead process's files stay: without its counts every counter would seem to reset. So
 that they do not pile up, each process folds those of processes that are gone into one
@@ -42,8 +42,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
-
-from planner.metrics import QuestionsCollector
+from prometheus_client.registry import Collector
 
 KEPT = "counter|histogram|summary"  # the types whose counts outlive their process
 OWN = re.compile(rf"(?P<kind>{KEPT})_(?P<pid>\d+)\.db")
@@ -199,8 +198,18 @@ def registry() -> CollectorRegistry:
     return _registries[directory]
 
 
+# What the database holds, read at each scrape: the apps register their collectors when they are
+# ready (planner/apps.py), so that ballet/, which every app imports for its settings, imports none.
 _STATE = CollectorRegistry(auto_describe=False)
-_STATE.register(QuestionsCollector())
+_state_kinds: set[type[Collector]] = set()
+
+
+def state_collector_register(collector: Collector) -> None:
+    """Add ``collector`` to every scrape of ``/metrics``; one of each class (a second ``ready()``
+    changes nothing)."""
+    if type(collector) not in _state_kinds:
+        _STATE.register(collector)
+        _state_kinds.add(type(collector))
 
 
 def metrics_view(_request: HttpRequest) -> HttpResponse:

@@ -6,7 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from ballet.metrics import metrics_view
-from tracker.views import favicon, healthz
+from ballet.views import favicon, healthz
 
 urlpatterns = [
     path("admin/", admin.site.urls),

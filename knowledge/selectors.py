@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Case, Exists, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Exists, IntegerField, Q, QuerySet, Value, When
+from django.db.models.functions import Concat
 
 from knowledge.models import KnowledgeEntry, KnowledgeRevision
 from knowledge.search import knowledge_search
@@ -36,6 +37,15 @@ def knowledge_visible(*, user: Principal | None) -> QuerySet[KnowledgeEntry]:
         .exclude(pk__in=beyond.values("knowledgeentry_id"))
         .select_related("author", "last_editor")
     )
+
+
+def knowledge_events_visible(*, user: Principal | None) -> Q:
+    """Of the activity log's ``knowledge.*`` events, those of the entries ``user`` reads: an event
+    carries its entry's title (registered in ``knowledge/apps.py``)."""
+    readable = knowledge_visible(user=user).annotate(
+        target=Concat(Value("knowledge:"), "pk", output_field=CharField())
+    )
+    return Q(target__in=readable.values("target"))
 
 
 def knowledge_hidden_ids(*, user: Principal | None, organization_id: int) -> frozenset[int]:

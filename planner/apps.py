@@ -8,8 +8,12 @@ class PlannerConfig(AppConfig):
     verbose_name = "Planner"
 
     def ready(self) -> None:
+        from ballet.metrics import state_collector_register  # noqa: PLC0415
         from planner.live.decisions import changeset_decided_receiver  # noqa: PLC0415 - models are ready now
+        from planner.metrics import QuestionsCollector  # noqa: PLC0415
         from tracker.signals import changeset_decided  # noqa: PLC0415
 
         # A chat's changeset cards follow the decision live (SPEC § 8, the ``changeset`` frame).
         changeset_decided.connect(changeset_decided_receiver, dispatch_uid="planner.changeset_frames")
+        # /metrics counts agents' questions; ballet/ imports none of the apps it configures.
+        state_collector_register(QuestionsCollector())

@@ -1,5 +1,6 @@
-"""The planner's Prometheus metrics (the gateway keeps the LLM ones), and the state of agents'
-questions, read from the database at each scrape (:class:`QuestionsCollector`)."""
+"""The planner's Prometheus metrics (the gateway keeps the LLM ones, the loop its compactions),
+and the state of agents' questions, read from the database at each scrape
+(:class:`QuestionsCollector`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from django.utils import timezone
 from prometheus_client import Counter
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-COMPACTIONS = Counter("ballet_planner_compactions_total", "Context compactions of planner sessions.")
 logger = logging.getLogger(__name__)
 
 TURNS = Counter("ballet_planner_turns_total", "Planner turns by how they ended.", ["reason"])

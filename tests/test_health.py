@@ -1,4 +1,5 @@
-"""/healthz checks the database and the channel layer; /metrics serves Prometheus text."""
+"""``ballet/views.py``: /healthz checks the database and the channel layer, /favicon.ico; /metrics serves
+Prometheus text."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The frames of SPEC § 8 that a session's watchers receive: one ``TypedDict`` each, and their builders.
 
-Every builder returns a JSON-ready dict with a ``type``; ``events.py`` sends
-them between processes, the consumer puts them on the socket with
+Every builder returns a JSON-ready dict with a ``type``; ``planner/live/broadcast.py``
+sends them between processes, the consumer puts them on the socket with
 :func:`wire`, the chat page renders them. A turn's frames also carry an
 envelope the runner adds (:func:`numbered`): ``n``, increasing per sending
 process, by which watchers drop a frame they already have, and ``origin``,
@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, assert_never
-
-from planner.services.previews import PreviewRow
 
 TurnEndReason = Literal["completed", "max_rounds", "stopped", "failed"]
 
@@ -88,6 +86,41 @@ class TurnEndedFrame(_Envelope):
     type: Literal["turn_ended"]
     reason: TurnEndReason
     error: NotRequired[str]
+
+
+class FieldPreview(TypedDict):
+    """One field of an approval's input: its name and its value as text."""
+
+    kind: Literal["field"]
+    label: str
+    value: str
+
+
+class OperationField(TypedDict):
+    name: str
+    current: str
+    proposed: str
+    changed: bool
+
+
+class OperationPreview(TypedDict):
+    """One changeset operation as the admin's review shows it."""
+
+    kind: Literal["operation"]
+    index: int
+    op: str
+    label: str
+    subject: str
+    fields: list[OperationField]
+    blocker: str
+    blocked: str
+    warning: str
+    errors: list[str]
+    raw: str
+
+
+# The rows of an approval's ``preview``; ``planner/services/previews.py`` builds them.
+PreviewRow = FieldPreview | OperationPreview
 
 
 class RequestFrame(_Envelope):

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, assert_never
 
+from prometheus_client import Counter
+
 from planner.agent import compaction, frames
 from planner.agent.frames import Frame, RequestFrame, TurnEndReason
 from planner.agent.gateway import CallRecord, Gateway, GatewayError
@@ -36,9 +38,9 @@ from planner.agent.messages import (
     ToolUseBlock,
     Usage,
 )
-from planner.metrics import COMPACTIONS
 
 logger = logging.getLogger(__name__)
+COMPACTIONS = Counter("ballet_planner_compactions_total", "Context compactions of planner sessions.")
 
 Reason = TurnEndReason
 STOPPED_RESULT = (

@@ -5,15 +5,17 @@
 call as the admin's changeset review shows its operations (``tracker.review``,
 the one description of an operation), any other call as one row per input field.
 The input is the model's and never trusted: whatever cannot be read the
-changeset way falls back to the generic rows, which cannot fail.
+changeset way falls back to the generic rows, which cannot fail. The rows' types
+are part of the ``request`` frame, in ``planner/agent/frames.py``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Literal, TypedDict
+from typing import Any
 
+from planner.agent.frames import FieldPreview, OperationField, PreviewRow
 from tracker.models import Project
 from tracker.review import operations_review
 
@@ -22,40 +24,6 @@ logger = logging.getLogger(__name__)
 MAX_TEXT = 4000  # characters of one value; the full input stays on the request
 MAX_ROWS = 100
 TRUNCATED = "… (cut short)"
-
-
-class FieldPreview(TypedDict):
-    """One field of the input: its name and its value as text."""
-
-    kind: Literal["field"]
-    label: str
-    value: str
-
-
-class OperationField(TypedDict):
-    name: str
-    current: str
-    proposed: str
-    changed: bool
-
-
-class OperationPreview(TypedDict):
-    """One changeset operation as the admin's review shows it."""
-
-    kind: Literal["operation"]
-    index: int
-    op: str
-    label: str
-    subject: str
-    fields: list[OperationField]
-    blocker: str
-    blocked: str
-    warning: str
-    errors: list[str]
-    raw: str
-
-
-PreviewRow = FieldPreview | OperationPreview
 
 
 def _cut(text: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from planner.agent.gateway import GatewayError
+from planner.agent.loop import COMPACTIONS
 from planner.agent.messages import Usage
-from planner.metrics import COMPACTIONS
 from planner.models import Event, Message, Session
 from planner.selectors import transcript
 from planner.services.sessions import session_create

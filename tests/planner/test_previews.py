@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from planner.services.previews import MAX_TEXT, OperationPreview, PreviewRow, request_preview
+from planner.agent.frames import OperationPreview, PreviewRow
+from planner.services.previews import MAX_TEXT, request_preview
 from tracker.services.activity import Actor
 from tracker.services.items import dependency_add, item_update
 

@@ -7,10 +7,12 @@ import re
 from typing import Any
 
 import pytest
+from django.db.models import Q
 from django.urls import reverse
 from django.utils.html import strip_tags
 
 from tests.factories import MembershipFactory, UserFactory
+from tracker.activity_filters import activity_filter_register, activity_filter_unregister
 from tracker.models import (
     ActivityEvent,
     Changeset,
@@ -728,6 +730,43 @@ def test_activity_is_read_only_and_searchable(client, staff, world):
     )
     assert "skill:ballet-skill" in text
     assert "item.created" not in text
+
+
+@pytest.fixture
+def owner_only_sees_skill_pins():
+    """A filter another app could register: of the ``skill.*`` events, the owner sees only pins."""
+
+    def visible(*, user: Any) -> Q:
+        return Q(verb="skill.pinned") if user.username == "owner" else Q()
+
+    activity_filter_register(verb_prefix="skill.", visible=visible)
+    yield
+    activity_filter_unregister(verb_prefix="skill.")
+
+
+@pytest.mark.usefixtures("owner_only_sees_skill_pins")
+def test_activity_leaves_out_the_events_a_registered_filter_hides(client, staff, world):
+    hidden = ActivityEvent.objects.get(project=world["own"]["project"], verb="skill.created")
+    client.force_login(staff["owner"])
+
+    text = result_rows(client.get(admin_url("tracker_activityevent_changelist")))
+
+    assert "skill.pinned" in text
+    assert "skill.created" not in text
+    assert "item.created" in text
+    assert client.get(admin_url("tracker_activityevent_change", hidden.pk)).status_code == 404
+    client.force_login(staff["maintainer"])
+    assert "skill.created" in result_rows(client.get(admin_url("tracker_activityevent_changelist")))
+
+
+def test_a_verb_prefix_has_one_activity_filter():
+    def everything(*, user: Any) -> Q:
+        return Q()
+
+    with pytest.raises(ValueError, match="already have a filter"):
+        activity_filter_register(verb_prefix="knowledge.", visible=everything)
+    with pytest.raises(ValueError, match="ends with a dot"):
+        activity_filter_register(verb_prefix="skill", visible=everything)
 
 
 # -- four eyes (SPEC § 12.6) -----------------------------------------------------

@@ -7,12 +7,11 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin import RelatedOnlyFieldListFilter
-from django.db.models import CharField, Q, QuerySet, Value
-from django.db.models.functions import Concat
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from knowledge.selectors import knowledge_visible
+from tracker.activity_filters import activity_visible
 from tracker.admin.base import BalletAdmin
 from tracker.models import ActivityEvent
 from tracker.permissions import TRACKER_READ
@@ -20,8 +19,9 @@ from tracker.permissions import TRACKER_READ
 
 @admin.register(ActivityEvent)
 class ActivityEventAdmin(BalletAdmin):
-    """Events of the projects the user reads, and organization-wide ones of their organizations
-    (of knowledge, only the entries the user reads: an event carries the entry's title)."""
+    """Events of the projects the user reads, and organization-wide ones of their organizations,
+    less those the other apps' filters hide (``tracker/activity_filters.py``: of knowledge, only
+    the entries the user reads, since an event carries the entry's title)."""
 
     organization_path = "organization"
     rules = {"view": TRACKER_READ, "add": None, "change": None, "delete": None}
@@ -43,11 +43,7 @@ class ActivityEventAdmin(BalletAdmin):
     readonly_fields = ("details",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        readable = knowledge_visible(user=request.user).annotate(
-            target=Concat(Value("knowledge:"), "pk", output_field=CharField())
-        )
-        hidden_knowledge = Q(verb__startswith="knowledge.") & ~Q(target__in=readable.values("target"))
-        return super().get_queryset(request).exclude(hidden_knowledge)
+        return activity_visible(super().get_queryset(request), user=request.user)
 
     @admin.display(description="data")
     def details(self, obj: ActivityEvent) -> str:

@@ -1,4 +1,5 @@
-"""Plain Django views: health, the icon."""
+"""Views of the process, outside every app: health (do the database and the channel layer answer?)
+and the icon."""
 
 from __future__ import annotations
 
