@@ -18,7 +18,7 @@ from planner.agent.messages import ChatMessage, block_from_wire
 from planner.agent.prompt import system_prompt
 from planner.agent.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS
 from planner.live.histories import Kept
-from planner.live.hub import hub
+from planner.live.process import histories
 from planner.models import (
     HumanRequest,
     Message,
@@ -204,7 +204,7 @@ def session_history(*, session: Session) -> History:
     (``planner/live/histories.py``) is taken and only the messages stored since are
     read; the model never sees what the summary covers again.
     """
-    kept = hub.histories.take(session.pk)
+    kept = histories.take(session.pk)
     if kept is not None and _still_lines_up(kept, session):
         history = kept.history
         if kept.last_seq < session.last_message_seq:

@@ -12,12 +12,7 @@ Every frame reaches a watcher by one road, :meth:`Hub.publish`: a turn's frames,
 a recovery's notice, a decision, a title. The path of one message through the
 modules is told once, in ``docs/architecture.md``.
 
-Liveness has one signal, the turn's heartbeat in its session row: the hub
-writes ``heartbeat_at`` for all its turns in one statement every
-``HEARTBEAT_SECONDS``, and a turn whose heartbeat is older than ``DEAD_AFTER``
-has lost its process and may be recovered (:meth:`Hub.owner_alive`). A turn of
-this process is alive exactly while the hub holds it; in the embedded mode
-there is one process, so a turn owned by any other is one whose process is gone.
+The hub beats for its turns: the one liveness signal (``process.py``).
 """
 
 from __future__ import annotations
@@ -29,28 +24,23 @@ import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from django.conf import settings
 from django.utils import timezone
 
 from planner.agent.frames import Frame
+from planner.live import process
 from planner.live.bridge import db
 from planner.live.guard import Guard
-from planner.live.histories import Histories
-from planner.live.identity import PROCESS_ID, stamped
 from planner.live.inbox import Inbox
+from planner.live.process import HEARTBEAT_SECONDS, PROCESS_ID, stamped
 from planner.live.relay import link
-from planner.live.turns import LiveTurns
 from planner.models import Session, SessionState
 from tracker.errors import UnavailableError
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_SECONDS = 3.0
-DEAD_AFTER = timedelta(seconds=15)  # five beats missed
 HAND_OVER_SECONDS = 5.0
 LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."
 
@@ -64,8 +54,8 @@ def heartbeat(*, session_ids: list[uuid.UUID], owner: str) -> None:
 
 class Hub:
     def __init__(self) -> None:
-        self.turns = LiveTurns()
-        self.histories = Histories()
+        self.turns = process.turns
+        self.histories = process.histories
         self.guard = Guard()
         self.relay = link(deliver=self._deliver, control=self._control, lost=self._lost)
         # Inboxes of this process's watchers, by session: every frame published here reaches them.
@@ -199,15 +189,7 @@ class Hub:
                 for inbox in inboxes:
                     inbox.end(UnavailableError(LOST))
 
-    # ------------------------------------------------------------------ liveness
-
-    def owner_alive(self, *, session_id: uuid.UUID, owner: str, heartbeat_at: datetime | None) -> bool:
-        """Is the process that runs the session's turn still running it?"""
-        if owner == PROCESS_ID:
-            return self.turns.runs(session_id)
-        if not settings.PRODUCTION_MODE or not owner or heartbeat_at is None:
-            return False
-        return timezone.now() - heartbeat_at < DEAD_AFTER
+    # ------------------------------------------------------------------ the heartbeat
 
     async def _beat(self) -> None:
         while True:

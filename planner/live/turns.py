@@ -14,11 +14,14 @@ import asyncio
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from planner.agent import frames
 from planner.agent.frames import Frame
-from planner.agent.loop import TurnLoop
-from planner.live.outbox import FramesOut
+
+if TYPE_CHECKING:  # a turn's loop and outbox are made by others; the registry only holds them
+    from planner.agent.loop import TurnLoop
+    from planner.live.outbox import FramesOut
 
 
 @dataclass(eq=False)

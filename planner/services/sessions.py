@@ -28,8 +28,7 @@ from planner.agent.gateway import CallRecord
 from planner.agent.loop import History
 from planner.agent.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from planner.agent.tools import ToolContext, ToolOutcome, call_tool
-from planner.live.hub import hub
-from planner.live.identity import PROCESS_ID
+from planner.live.process import PROCESS_ID, owner_alive
 from planner.metrics import TOOL_CALLS, TURNS
 from planner.models import (
     Event,
@@ -762,7 +761,7 @@ def recovered_frame() -> frames.TurnEndedFrame:
 def _recover_if_dead(session: Session) -> bool:
     if session.state != SessionState.RUNNING:
         return False
-    if hub.owner_alive(session_id=session.pk, owner=session.turn_owner, heartbeat_at=session.heartbeat_at):
+    if owner_alive(session_id=session.pk, owner=session.turn_owner, heartbeat_at=session.heartbeat_at):
         return False
     _recover(session)
     return True

@@ -20,8 +20,8 @@ from django.utils import timezone
 from planner.agent.messages import ChatMessage, TextBlock
 from planner.live import broadcast
 from planner.live.bridge import db
-from planner.live.hub import DEAD_AFTER, hub
-from planner.live.identity import PROCESS_ID
+from planner.live.hub import hub
+from planner.live.process import DEAD_AFTER, PROCESS_ID, owner_alive
 from planner.live.runner import runner
 from planner.models import Event, Message, Session
 from planner.routing import websocket_urlpatterns
@@ -48,13 +48,13 @@ def test_a_fresh_heartbeat_is_alive_whatever_redis_says(settings):
     fresh, stale = timezone.now() - timedelta(seconds=1), timezone.now() - DEAD_AFTER
     session_id = uuid.uuid4()
     # No presence key anywhere: the heartbeat alone decides.
-    assert hub.owner_alive(session_id=session_id, owner="other:1:aaaa", heartbeat_at=fresh)
-    assert not hub.owner_alive(session_id=session_id, owner="other:1:aaaa", heartbeat_at=stale)
+    assert owner_alive(session_id=session_id, owner="other:1:aaaa", heartbeat_at=fresh)
+    assert not owner_alive(session_id=session_id, owner="other:1:aaaa", heartbeat_at=stale)
     # Not running here:
-    assert not hub.owner_alive(session_id=session_id, owner=PROCESS_ID, heartbeat_at=fresh)
+    assert not owner_alive(session_id=session_id, owner=PROCESS_ID, heartbeat_at=fresh)
     hub.turns.claim(session_id)
     try:
-        assert hub.owner_alive(session_id=session_id, owner=PROCESS_ID, heartbeat_at=stale)
+        assert owner_alive(session_id=session_id, owner=PROCESS_ID, heartbeat_at=stale)
     finally:
         hub.turns.release(session_id)
 
