@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.db import transaction
 from django.utils import timezone
 
 from planner.agent.frames import Frame
@@ -45,11 +46,16 @@ HAND_OVER_SECONDS = 5.0
 LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."
 
 
+@transaction.atomic
 def heartbeat(*, session_ids: list[uuid.UUID], owner: str) -> None:
-    """One beat for every turn ``owner`` runs: a single statement however many there are."""
-    Session.objects.filter(pk__in=session_ids, turn_owner=owner, state=SessionState.RUNNING).update(
-        heartbeat_at=timezone.now()
-    )
+    """One beat for every turn ``owner`` runs: a single statement however many there are.
+
+    A session whose row a turn's save holds right now is skipped, not waited for: that save
+    writes the heartbeat itself, and a multi-row update that waits on rows in no set order can
+    deadlock with a save elsewhere (PostgreSQL; SQLite has one writer at a time)."""
+    running = Session.objects.filter(pk__in=session_ids, turn_owner=owner, state=SessionState.RUNNING)
+    unlocked = running.select_for_update(skip_locked=True).order_by("pk").values("pk")
+    Session.objects.filter(pk__in=unlocked).update(heartbeat_at=timezone.now())
 
 
 class Hub:
