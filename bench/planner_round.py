@@ -89,8 +89,7 @@ def queries_per_tool(project, user) -> dict[str, int]:  # type: ignore[no-untype
 
 
 async def run_turns(project, user, turns: int) -> tuple[list[float], list[float]]:  # type: ignore[no-untyped-def]
-    from channels.db import database_sync_to_async
-
+    from planner.live.bridge import db
     from planner.live.runner import Runner
     from planner.services.sessions import session_create
 
@@ -99,7 +98,7 @@ async def run_turns(project, user, turns: int) -> tuple[list[float], list[float]
     round_ms, turn_ms = [], []
     for turn in range(turns):
         if turn % SESSION_TURNS == 0:  # a fresh conversation now and then, as people have them
-            session = await database_sync_to_async(session_create)(user=user, project=project)
+            session = await db(session_create)(user=user, project=project)
         started = time.perf_counter()
         model.starts.clear()
         await runner.send(session_id=session.pk, user=user, text="Check BENCH-2500 and related knowledge")

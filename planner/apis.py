@@ -1,20 +1,24 @@
 """The planner over REST: open sessions, read transcripts, send messages, stop, and usage.
 
 Messages mean what they mean on the WebSocket (the runner decides): the turn
-runs in this server process while the request returns at once with 202.
+runs in this server process while the request returns at once with 202. The
+endpoints that call the runner are async (``planner/async_api.py``): they await
+it on the event loop, and read and write the database through ``db``.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from planner.async_api import AsyncBalletApi
+from planner.live.bridge import db
 from planner.live.runner import runner
 from planner.models import Session, SessionState
 from planner.selectors import (
@@ -78,30 +82,18 @@ class SessionListApi(BalletApi):
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
-class SessionDetailApi(BalletApi):
+class SessionDetailApi(AsyncBalletApi):
     scopes = {"GET": Scope.PLAN}  # a planner session is the plan scope's, read or written
 
     @extend_schema(
         summary="A session's complete transcript, tool calls, events, summary and state",
         responses=with_errors({200: TranscriptSerializer}, *READ_ERRORS),
     )
-    def get(self, request: Request, session: str) -> Response:
-        found = session_get(user=caller(request), session_id=session)
-        if found.state == SessionState.RUNNING and async_to_sync(runner.recover)(found.pk):
-            found = session_get(user=caller(request), session_id=session)
-        body = {**SessionSerializer(found).data, **transcript(session=found)}
-        user = caller(request)
-        body.update(
-            summary=found.summary,
-            summary_up_to=found.summary_up_to,
-            context_tokens=found.context_tokens,
-            last_seen_seq=found.last_seen_seq,
-            about=session_about(session=found),
-            can_send=found.user_id == user.pk and found.archived_at is None,
-            waiting=getattr(found, "waiting", False),  # annotated by session_list
-            usage=ChatUsageSerializer(chat_usage(session=found)).data,
-        )
-        return Response(body)
+    async def get(self, request: Request, session: str) -> Response:
+        found = await db(session_get)(user=caller(request), session_id=session)
+        if found.state == SessionState.RUNNING and await runner.recover(found.pk):
+            found = await db(session_get)(user=caller(request), session_id=session)
+        return await db(_transcript)(request, found)
 
     @extend_schema(
         summary="Rename your session",
@@ -111,11 +103,8 @@ class SessionDetailApi(BalletApi):
         request=SessionRenameSerializer,
         responses=with_errors({200: SessionSerializer}, *WRITE_ERRORS),
     )
-    def patch(self, request: Request, session: str) -> Response:
-        found = _owned(request, session)
-        data = parse(SessionRenameSerializer, request.data)
-        renamed = session_rename(session_id=found.pk, user=caller(request), title=data["title"])
-        return Response(SessionSerializer(renamed).data)
+    async def patch(self, request: Request, session: str) -> Response:
+        return await db(_rename)(request, session)
 
     @extend_schema(
         summary="Archive your session",
@@ -126,10 +115,37 @@ class SessionDetailApi(BalletApi):
         request=None,
         responses=with_errors({204: None}, 401, 403, 404, 409),
     )
-    def delete(self, request: Request, session: str) -> Response:
-        found = _owned(request, session)
-        session_archive(session_id=found.pk, user=caller(request))
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    async def delete(self, request: Request, session: str) -> Response:
+        return await db(_archive)(request, session)
+
+
+def _transcript(request: Request, found: Session) -> Response:
+    user = caller(request)
+    body = {**SessionSerializer(found).data, **transcript(session=found)}
+    body.update(
+        summary=found.summary,
+        summary_up_to=found.summary_up_to,
+        context_tokens=found.context_tokens,
+        last_seen_seq=found.last_seen_seq,
+        about=session_about(session=found),
+        can_send=found.user_id == user.pk and found.archived_at is None,
+        waiting=getattr(found, "waiting", False),  # annotated by session_list
+        usage=ChatUsageSerializer(chat_usage(session=found)).data,
+    )
+    return Response(body)
+
+
+def _rename(request: Request, session: str) -> Response:
+    found = _owned(request, session)
+    data = parse(SessionRenameSerializer, request.data)
+    renamed = session_rename(session_id=found.pk, user=caller(request), title=data["title"])
+    return Response(SessionSerializer(renamed).data)
+
+
+def _archive(request: Request, session: str) -> Response:
+    found = _owned(request, session)
+    session_archive(session_id=found.pk, user=caller(request))
+    return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 def _owned(request: Request, session: str) -> Session:
@@ -141,7 +157,15 @@ def _owned(request: Request, session: str) -> Session:
     return found
 
 
-class SessionMessageApi(BalletApi):
+def _found_with(
+    request: Request, session: str, serializer_class: type[serializers.Serializer[Any]]
+) -> tuple[Session, dict[str, Any]]:
+    """The session the caller may read, and the request's validated body."""
+    found = session_get(user=caller(request), session_id=session)
+    return found, parse(serializer_class, request.data)
+
+
+class SessionMessageApi(AsyncBalletApi):
     @extend_schema(
         summary="Send a message: starts, steers or continues a turn",
         description="To an idle session it starts a turn; to a running one it steers the turn (delivered "
@@ -150,10 +174,9 @@ class SessionMessageApi(BalletApi):
         request=MessageSendSerializer,
         responses=with_errors({202: MessageSentSerializer}, *WRITE_ERRORS, 409, 429, 503),
     )
-    def post(self, request: Request, session: str) -> Response:
-        found = session_get(user=caller(request), session_id=session)
-        data = parse(MessageSendSerializer, request.data)
-        begin = async_to_sync(runner.send)(session_id=found.pk, user=caller(request), text=data["text"])
+    async def post(self, request: Request, session: str) -> Response:
+        found, data = await db(_found_with)(request, session, MessageSendSerializer)
+        begin = await runner.send(session_id=found.pk, user=caller(request), text=data["text"])
         body = {
             "meaning": begin.meaning,
             "turn": begin.turn,
@@ -162,19 +185,19 @@ class SessionMessageApi(BalletApi):
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
-class SessionStopApi(BalletApi):
+class SessionStopApi(AsyncBalletApi):
     @extend_schema(
         summary="Stop the session's running turn",
         request=None,
         responses=with_errors({200: StopSerializer}, *READ_ERRORS, 503),
     )
-    def post(self, request: Request, session: str) -> Response:
-        found = session_get(user=caller(request), session_id=session)
-        stopped = async_to_sync(runner.stop)(session_id=found.pk, user=caller(request))
+    async def post(self, request: Request, session: str) -> Response:
+        found = await db(session_get)(user=caller(request), session_id=session)
+        stopped = await runner.stop(session_id=found.pk, user=caller(request))
         return Response({"stopped": stopped})
 
 
-class SessionAnswerApi(BalletApi):
+class SessionAnswerApi(AsyncBalletApi):
     @extend_schema(
         summary="Answer a pending request: a question (text) or an approval (approve, reason)",
         description="The body of the WebSocket answer frame less its type. The owner answers any request; "
@@ -183,10 +206,9 @@ class SessionAnswerApi(BalletApi):
         request=AnswerSerializer,
         responses=with_errors({200: AnsweredSerializer}, *WRITE_ERRORS, 409, 503),
     )
-    def post(self, request: Request, session: str) -> Response:
-        found = session_get(user=caller(request), session_id=session)
-        data = parse(AnswerSerializer, request.data)
-        resolution = async_to_sync(runner.answer)(
+    async def post(self, request: Request, session: str) -> Response:
+        found, data = await db(_found_with)(request, session, AnswerSerializer)
+        resolution = await runner.answer(
             session_id=found.pk,
             user=caller(request),
             request=data["request"],

@@ -24,13 +24,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth.models import User
 
 from planner.agent import frames
 from planner.live import guard
+from planner.live.bridge import db
 from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.selectors import session_get
@@ -90,7 +90,7 @@ class FrameMeter:
         return "refuse" if first else "drop"
 
 
-@database_sync_to_async
+@db
 def _may_chat(user: User, session_id: str) -> tuple[int | None, int]:
     """(None or the close code saying why ``user`` may not chat in the session, its project id)."""
     try:

@@ -1,28 +1,23 @@
-"""Agents' questions over REST (SPEC § 5, § 13.1): ask, list, read (waiting for the answer), withdraw.
+"""Agents' questions over REST (``docs/domain.md``, Agents' questions): ask, list, read (waiting
+for the answer), withdraw.
 
-Every request counts against the per-token limit of MCP and question requests
-(SPEC § 12.4). ``GET …/questions/{id}/?wait=SECONDS`` is served by an async
-view: the DRF view authenticates, authorizes and reads the question as usual;
-when it is still open and the caller asked to wait, the async view waits for
-the answer on the event loop (``questions.question_await``), holding no
-thread and no database connection meanwhile.
+Every request counts against the per-user limit of MCP and question requests
+(``docs/trust.md``, Limits). Asking, reading and withdrawing are async views
+(``planner/async_api.py``): they await the runner, and ``GET …/questions/{id}/?wait=SECONDS``
+waits for the answer on the event loop (``agent_questions.question_await``), holding no thread
+and no database connection meanwhile.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
-from django.conf import settings
-from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.utils.encoders import JSONEncoder
 
+from planner.async_api import AsyncBalletApi
 from planner.live.bridge import db
 from planner.live.runner import runner
 from planner.models import Question, QuestionStatus
@@ -45,7 +40,7 @@ from tracker.models import Project, Scope
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ
 
 
-class QuestionListApi(BalletApi):
+class QuestionListApi(AsyncBalletApi):
     scopes = {"POST": Scope.ASK}
 
     @extend_schema(
@@ -53,7 +48,10 @@ class QuestionListApi(BalletApi):
         parameters=[QuestionFilterSerializer],
         responses=with_errors({200: QuestionSerializer(many=True)}, 400, *READ_ERRORS, 429),
     )
-    def get(self, request: Request, key: str) -> Response:
+    async def get(self, request: Request, key: str) -> Response:
+        return await db(self._list)(request, key)
+
+    def _list(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
         agent_request_count(user_id=caller(request).pk, write=False)
         filters = parse(QuestionFilterSerializer, request.query_params)
@@ -73,11 +71,9 @@ class QuestionListApi(BalletApi):
             {201: QuestionSerializer, 200: QuestionSerializer}, *WRITE_ERRORS, 409, 429, 503
         ),
     )
-    def post(self, request: Request, key: str) -> Response:
-        project = project_for(request, key, PLANNER_CHAT)
-        agent_request_count(user_id=caller(request).pk, write=True)
-        data = parse(QuestionAskSerializer, request.data)
-        asked = async_to_sync(runner.ask)(
+    async def post(self, request: Request, key: str) -> Response:
+        project, data = await db(_asking)(request, key)
+        asked = await runner.ask(
             user=caller(request),
             project=project,
             text=data["text"],
@@ -85,64 +81,42 @@ class QuestionListApi(BalletApi):
             idempotency_key=data.get("idempotency_key") or request.headers.get("Idempotency-Key"),
         )
         code = status.HTTP_200_OK if asked.replayed else status.HTTP_201_CREATED
-        return Response(QuestionSerializer(asked.question).data, status=code)
+        return await db(_serialized)(asked.question, code)
 
 
-@dataclass(frozen=True)
-class _Wait:
-    user: User
-    project: Project
-    question_id: int
-    seconds: float
-    started: bool
+def _asking(request: Request, key: str) -> tuple[Project, dict[str, Any]]:
+    project = project_for(request, key, PLANNER_CHAT)
+    agent_request_count(user_id=caller(request).pk, write=True)
+    return project, parse(QuestionAskSerializer, request.data)
 
 
-class QuestionDetailApi(BalletApi):
+def _serialized(question: Question, code: int = status.HTTP_200_OK) -> Response:
+    """Serialized where the database may be read: a serializer is free to follow a relation."""
+    return Response(QuestionSerializer(question).data, status=code)
+
+
+class QuestionDetailApi(AsyncBalletApi):
     @extend_schema(
         summary="A question and its answer; ?wait=SECONDS (up to 60) waits for the answer",
         parameters=[QuestionWaitSerializer],
         responses=with_errors({200: QuestionSerializer}, 400, *READ_ERRORS, 429),
     )
-    def get(self, request: Request, key: str, question: str) -> Response:
-        project = project_for(request, key, TRACKER_READ)
-        agent_request_count(user_id=caller(request).pk, write=False)
-        seconds = parse(QuestionWaitSerializer, request.query_params)["wait"]
-        found = question_get(user=caller(request), project=project, question_id=question)
+    async def get(self, request: Request, key: str, question: str) -> Response:
+        user = caller(request)
+        project, found, seconds = await db(_reading)(request, key, question)
         if seconds > 0 and found.status == QuestionStatus.OPEN:
-            # question_detail waits for it on the event loop, then answers
-            request._request.ballet_wait = _Wait(caller(request), project, found.pk, seconds, found.started)  # type: ignore[attr-defined]
-        return Response(QuestionSerializer(found).data)
+            if not found.started:  # the running-turn limits kept it waiting: a turn may have freed up
+                await runner.start_waiting(force=True)
+            found = await question_await(user=user, project=project, question_id=found.pk, seconds=seconds)
+        return await db(_serialized)(found)
 
 
-async def question_detail(request: HttpRequest, key: str, question: str) -> HttpResponse:
-    """``QuestionDetailApi``, and the wait for an open question's answer, off every thread.
-
-    In production mode the DRF view runs on the planner's database threads (``executor.py``),
-    whose PostgreSQL connections are few and kept: a request's own thread would hold a connection
-    of its own for as long as the request waits, and fifty waiting agents would use up the
-    server's. An embedded SQLite connection costs nothing to hold: the request's thread serves."""
-    run = db if settings.PRODUCTION_MODE else sync_to_async
-    response: HttpResponse = await run(_detail)(request, key=key, question=question)
-    wait: _Wait | None = getattr(request, "ballet_wait", None)
-    if wait is None:
-        return response
-    if not wait.started:  # the running-turn limits kept it waiting: a turn may have freed up
-        await runner.start_waiting(force=True)
-    answered = await question_await(
-        user=wait.user, project=wait.project, question_id=wait.question_id, seconds=wait.seconds
-    )
-    # Serialized where the database may be read: a serializer is free to follow a relation.
-    return JsonResponse(await db(_serialized)(answered), encoder=JSONEncoder)
-
-
-def _serialized(question: Question) -> dict[str, Any]:
-    return dict(QuestionSerializer(question).data)
-
-
-_detail = QuestionDetailApi.as_view()
-# drf-spectacular documents the route by its DRF view.
-question_detail.cls = QuestionDetailApi  # type: ignore[attr-defined]
-question_detail.initkwargs = {}  # type: ignore[attr-defined]
+def _reading(request: Request, key: str, question: str) -> tuple[Project, Question, float]:
+    """The project, the question as it is now, and how long the caller would wait for its answer."""
+    project = project_for(request, key, TRACKER_READ)
+    agent_request_count(user_id=caller(request).pk, write=False)
+    seconds = parse(QuestionWaitSerializer, request.query_params)["wait"]
+    return project, question_get(user=caller(request), project=project, question_id=question), seconds
 
 
 class QuestionAnswerApi(BalletApi):
@@ -164,7 +138,7 @@ class QuestionAnswerApi(BalletApi):
         return Response(QuestionSerializer(answered).data)
 
 
-class QuestionWithdrawApi(BalletApi):
+class QuestionWithdrawApi(AsyncBalletApi):
     scopes = {"POST": Scope.ASK}
 
     @extend_schema(
@@ -172,13 +146,16 @@ class QuestionWithdrawApi(BalletApi):
         request=None,
         responses=with_errors({200: QuestionSerializer}, *WRITE_ERRORS, 409, 429, 503),
     )
-    def post(self, request: Request, key: str, question: str) -> Response:
-        project = project_for(request, key, TRACKER_READ)
-        agent_request_count(user_id=caller(request).pk, write=True)
-        withdrawn = async_to_sync(runner.withdraw)(
-            user=caller(request), project=project, question_id=question
-        )
-        return Response(QuestionSerializer(withdrawn).data)
+    async def post(self, request: Request, key: str, question: str) -> Response:
+        project = await db(_withdrawing)(request, key)
+        withdrawn = await runner.withdraw(user=caller(request), project=project, question_id=question)
+        return await db(_serialized)(withdrawn)
+
+
+def _withdrawing(request: Request, key: str) -> Project:
+    project = project_for(request, key, TRACKER_READ)
+    agent_request_count(user_id=caller(request).pk, write=True)
+    return project
 
 
 __all__ = [
@@ -186,5 +163,4 @@ __all__ = [
     "QuestionDetailApi",
     "QuestionListApi",
     "QuestionWithdrawApi",
-    "question_detail",
 ]

@@ -11,7 +11,7 @@ from planner.apis import (
     SessionStopApi,
     SessionUsageApi,
 )
-from planner.question_apis import QuestionAnswerApi, QuestionListApi, QuestionWithdrawApi, question_detail
+from planner.question_apis import QuestionAnswerApi, QuestionDetailApi, QuestionListApi, QuestionWithdrawApi
 
 app_name = "planner-api"
 
@@ -26,7 +26,7 @@ urlpatterns = [
     re_path(SESSION + r"/answers/$", SessionAnswerApi.as_view(), name="session-answers"),
     re_path(SESSION + r"/usage/$", SessionUsageApi.as_view(), name="session-usage"),
     path("projects/<str:key>/questions/", QuestionListApi.as_view(), name="question-list"),
-    path("projects/<str:key>/questions/<str:question>/", question_detail, name="question-detail"),
+    path("projects/<str:key>/questions/<str:question>/", QuestionDetailApi.as_view(), name="question-detail"),
     path(
         "projects/<str:key>/questions/<str:question>/answer/",
         QuestionAnswerApi.as_view(),

@@ -31,9 +31,8 @@ logger = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_THREADS = ThreadPoolExecutor(
-    max_workers=8 if settings.PRODUCTION_MODE else 1, thread_name_prefix="planner-db"
-)
+THREADS = 8 if settings.PRODUCTION_MODE else 1
+_THREADS = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="planner-db")
 _checked = threading.local()
 CONNECTION_CHECK_SECONDS = 10.0
 
@@ -83,13 +82,12 @@ def db(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 
 def close_db_connections() -> None:
     """Close the connections of every runner thread (tests tearing down their database)."""
-    workers = _THREADS._max_workers
-    barrier = threading.Barrier(workers, timeout=5)
+    barrier = threading.Barrier(THREADS, timeout=5)
 
     def close() -> None:
         connections.close_all()
         _checked.at = 0.0
         barrier.wait()
 
-    for future in [_THREADS.submit(close) for _ in range(workers)]:
+    for future in [_THREADS.submit(close) for _ in range(THREADS)]:
         future.result()

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.http.request import split_domain_port, validate_host
@@ -41,6 +40,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from planner.agent.tools.base import ToolOutcome, error_output
+from planner.live.bridge import db
 from planner.mcp_server.tools import DEFINITIONS, tool_call
 from tracker.credentials import credential_authenticate, credential_of
 from tracker.errors import CredentialError, RateLimitedError, UnavailableError
@@ -236,7 +236,7 @@ class McpApp:
             # Stateless: no stream for the server to talk on (a GET would hold one open, idle, forever).
             await refuse(send, Refusal(405, "method_not_allowed", "Send JSON-RPC requests with POST."))
             return
-        admitted = await database_sync_to_async(admit)(_header(scope, b"authorization"))
+        admitted = await db(admit)(_header(scope, b"authorization"))
         if isinstance(admitted, Refusal):
             await refuse(send, admitted)
             return

@@ -24,7 +24,6 @@ import copy
 from typing import Any
 
 import mcp_types as types
-from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 
 from planner.agent.tools import TOOLS
@@ -186,7 +185,7 @@ def refused(exc: BalletError) -> ToolOutcome:
     return ToolOutcome(domain_error(exc), True)
 
 
-@database_sync_to_async
+@db
 def _run(user: User, spec: ToolSpec, arguments: JsonObject) -> tuple[Project | None, ToolOutcome]:
     with access_scope():
         try:
@@ -196,7 +195,7 @@ def _run(user: User, spec: ToolSpec, arguments: JsonObject) -> tuple[Project | N
         return project, run_tool(spec, spec.name, rest, ToolContext(user=user, project=project))
 
 
-@database_sync_to_async
+@db
 def _checked(user: User, spec: ToolSpec, arguments: JsonObject) -> tuple[Project, JsonObject] | ToolOutcome:
     """The project and the rest of valid ``arguments``; an error outcome otherwise."""
     with access_scope():

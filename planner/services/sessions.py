@@ -1,7 +1,7 @@
 """Writes of the planner: sessions, the transcript, tool calls, events, usage.
 
 Each function is one transaction; the runner calls them from the event loop
-through ``database_sync_to_async``. A session has one writer at a time: the
+on its database threads (``planner/live/bridge.py``). A session has one writer at a time: the
 process running its turn (or, when idle, whoever starts the next one under
 the session's row lock).
 """

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, Phase, settings
 from rest_framework.authtoken.models import Token
@@ -18,6 +16,10 @@ from planner.services.sessions import session_create
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
 from tracker.services.skills import skill_version_create
+
+# Committed: the planner's async endpoints read on the runner's database threads, whose
+# connections see only what is committed.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
@@ -35,17 +37,6 @@ def owner_token(project, users, make_item) -> str:
     knowledge_create(actor=Actor(user=owner), kind="note", title="Note", body="Body", projects=[project])
     session_create(user=owner, project=project, title="Chat")
     return Token.objects.create(user=owner).key
-
-
-@pytest.fixture(autouse=True)
-def _keep_the_test_connection():
-    """Requests run inside the test's transaction: like Django's test client, don't let the WSGI
-    handler close the connection when a request ends."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
 
 
 # The schema /api/schema/ serves, built at collection (no request, no database needed).

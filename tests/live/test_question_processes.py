@@ -1,10 +1,12 @@
 """Agents' questions across real processes (two daphnes, a Celery worker with beat, PostgreSQL,
-Redis): a question whose sub-chat's process is killed mid-turn gets an outcome the waiting agent
-hears, and a question the running-turn limits held back starts even though the process that
-queued it died."""
+Redis): agents waiting on one process, over REST and MCP, hear the answer the planner gives on the
+other during their wait; a question whose sub-chat's process is killed mid-turn gets an outcome the
+waiting agent hears, and a question the running-turn limits held back starts even though the
+process that queued it died."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from tests.fakes.client import Client
 from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import Deployment, Server, Worker, production_mode
 from tests.live.conftest import agent_key
+from tests.live.test_mcp import body, mcp_session
 from tests.live.test_processes import wait_streaming
 
 pytestmark = [
@@ -56,6 +59,51 @@ def agent_on(server: Server, key: str) -> Client:
     client = Client.__new__(Client)
     client.base_url, client.token = server.url, key
     return client
+
+
+def test_agents_waiting_on_one_process_hear_the_answer_given_on_the_other(fake, processes):
+    """The question's turn runs on the first process, held until both agents wait on the second
+    (one over REST, one over MCP): the answer reaches them during their waits."""
+    first, second, _ = processes
+    key = agent_key(first)
+    release = threading.Event()
+    answer = ToolUseReply([ToolCallSpec("answer_question", {"answer": "8000, as make run says."})])
+    fake.enqueue(HangReply(reply=answer, release=release), TextReply("Answered."))
+    status, asked = agent_on(first, key).request("POST", QUESTIONS, {"text": "Which port do we serve on?"})
+    assert (status, asked["status"]) == (201, "open"), asked
+    wait_streaming(fake)
+
+    async def over_mcp() -> dict:  # its own event loop, in the waiting thread
+        async with mcp_session(second, key) as session:
+            waited = await session.call_tool(
+                "get_question", {"project": "DEMO", "id": asked["id"], "wait_seconds": 60}
+            )
+        assert not waited.is_error, waited
+        return body(waited)
+
+    over_rest: dict[str, tuple[int, dict]] = {}
+    over_mcp_: dict[str, dict] = {}
+    waiters = [
+        threading.Thread(
+            target=lambda: over_rest.setdefault(
+                "it", agent_on(second, key).request("GET", f"{QUESTIONS}{asked['id']}/?wait=60")
+            )
+        ),
+        threading.Thread(target=lambda: over_mcp_.setdefault("it", asyncio.run(over_mcp()))),
+    ]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(1)  # both agents wait on the second process
+    still = agent_on(second, key).request("GET", f"{QUESTIONS}{asked['id']}/")
+    release.set()
+    for waiter in waiters:
+        waiter.join(90)
+
+    assert still[1]["status"] == "open"  # the answer came after the waits began
+    status, rest = over_rest["it"]
+    assert status == 200, rest
+    assert (rest["status"], rest["answer"]) == ("answered", "8000, as make run says.")
+    assert (over_mcp_["it"]["status"], over_mcp_["it"]["answer"]) == ("answered", "8000, as make run says.")
 
 
 def test_questions_of_a_process_killed_mid_turn_get_outcomes(fake, processes):

@@ -13,8 +13,9 @@ import redis
 from planner.live.runner import runner
 from planner.models import HumanRequest
 from planner.services import agent_questions
-from tests.fakes.scripted import call, say
+from tests.fakes.scripted import Hang, call, say
 from tests.mcp.conftest import connected, token_of
+from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
 from tracker import limits as limiter
 from tracker.models import ActivityEvent
@@ -56,6 +57,28 @@ async def test_an_agent_asks_and_gets_the_planners_answer_within_the_wait(
     assert verbs == ["question.asked", "question.answered"]
 
 
+async def test_ask_question_waits_for_the_planners_answer_given_during_it(scripted, chat_project, member):
+    hang = Hang("Looking it up", then=call("answer_question", {"answer": "Redis."}))
+    scripted.add(hang, say("Answered."))
+    token = await sync(token_of)(member)
+
+    async with connected(token) as session:
+        arguments = {"project": "BAL", "text": "Which cache?", "wait_seconds": 20}
+        asking = asyncio.ensure_future(session.call_tool("ask_question", arguments))
+        await hang.started.wait()
+        for _ in range(500):  # until the agent waits for the answer
+            if agent_questions._waiters:
+                break
+            await asyncio.sleep(0.02)
+        assert agent_questions._waiters, "the agent never waited"
+        hang.release.set()
+        asked = await asking
+    await runner.wait(uuid.UUID(output(asked)["session"]))
+
+    assert not asked.is_error, asked
+    assert (output(asked)["status"], output(asked)["answer"]) == ("answered", "Redis.")
+
+
 async def test_an_answer_later_than_the_wait_leaves_the_question_open_with_its_id(
     scripted, chat_project, member
 ):
@@ -87,10 +110,11 @@ async def test_get_question_waits_for_the_answer(scripted, chat_project, member,
         await runner.wait(sub)  # paused on the humans (the test database cannot be read while written)
         arguments = {"project": "BAL", "id": asked["id"], "wait_seconds": 20}
         waiting = asyncio.ensure_future(session.call_tool("get_question", arguments))
-        for _ in range(250):  # until the agent waits
+        for _ in range(500):  # until the agent waits
             if asked["id"] in agent_questions._waiters:
                 break
             await asyncio.sleep(0.02)
+        assert asked["id"] in agent_questions._waiters, "the agent never waited"
         pending = await sync(lambda: HumanRequest.objects.get(session_id=sub).pk)()
         scripted.add(call("answer_question", {"answer": "Redis, says the owner."}), say("Answered."))
         await runner.answer(session_id=sub, user=owner, request=pending, text="Redis")
@@ -185,13 +209,13 @@ class _DownCache:
 
 
 async def test_while_requests_cannot_be_counted_reads_are_served_and_questions_refused_503(
-    scripted, chat_project, member, client_for, monkeypatch
+    scripted, chat_project, member, monkeypatch
 ):
     token = await sync(token_of)(member)
+    rest = await client_for(member)
     monkeypatch.setattr(limiter, "cache", _DownCache())
-    rest = client_for(member)
-    listed = await sync(rest.get)("/api/v1/projects/BAL/questions/")
-    posted = await sync(rest.post)("/api/v1/projects/BAL/questions/", {"text": "Which cache?"}, format="json")
+    listed = await rest.get("/api/v1/projects/BAL/questions/")
+    posted = await rest.post("/api/v1/projects/BAL/questions/", {"text": "Which cache?"})
 
     async with connected(token) as session:
         tools = await session.list_tools()

@@ -21,6 +21,9 @@ class TokenClient:
     async def post(self, path: str, data=None, content_type: str = "application/json"):
         return await self.client.post(path, data, content_type=content_type, headers=self.headers)
 
+    async def patch(self, path: str, data=None, content_type: str = "application/json"):
+        return await self.client.patch(path, data, content_type=content_type, headers=self.headers)
+
 
 async def client_for(user) -> TokenClient:
     token, _ = await sync(Token.objects.get_or_create)(user=user)

@@ -6,12 +6,12 @@ import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
-from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
 
+from planner.live.bridge import db
 from planner.live.runner import Runner, runner
 from planner.routing import websocket_urlpatterns
 from planner.services.sessions import session_create
@@ -115,4 +115,5 @@ async def drive(planner: Runner, session, user, text: str):
 
 
 def sync(fn):
-    return database_sync_to_async(fn)
+    """``fn`` run on the database threads, as the code under test runs its ORM work."""
+    return db(fn)

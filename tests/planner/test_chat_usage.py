@@ -95,6 +95,7 @@ def test_today_is_against_the_daily_budget(client_for, chat, member, owner, proj
     assert (today["tokens"], today["budget"], today["fraction_used"]) == (2_500, 10_000, 0.25)
 
 
+@pytest.mark.django_db(transaction=True)  # the transcript is read on the runner's database threads
 def test_the_transcript_carries_the_same_figures(client_for, chat, member, project):
     metered(project, tokens=(1_000, 200), session=chat)
 

@@ -23,6 +23,7 @@ from planner.services.sessions import session_begin, session_create
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.fakes.messages_api import TITLE_SYSTEM_OPENING
 from tests.fakes.scripted import Hang, ScriptedGateway, say
+from tests.planner.api_client import client_for as token_client
 from tests.planner.conftest import drive, frames_until, open_socket, sync
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_remove, project_update
@@ -37,9 +38,10 @@ def fresh(session: Session) -> Session:
 
 
 # ---------------------------------------------------------------- REST: rename and archive
+# (transactional: the endpoint reads and writes on the runner's database threads)
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_the_owner_renames_a_chat(client_for, session, member):
     response = client_for(member).patch(detail_url(session), {"title": "  Checkout plan  "}, format="json")
     assert response.status_code == 200, response.content
@@ -50,7 +52,7 @@ def test_the_owner_renames_a_chat(client_for, session, member):
     assert (shown["title"], shown["title_source"], shown["archived_at"]) == ("Checkout plan", "human", None)
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("body", "message"),
     [
@@ -72,7 +74,7 @@ def test_a_bad_title_is_refused_with_its_field(client_for, session, member, body
     assert fresh(session).title == ""
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_unknown_fields_and_a_bad_body_are_refused(client_for, session, member):
     client = client_for(member)
     extra = client.patch(detail_url(session), {"title": "Fine", "state": "idle"}, format="json")
@@ -102,7 +104,7 @@ def outsiders(org, project, member, users) -> dict[str, User]:
     }
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_only_the_owner_may_rename_or_archive(client_for, session, outsiders):
     for who, user in outsiders.items():
         client = client_for(user)
@@ -116,7 +118,7 @@ def test_only_the_owner_may_rename_or_archive(client_for, session, outsiders):
     assert (after.title, after.title_source, after.archived_at) == ("", "", None)
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_anonymous_callers_are_refused(client_for, session):
     anonymous = client_for(None)
     assert anonymous.patch(detail_url(session), {"title": "X"}, format="json").status_code in (401, 403)
@@ -124,7 +126,7 @@ def test_anonymous_callers_are_refused(client_for, session):
     assert fresh(session).archived_at is None
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_removed_member_can_no_longer_rename_or_archive_their_chat(client_for, session, member, owner):
     membership_remove(actor=Actor(user=owner), project=session.project, username=member.username)
     client = client_for(member)
@@ -133,7 +135,7 @@ def test_a_removed_member_can_no_longer_rename_or_archive_their_chat(client_for,
     assert fresh(session).archived_at is None
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_question_sub_chat_is_readable_by_members_but_only_its_asker_renames_it(
     client_for, chat_project, member, maintainer
 ):
@@ -147,7 +149,7 @@ def test_a_question_sub_chat_is_readable_by_members_but_only_its_asker_renames_i
     assert asker.patch(detail_url(sub_chat), {"title": "Readiness"}, format="json").status_code == 200
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_title_given_at_creation_is_the_humans(client_for, chat_project, member):
     client = client_for(member)
     named = client.post("/api/v1/planner/sessions/", {"project": "BAL", "title": " Roadmap "}, format="json")
@@ -156,7 +158,7 @@ def test_a_title_given_at_creation_is_the_humans(client_for, chat_project, membe
     assert (unnamed.json()["title"], unnamed.json()["title_source"]) == ("", "")
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_an_archived_chat_leaves_the_lists_but_its_transcript_stays(client_for, session, member):
     session_begin(session_id=session.pk, user=member, text="Keep this for the record")
     Session.objects.filter(pk=session.pk).update(state="idle", turn_owner="")
@@ -196,7 +198,7 @@ def test_an_archived_chat_takes_no_more_messages(client_for, session, member):
     assert fresh(session).last_message_seq == 0
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_running_chat_is_not_archived(client_for, session, member):
     session_begin(session_id=session.pk, user=member, text="Work on it")  # the turn runs (its row says)
     refused = client_for(member).delete(detail_url(session))
@@ -271,13 +273,13 @@ async def test_a_chat_a_human_named_gets_no_proposal(planner, model, chat_projec
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_rename_while_the_title_call_runs_wins(planner, model, client_for, session, member):
+async def test_a_rename_while_the_title_call_runs_wins(planner, model, session, member):
     hang = Hang(then=say("Planner's idea"))
     model.add(say("Here is the plan."))
     model.titles.append(hang)
     await planner.send(session_id=session.pk, user=member, text="Plan the release")
     await hang.started.wait()
-    renamed = await sync(client_for(member).patch)(detail_url(session), {"title": "Mine"}, format="json")
+    renamed = await (await token_client(member)).patch(detail_url(session), {"title": "Mine"})
     assert renamed.status_code == 200
     hang.release.set()
     await planner.wait(session.pk)

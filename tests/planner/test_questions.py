@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from knowledge.services import knowledge_create
+from planner.live import bridge
 from planner.live.runner import runner
 from planner.models import HumanRequest, Question, Session
 from planner.services import agent_questions
@@ -33,6 +34,16 @@ async def ask(client, text="Which database do we use?", **extra):
     response = await client.post(QUESTIONS, {"text": text, **extra})
     assert response.status_code == 201, response.content
     return response.json()
+
+
+async def waiters(question_id: int, count: int = 1) -> None:
+    """Return once ``count`` requests wait for the question's answer (the answer then comes during
+    their wait); fail if they never do."""
+    for _ in range(500):
+        if len(agent_questions._waiters.get(question_id, ())) >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{count} waits for question {question_id} never began")
 
 
 async def test_the_planner_answers_from_knowledge_and_wait_returns_the_answer(
@@ -93,10 +104,7 @@ async def test_an_escalated_question_is_answered_by_another_member(scripted, cha
     assert "answer its questions in place" in refused.json()["error"]["message"]
     scripted.add(call("answer_question", {"answer": "Postgres, says maintainer."}), say("Done."))
     waiting = asyncio.ensure_future(asker.get(f"{QUESTIONS}{asked['id']}/?wait=10"))
-    for _ in range(100):  # until the asker waits
-        if asked["id"] in agent_questions._waiters:
-            break
-        await asyncio.sleep(0.02)
+    await waiters(asked["id"])
     answered = await colleague.post(
         f"/api/v1/planner/sessions/{sub['id']}/answers/", {"request": pending["id"], "text": "Postgres"}
     )
@@ -108,6 +116,51 @@ async def test_an_escalated_question_is_answered_by_another_member(scripted, cha
     assert json.loads(result.content) == {"answer": "Postgres", "answered_by": "maintainer"}
     request = await sync(HumanRequest.objects.select_related("answered_by").get)(pk=pending["id"])
     assert request.answered_by.username == "maintainer"
+
+
+async def test_a_wait_returns_the_planners_answer_given_during_it(scripted, chat_project, agent):
+    hang = Hang("Looking it up", then=call("answer_question", {"answer": "PostgreSQL 17."}))
+    scripted.add(hang, say("Answered."))
+    client = await client_for(agent)
+    asked = await ask(client)
+    await hang.started.wait()
+
+    waiting = asyncio.ensure_future(client.get(f"{QUESTIONS}{asked['id']}/?wait=20"))
+    await waiters(asked["id"])
+    hang.release.set()
+    waited = await waiting
+    await runner.wait(uuid.UUID(asked["session"]))
+
+    assert asked["status"] == "open"
+    assert waited.status_code == 200, waited.content
+    assert (waited.json()["status"], waited.json()["answer"]) == ("answered", "PostgreSQL 17.")
+
+
+async def test_more_agents_wait_than_there_are_database_threads_and_all_hear_the_answer(
+    scripted, chat_project, agent, maintainer
+):
+    """A wait holds none of the runner's database threads (one on SQLite): the answer, and every
+    other wait's reads, get through while all of them wait."""
+    scripted.add(call("ask_human", {"question": "Postgres or SQLite for the cache?"}))
+    asked = await ask(await client_for(agent))
+    sub = uuid.UUID(asked["session"])
+    await runner.wait(sub)
+    agents = [await client_for(agent) for _ in range(bridge.THREADS + 1)]
+    waiting = [asyncio.ensure_future(a.get(f"{QUESTIONS}{asked['id']}/?wait=30")) for a in agents]
+    await waiters(asked["id"], len(waiting))
+
+    pending = await sync(lambda: HumanRequest.objects.get(session_id=sub).pk)()
+    scripted.add(call("answer_question", {"answer": "Postgres, says maintainer."}), say("Done."))
+    answered = await (await client_for(maintainer)).post(
+        f"/api/v1/planner/sessions/{sub}/answers/", {"request": pending, "text": "Postgres"}
+    )
+    waited = [await w for w in waiting]
+    await runner.wait(sub)
+
+    assert answered.status_code == 200, answered.content
+    assert [(w.status_code, w.json()["status"], w.json()["answer"]) for w in waited] == [
+        (200, "answered", "Postgres, says maintainer.")
+    ] * len(agents)
 
 
 async def test_who_may_ask_and_read(scripted, chat_project, agent, viewer, users, other_project):

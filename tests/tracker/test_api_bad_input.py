@@ -388,6 +388,7 @@ def test_a_nul_anywhere_in_a_body_names_its_field(setup, client_for, url, body, 
         "00000000-0000-0000-0000-000000000000",
     ],
 )
+@pytest.mark.django_db(transaction=True)  # the planner's async endpoints read on its database threads
 @pytest.mark.parametrize("suffix", ["", "/", "/messages/", "/stop/"])
 def test_a_malformed_session_id_is_not_found(setup, client_for, session, suffix):
     client = client_for(setup["owner"])

@@ -303,6 +303,7 @@ def test_every_endpoint_names_the_scope_a_key_needs():
     assert _endpoints() == SCOPES
 
 
+@pytest.mark.django_db(transaction=True)  # the planner's async endpoints read on its database threads
 def test_a_read_key_reads_and_is_told_which_scope_a_write_needs(member, project):
     client = bearer(make_key(member, "read"))
 
@@ -323,6 +324,7 @@ def test_a_read_key_reads_and_is_told_which_scope_a_write_needs(member, project)
     assert not Changeset.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)  # the planner's async endpoints read on its database threads
 def test_an_ask_key_asks_but_does_not_read_the_plan(member, project):
     client = bearer(make_key(member, "ask"))
 

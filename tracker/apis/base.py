@@ -69,7 +69,7 @@ class BalletJSONParser(JSONParser):
 
 class ScopedSchema(AutoSchema):
     """An operation's description ends with the scope an API key needs for it (and leaves out
-    BalletApi's own docstring, which every endpoint without one of its own would inherit)."""
+    a base's docstring, BalletApi's or another, which an endpoint without one of its own inherits)."""
 
     def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         operation = super().get_operation(*args, **kwargs)
@@ -78,7 +78,8 @@ class ScopedSchema(AutoSchema):
         scope = self.view.scope_for(self.method)
         note = f"API keys need the {scope} scope." if scope else "Not with an API key."
         description = operation.get("description", "")
-        if description == get_doc(BalletApi):
+        view_class = type(self.view)
+        if view_class.__doc__ is None and description == get_doc(view_class):
             description = ""
         operation["description"] = f"{description}\n\n{note}" if description else note
         return operation
