@@ -37,7 +37,7 @@ class PlannerConfig:
     four_eyes: bool = False
     skill: str | None = None
     daily_token_budget: int | None = None  # every token processed per project per UTC day, cached ones too
-    approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval (§ 13.3)
+    approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval (docs/domain.md)
 
 
 # (toml key, environment variable, type) of every planner setting.
@@ -126,7 +126,7 @@ def load_planner_config() -> PlannerConfig:
 
 @dataclass(frozen=True)
 class LimitsConfig:
-    """The abuse limits of SPEC § 12.4: ``[limits]`` in ballet.toml, ``BALLET_LIMIT_<NAME>``."""
+    """The abuse limits of docs/trust.md#limits: ``[limits]`` in ballet.toml, ``BALLET_LIMIT_<NAME>``."""
 
     login_failures: int = 5  # failed logins per username and per IP within the window ...
     login_window_seconds: int = 900  # ... after which even the right password is refused
@@ -137,7 +137,7 @@ class LimitsConfig:
     steering_chars: int = 32_768  # ... and their characters in all
     frames_per_second: int = 20  # WebSocket frames a connection sends ...
     frames_excess_seconds: int = 10  # ... and how long it may exceed that before it is closed
-    mcp_requests_per_minute: int = 60  # MCP and question requests per token (SPEC § 12.4)
+    mcp_requests_per_minute: int = 60  # MCP and question requests per token (docs/trust.md#limits)
 
 
 def load_limits_config() -> LimitsConfig:
@@ -305,7 +305,7 @@ def share_metrics(server: ServerConfig) -> Path | None:
 
 @dataclass(frozen=True)
 class Keys:
-    """The keys of SPEC § 12.2: Django's ``SECRET_KEY`` and the credential key (with fallbacks)."""
+    """The keys of docs/trust.md#secrets: Django's ``SECRET_KEY`` and the credential key (with fallbacks)."""
 
     secret_key: str = field(repr=False)
     credential_key: str = field(repr=False)

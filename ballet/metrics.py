@@ -1,4 +1,4 @@
-"""``/metrics``: the counters of every process of the host in one scrape (SPEC § 10).
+"""``/metrics``: the counters of every process of the host in one scrape (docs/operations.md).
 
 Production runs several daphne processes and Celery workers. With ``BALLET_METRICS_DIR``
 set, prometheus_client's multiprocess mode (turned on by the settings,

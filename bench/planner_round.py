@@ -131,7 +131,7 @@ def main() -> None:
     settings.BALLET_PLANNER = settings.BALLET_PLANNER.__class__(
         **{**settings.BALLET_PLANNER.__dict__, "compact_at_tokens": 10**9}
     )
-    # Nor are the message limits (§ 12.4): one user sends every turn as fast as they end.
+    # Nor are the message limits (docs/trust.md#limits): one user sends every turn as fast as they end.
     settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, messages_per_minute=10**9)
     project, user = build_project(items=args.items, knowledge=args.knowledge)
     index_knowledge(project)

@@ -23,7 +23,7 @@ project; in production mode PostgreSQL and Redis).
 
 The running-turn limits are raised so that the agents' turns run side by side;
 ``--keep-turn-limits`` keeps the defaults (10 a project): the other 40 questions wait, open,
-until turns free up (SPEC § 13.1), and are still answered.
+until turns free up (docs/domain.md#agents-questions), and are still answered.
 """
 
 from __future__ import annotations

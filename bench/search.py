@@ -1,4 +1,4 @@
-"""Hybrid search: relevance, latency and indexing throughput (SPEC § 7, § 11).
+"""Hybrid search: relevance, latency and indexing throughput (docs/search.md, docs/benchmarks.md).
 
 0. The model: the memory it adds to the process (RSS before it loads, and
    after loading and embedding), the threads it starts, and the p50 of a

@@ -1,6 +1,6 @@
 """What Ballet adds to an agent turn over the bare SDK, end to end, and how it grows with the session.
 
-The workload of SPEC § 11: model call → three tool calls → model call → a 20-delta streamed answer.
+The workload of docs/benchmarks.md: model call → three tool calls → model call → a 20-delta streamed answer.
 A fake Messages API runs in a process of its own (this script, started again with ``--serve-fake``)
 and answers every request by its last message: tool results get the 20-delta answer, anything else
 three tool calls (``list_runnable``, ``get_item``, ``list_items`` on the demo project).

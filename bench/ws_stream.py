@@ -378,7 +378,7 @@ def main() -> None:
     try:
         fake.enqueue(TextReply(chunks=["warm "] * 20))  # the warm-up turn's answer
         deployment = Deployment.create(tmp, fake.base_url)
-        # One user streams in all the sessions: lift the per-user and per-project limits (§ 12.4),
+        # One user streams in all the sessions: lift the per-user and per-project limits (docs/trust.md),
         # which would otherwise refuse all but a few of the turns; this measures streaming.
         many = str(10 * (args.sessions + 1))
         deployment.env |= {

@@ -23,7 +23,7 @@ from tracker.search import SearchHit
 
 
 def knowledge_visible(*, user: Principal | None) -> QuerySet[KnowledgeEntry]:
-    """The entries ``user`` may read (SPEC § 4.5): every path to knowledge starts here.
+    """The entries ``user`` may read (docs/domain.md#knowledge): every path to knowledge starts here.
 
     An entry linked to projects is readable by those who read knowledge in
     every one of them; an entry with no project link, by those who read
@@ -146,7 +146,7 @@ class KnowledgeLinks:
 
 
 def knowledge_links(*, user: Principal | None, entry_ids: Iterable[int]) -> dict[int, KnowledgeLinks]:
-    """The links of each entry that ``user`` sees, in one query (SPEC § 4.5: links to projects, or to
+    """The links of each entry that ``user`` sees, in one query (docs/domain.md: links to projects, or to
     items of projects, where the user reads no knowledge are neither shown nor theirs to remove).
 
     Entries without a visible link have none in the answer.

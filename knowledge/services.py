@@ -129,7 +129,7 @@ def _relink(
     """Replace the entry's links where given; True if they changed.
 
     Links the actor cannot read are neither shown to them nor theirs to drop:
-    they are kept whatever the actor sends (SPEC § 4.5).
+    they are kept whatever the actor sends (docs/domain.md#knowledge).
     """
     if projects is None and items is None:
         return False

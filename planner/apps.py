@@ -13,7 +13,7 @@ class PlannerConfig(AppConfig):
         from planner.metrics import QuestionsCollector  # noqa: PLC0415
         from tracker.signals import changeset_decided  # noqa: PLC0415
 
-        # A chat's changeset cards follow the decision live (SPEC § 8, the ``changeset`` frame).
+        # A chat's changeset cards follow the decision live (docs/protocol.md, the ``changeset`` frame).
         changeset_decided.connect(changeset_decided_receiver, dispatch_uid="planner.changeset_frames")
         # /metrics counts agents' questions; ballet/ imports none of the apps it configures.
         state_collector_register(QuestionsCollector())

@@ -58,7 +58,7 @@ Verdict = Literal["accept", "refuse", "drop", "close"]
 
 @dataclass
 class FrameMeter:
-    """At most ``per_second`` frames a second from one connection (SPEC § 12.4).
+    """At most ``per_second`` frames a second from one connection (docs/trust.md#limits).
 
     A frame past the limit is refused without any work (the first of each second with an
     ``error`` frame, the rest silently, so a flood is not answered by a flood); a connection

@@ -32,7 +32,7 @@ class Session(models.Model):
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
     )
-    # A question's sub-chat (SPEC § 13.1): owned by the asker, answerable by the project's members.
+    # A question's sub-chat (docs/domain.md): owned by the asker, answerable by the project's members.
     question = models.OneToOneField(
         "Question", null=True, blank=True, on_delete=models.SET_NULL, related_name="session"
     )
@@ -144,8 +144,8 @@ class Event(models.Model):
 
 
 class RequestKind(models.TextChoices):
-    QUESTION = "question"  # ask_human: the planner asks the human (§ 13.2)
-    APPROVAL = "approval"  # a call of a tool in the project's approve_tools (§ 13.3)
+    QUESTION = "question"  # ask_human: the planner asks the human (docs/domain.md)
+    APPROVAL = "approval"  # a call of a tool in the project's approve_tools (docs/domain.md)
 
 
 class RequestStatus(models.TextChoices):
@@ -160,7 +160,7 @@ class HumanRequest(models.Model):
     """A tool call of a paused turn that waits for a human: a question or an approval.
 
     The answer that made the call is stored; the call's result is written when every
-    request of its round is resolved, and the turn resumes (SPEC § 6.7, § 13.2, § 13.3).
+    request of its round is resolved, and the turn resumes (docs/architecture.md, docs/domain.md).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -198,7 +198,7 @@ class QuestionStatus(models.TextChoices):
 
 
 class Question(models.Model):
-    """A worker's question about a project or one item, answered in its sub-chat (SPEC § 13.1)."""
+    """A worker's question about a project or one item, answered in its sub-chat (docs/domain.md)."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="questions")
     asker = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="questions")
@@ -209,7 +209,7 @@ class Question(models.Model):
     answered_by = models.CharField(max_length=200, blank=True)  # planner:SESSION or user:NAME
     # Why the question waits for the project's humans (needs_human): how its sub-chat ended.
     reason = models.TextField(blank=True)
-    # False while the running-turn limits keep its sub-chat's first turn waiting (§ 13.1).
+    # False while the running-turn limits keep its sub-chat's first turn waiting (docs/domain.md).
     started = models.BooleanField(default=False)
     # The asker's own key for the question: asking again with it returns this question.
     idempotency_key = models.CharField(max_length=200, blank=True)

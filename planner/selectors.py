@@ -47,7 +47,7 @@ from tracker.selectors import project_planner_config
 
 def session_list(*, user: AnyUser, project: Project | None = None, query: str = "") -> QuerySet[Session]:
     """The user's own sessions in projects they can still read, and the question sub-chats of
-    projects where they may chat (SPEC § 13.2), archived ones left out; ``query`` keeps those whose
+    projects where they may chat (docs/domain.md), archived ones left out; ``query`` keeps those whose
     title contains it (any case); ``waiting``: a request there waits for them."""
     qs = sessions_visible(user=user).filter(archived_at__isnull=True)
     if project is not None:
@@ -123,7 +123,7 @@ def project_credential(project: Project) -> Credential:
     """The project's own credential; the server's ANTHROPIC_API_KEY only if the project has none.
 
     A credential that no credential key decrypts is an error, never the server's key: the
-    project's owner chose to pay with their own key (SPEC § 12.2).
+    project's owner chose to pay with their own key (docs/trust.md#secrets).
     """
     if project.credential_encrypted:
         key = decrypt(project.credential_encrypted)
@@ -219,7 +219,7 @@ def session_history(*, session: Session) -> History:
 
 def context_estimate(*, session: Session) -> int:
     """The context the session's next model call would send, in tokens, estimated as the
-    compaction check estimates it (SPEC § 6.4): the provider's reported usage of the last
+    compaction check estimates it (docs/domain.md#planner-sessions): the provider's reported usage of the last
     answer plus the messages stored since, or everything at four characters a token when
     no usage was reported yet."""
     after = session.summary_up_to or 0

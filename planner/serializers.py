@@ -202,7 +202,7 @@ class SpendSerializer(serializers.Serializer[Any]):
 
 
 class ChatUsageSerializer(serializers.Serializer[Any]):
-    context_tokens = serializers.IntegerField(help_text="The next model call's context, estimated (§ 6.4).")
+    context_tokens = serializers.IntegerField(help_text="The next model call's context, estimated.")
     compact_at_tokens = serializers.IntegerField(help_text="Above this, the planner compacts the history.")
     context_fraction = serializers.FloatField()
     session = SpendSerializer(help_text="Every metered call of this chat.")

@@ -1,4 +1,4 @@
-"""Error pages never print a secret, with DEBUG on or off (SPEC § 12.2)."""
+"""Error pages never print a secret, with DEBUG on or off (docs/trust.md#secrets)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Encryption of stored secrets (a project's LLM credential) with the credential key.
 
-The key is ``BALLET_CREDENTIAL_KEY``, apart from Django's ``SECRET_KEY`` (SPEC § 12.2): a copy
+The key is ``BALLET_CREDENTIAL_KEY``, apart from Django's ``SECRET_KEY`` (docs/trust.md#secrets): a copy
 of the database decrypts nothing without it. Keys in ``BALLET_CREDENTIAL_KEY_FALLBACKS`` still
 decrypt, so the key can be rotated; new writes always use the current key.
 """

@@ -83,7 +83,7 @@ class InvalidStateError(BalletError):
 
 
 class RateLimitedError(BalletError):
-    """A limit of SPEC § 12.4 refuses the action for now; nothing already accepted is lost."""
+    """A limit of docs/trust.md#limits refuses the action for now; nothing already accepted is lost."""
 
     code = "rate_limited"
     status = 429

@@ -1,4 +1,4 @@
-"""Rate counting for the limits of SPEC § 12.4, in the cache every process shares.
+"""Rate counting for the limits of docs/trust.md#limits, in the cache every process shares.
 
 A sliding window approximated by two fixed ones: the previous window's count
 weighs by how much of it still falls inside the sliding window. It may let a
@@ -51,7 +51,7 @@ def _incremented(key: str) -> bool:
 
 def agent_request_count(*, user_id: int, write: bool) -> bool:
     """Count one MCP or question request of a token's user; RateLimitedError past the limit
-    (``mcp_requests_per_minute``, SPEC § 12.4).
+    (``mcp_requests_per_minute``, docs/trust.md#limits).
 
     While the cache cannot be reached a read goes uncounted (logged; False), and a write is
     refused with UnavailableError: nothing would limit it."""

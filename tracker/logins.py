@@ -1,4 +1,4 @@
-"""The failed-login limit of SPEC § 12.4, on django-axes.
+"""The failed-login limit of docs/trust.md#limits, on django-axes.
 
 At most ``BALLET_LIMITS.login_failures`` failed logins per username and, apart,
 per client IP within ``login_window_seconds``; past that every login of that

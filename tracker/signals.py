@@ -2,7 +2,7 @@
 
 ``changeset_decided`` is sent once a changeset's decision — applied, rejected or
 conflicted — has been committed, with ``changeset`` as it was saved. The planner
-follows it to tell the chat that proposed the changeset (SPEC § 8, the ``changeset``
+follows it to tell the chat that proposed the changeset (docs/protocol.md, the ``changeset``
 frame). A receiver runs in the thread that decided, after the commit; what it raises
 is logged, never undoes the decision.
 """

@@ -1,4 +1,4 @@
-"""Celery tasks of the tracker, and their enqueueing on commit: search indexing (SPEC § 10)."""
+"""Celery tasks of the tracker, and their enqueueing on commit: search indexing (docs/operations.md)."""
 
 from __future__ import annotations
 

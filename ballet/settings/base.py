@@ -35,7 +35,7 @@ BALLET_LIMITS = load_limits_config()
 # USD per million tokens per model id: the estimated cost of metered use (planner/services/spend.py).
 BALLET_PRICES = load_prices()
 
-# Off unless DJANGO_DEBUG=1, in both modes: the debug pages show code and settings (SPEC § 12.2).
+# Off unless DJANGO_DEBUG=1, in both modes: the debug pages show code and settings (docs/trust.md#secrets).
 DEBUG = bool(SERVER.debug)
 # The embedded mode's SQLite file; its folder is made here, so a fresh clone's migrate works.
 SQLITE_PATH = None if PRODUCTION_MODE else embedded_database_path(SERVER, BASE_DIR / "db" / "ballet.sqlite3")
@@ -201,7 +201,7 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
-# Failed logins (SPEC § 12.4): django-axes counts them per username and, apart, per client IP in
+# Failed logins (docs/trust.md#limits): django-axes counts them per username and, apart, per client IP in
 # its database table; see tracker/logins.py for why a success resets nothing and where the IP comes from.
 AUTHENTICATION_BACKENDS = ["tracker.logins.LoginLimitBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
@@ -230,7 +230,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "start-waiting-planner-work": {"task": "planner.start_waiting_work", "schedule": 10.0},
 }
 
-# Search (SPEC § 7): the sentence-embedding backend (tracker.search.embeddings); the local model by default.
+# Search (docs/search.md): the sentence-embedding backend (tracker.search.embeddings); the local
+# model by default.
 SEARCH_EMBEDDING_BACKEND = SERVER.search_embedding_backend or "tracker.search.embeddings.LocalModelBackend"
 # Where the documents of each kind come from (tracker.search.types.SearchSource), named here so that
 # the tracker, which indexes them all, never imports the knowledge app.

@@ -1,4 +1,4 @@
-"""The frames of SPEC § 8 that a session's watchers receive: one ``TypedDict`` each, and their builders.
+"""The frames a session's watchers receive (docs/protocol.md): one ``TypedDict`` each, and builders.
 
 Every builder returns a JSON-ready dict with a ``type``; ``planner/live/broadcast.py``
 sends them between processes, the consumer puts them on the socket with
@@ -124,7 +124,7 @@ PreviewRow = FieldPreview | OperationPreview
 
 
 class RequestFrame(_Envelope):
-    """A question or an approval the turn waits for (§ 13): ``question`` and ``options`` for a
+    """A question or an approval the turn waits for (docs/domain.md): ``question`` and ``options`` for a
     question, ``tool`` and ``input`` for an approval."""
 
     type: Literal["request"]

@@ -79,7 +79,7 @@ class ToolRound:
     runs: list[ToolRun]
     results: ChatMessage | None
     error: Exception | None = None
-    paused: list[RequestFrame] | None = None  # the turn paused on these requests (SPEC § 13)
+    paused: list[RequestFrame] | None = None  # the turn paused on these requests (docs/domain.md)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Open planner sockets and running turns lose access the moment their human does (SPEC § 12.1).
+"""Open planner sockets and running turns lose access the moment their human does (docs/trust.md).
 
 Each socket and each turn running in this process holds a :class:`Grant`: who,
 in which project, and (for a socket) through which login session. The hub's

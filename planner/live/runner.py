@@ -150,7 +150,7 @@ class Runner:
         approve: Any = None,
         reason: Any = None,
     ) -> Resolution:
-        """Answer one pending request of the session (SPEC § 13.2, § 13.3); the turn resumes here
+        """Answer one pending request of the session (docs/domain.md); the turn resumes here
         once none is pending. Every watcher, in every process, hears of it."""
         answered = functools.partial(
             human_requests.request_answer,
@@ -254,7 +254,7 @@ class Runner:
         self, *, user: User, project: Project, text: Any, item_key: Any = None, idempotency_key: Any = None
     ) -> agent_questions.Asked:
         """Record ``user``'s question and start its sub-chat's first turn at once, or, past the
-        running-turn limits, leave it open until a turn frees up (SPEC § 13.1). A question asked
+        running-turn limits, leave it open until a turn frees up (docs/domain.md). A question asked
         before with the same idempotency key is returned as it is."""
         asked: agent_questions.Asked = await db(agent_questions.question_ask)(
             user=user, project=project, text=text, item_key=item_key, idempotency_key=idempotency_key

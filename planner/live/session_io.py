@@ -290,7 +290,7 @@ class SessionIO(TurnIO):
 
 
 class BudgetedGateway:
-    """The gateway of one turn, closed once the project's daily token budget is used up (SPEC § 12.4).
+    """The gateway of one turn, closed once the project's daily token budget is used up (docs/trust.md).
 
     Before every model call of the turn (its rounds and compaction) it counts every token the
     provider processed for the project in the UTC day, cached input included: the stored usage

@@ -1,4 +1,4 @@
-"""The title the planner proposes for a chat after its first turn (SPEC § 9, § 6.5).
+"""The title the planner proposes for a chat after its first turn (docs/protocol.md, docs/architecture.md).
 
 When a session's turn ends with an answer (``completed`` or ``max_rounds``)
 and nobody named the chat, the runner asks the project's ``title_model`` (a

@@ -1,4 +1,4 @@
-"""The MCP server of SPEC § 13.4: coding agents read the plan and knowledge and ask questions.
+"""The MCP server of docs/domain.md: coding agents read the plan and knowledge and ask questions.
 
 ``tools.py`` says which tools there are and runs a call as the token's user;
 ``app.py`` is the ASGI side (the SDK's Streamable HTTP transport behind token

@@ -4,7 +4,7 @@ Every request is authenticated before the SDK sees it: ``Authorization: Bearer
 KEY`` (or ``Token KEY``, ``Api-Key KEY``) with an API key or the legacy REST token
 of an active user (``tracker/credentials.py``), else HTTP 401; then counted
 against ``mcp_requests_per_minute`` of the user, one count with its REST question
-requests (SPEC § 12.4), else HTTP 429. Both
+requests (docs/trust.md#limits), else HTTP 429. Both
 refusals are JSON-RPC error bodies, so MCP clients show their message and
 anything else reads ``error.message``. While Redis, where requests are counted,
 is down, requests go uncounted and the tools that write (``ask_question``)

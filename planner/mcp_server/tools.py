@@ -1,4 +1,4 @@
-"""The MCP tools: the planner's read tools and the questions, each naming its project (SPEC § 13.4).
+"""The MCP tools: the planner's read tools and the questions, each naming its project (docs/domain.md).
 
 A planner tool runs in its session's project; an MCP client names the project
 in every call. A tool's MCP input schema is the planner's schema plus a

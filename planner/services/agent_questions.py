@@ -1,4 +1,4 @@
-"""Agents' questions (SPEC § 13.1): ask, read, answer, withdraw, and wait for the answer.
+"""Agents' questions (docs/domain.md#agents-questions): ask, read, answer, withdraw, and wait for the answer.
 
 A worker asks about the project or one item; the question gets a sub-chat, a
 planner session owned by the asker whose first message is the question, and

@@ -4,7 +4,7 @@ A changeset the planner proposes carries its session's id (``Changeset.planner_s
 When a human applies or rejects it, or applying it conflicts — in the admin, over REST, in
 any process — the tracker sends ``changeset_decided`` once the decision is committed, and
 ``planner/live/decisions.py`` sends :func:`changeset_frame` to the session's watchers
-everywhere (SPEC § 8). A chat opened later reads the same state from the transcript
+everywhere (docs/protocol.md). A chat opened later reads the same state from the transcript
 (:func:`changesets_of`).
 """
 

@@ -1,4 +1,4 @@
-"""Naming and archiving chats (SPEC § 5, § 9): the owner renames or archives, the planner proposes.
+"""Naming and archiving chats (docs/protocol.md): the owner renames or archives, the planner proposes.
 
 A chat's title has a source: none (the first words of its first message, set when
 the first turn starts), ``human`` (given at creation or by a rename) or ``planner``

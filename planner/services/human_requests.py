@@ -1,4 +1,4 @@
-"""A turn paused on humans (SPEC § 6.7, § 13.2, § 13.3): its requests, their answers, its resumption.
+"""A turn paused on humans (docs/domain.md): its requests, their answers, its resumption.
 
 When the model calls ``ask_human``, or a tool the project lists in
 ``approve_tools``, the round's answer is stored, the round's other calls run,
@@ -300,7 +300,7 @@ def _resolve(request: HumanRequest, status: RequestStatus, answer: str, user: Us
 
 
 def requests_reply(session: Session, user: User, text: str) -> Begin | None:
-    """A plain message from the owner to a turn paused on requests (SPEC § 6.7): it answers every
+    """A plain message from the owner to a turn paused on requests (docs/architecture.md): it answers every
     pending question and declines every pending approval with the message as the reason, and
     the turn continues. None when no request is pending. The caller holds the session's lock."""
     pending = list(HumanRequest.objects.filter(session=session, status=RequestStatus.PENDING))

@@ -1,7 +1,7 @@
 """What an approval request shows its human: a tool call's input as readable rows.
 
 :func:`request_preview` turns the input of a tool call that waits for approval
-(SPEC § 13.3) into rows the chat page renders as text: a ``propose_changeset``
+(docs/domain.md) into rows the chat page renders as text: a ``propose_changeset``
 call as the admin's changeset review shows its operations (``tracker.review``,
 the one description of an operation), any other call as one row per input field.
 The input is the model's and never trusted: whatever cannot be read the

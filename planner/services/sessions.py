@@ -177,13 +177,13 @@ def session_begin(
     """Give a human message its meaning: start, steer or continue a turn.
 
     A running session whose process died is recovered first, so the message
-    starts a new turn. The limits of SPEC § 12.4 (messages per minute, running
+    starts a new turn. The limits of docs/trust.md#limits (messages per minute, running
     turns, queued steering) refuse a message before anything is written. A
     turn it starts or continues is opened in the same transaction: change
     notes delivered, ``turn_started`` recorded, its setup returned. To a turn
     paused on requests, the message is the reply (``planner/services/human_requests.py``).
     A ``question``'s first message is not counted against the message rate
-    (only the running-turn limits keep it waiting, SPEC § 13.1).
+    (only the running-turn limits keep it waiting, docs/domain.md#agents-questions).
     """
     session = _lock(session_id, user)
     recovered = _recover_if_dead(session)
@@ -769,7 +769,7 @@ def _recover_if_dead(session: Session) -> bool:
 
 @transaction.atomic
 def session_recover_if_dead(*, session_id: uuid.UUID) -> bool:
-    """Recover the session if its turn's process died (§ 6.8); True if it did."""
+    """Recover the session if its turn's process died (docs/architecture.md); True if it did."""
     session = Session.objects.select_for_update().filter(pk=session_id).first()
     return session is not None and _recover_if_dead(session)
 

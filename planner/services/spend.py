@@ -5,7 +5,7 @@ Costs come from the price table in configuration (``[prices."MODEL-ID"]``,
 operator adjusts. Tokens of a model without a price are counted but not priced;
 the results say so (``unpriced``) instead of pretending they were free.
 
-The day is the UTC day, as for the daily token budget (SPEC § 12.4), and
+The day is the UTC day, as for the daily token budget (docs/trust.md#limits), and
 "tokens" against the budget are every token processed, cached input included, as the
 budget counts them (``planner/live/session_io.py``). Each selector is one query.
 """

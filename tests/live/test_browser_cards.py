@@ -1,7 +1,7 @@
 """Question and approval cards in a real Chromium, fed by a stand-in for the chat's WebSocket.
 
 The page is the real chat page of a real server; its socket is routed to the test
-(Playwright's ``route_web_socket``), which plays the server's side of SPEC § 8: it sends
+(Playwright's ``route_web_socket``), which plays the server's side of docs/protocol.md: it sends
 ``request`` frames, reads the ``answer`` frames the cards send, and answers with
 ``request_resolved`` or ``error``. What the planner's backend does with answers is
 tested end to end in ``test_browser_escalation.py``; here, every corner of the cards.

@@ -1,4 +1,4 @@
-"""What the chat shows besides the conversation, kept current, in a real Chromium (SPEC § 8, § 9).
+"""What the chat shows besides the conversation, kept current, in a real Chromium (docs/protocol.md).
 
 A changeset card follows the admin's decision live: the chat proposes a changeset, a reviewer
 decides in another browser context, and the card changes without any new message — and still

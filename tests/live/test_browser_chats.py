@@ -1,4 +1,4 @@
-"""Chats in a real Chromium (SPEC § 9): rename and archive from the chat page, the title the
+"""Chats in a real Chromium (docs/protocol.md): rename and archive from the chat page, the title the
 planner proposes after the first turn arriving live, and the chat list's search.
 
 The model is the fake Messages API (``conftest.Script``); the title request is answered from

@@ -1,4 +1,4 @@
-"""Questions, sub-chats and approvals end to end (SPEC § 13): a real server, a real Chromium, the
+"""Questions, sub-chats and approvals end to end (docs/domain.md): a real server, a real Chromium, the
 fake Messages API scripted by what each request says.
 
 An agent (a token user) asks a question over REST; the planner of its sub-chat asks the project's

@@ -23,7 +23,7 @@ ACCEPT = {"accept": "application/json, text/event-stream"}
 
 @pytest.fixture
 def limits() -> Iterator[Callable[..., None]]:
-    """``limits(name=value)`` changes the limits of SPEC § 12.4 for the test."""
+    """``limits(name=value)`` changes the limits of docs/trust.md#limits for the test."""
     original = settings.BALLET_LIMITS
 
     def change(**values: Any) -> None:

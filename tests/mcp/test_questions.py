@@ -1,4 +1,4 @@
-"""``ask_question`` and ``get_question`` over MCP (SPEC § 13.1, § 13.4): asked as over REST, the
+"""``ask_question`` and ``get_question`` over MCP (docs/domain.md): asked as over REST, the
 planner (a scripted model) answers in the question's sub-chat, and the asker waits for it."""
 
 from __future__ import annotations

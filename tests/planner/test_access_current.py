@@ -1,4 +1,4 @@
-"""Access is current (SPEC § 12.1): open sockets and running turns lose access with their human."""
+"""Access is current (docs/trust.md): open sockets and running turns lose access with their human."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""§ 12.5 in the planner: hostile or broken tool calls and messages get clear errors; the turn goes on."""
+"""Bad input in the planner (docs/trust.md): hostile or broken tool calls and messages get clear errors;
+the turn goes on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Nothing crosses a project boundary through the planner (SPEC § 4.5, § 12.3).
+"""Nothing crosses a project boundary through the planner (docs/domain.md, docs/trust.md).
 
 Tools read only the knowledge the human reads, what the planner writes is
 linked to its session's project, change notes hold only what the human reads

@@ -1,4 +1,4 @@
-"""The daily token budget (SPEC § 12.4): every token processed per project per UTC day, cached input
+"""The daily token budget (docs/trust.md#limits): every token processed per project per UTC day, cached input
 included, for turns, compaction and titles."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A chat's changeset cards follow the decision: the ``changeset`` frame (SPEC § 8) and the transcript.
+"""A chat's changeset cards follow the decision: the ``changeset`` frame, the transcript (docs/protocol.md).
 
 The decision is made where humans make it — the tracker's services, called by the admin and
 by REST — on a thread of its own; the session's watchers hear of it through the hub.

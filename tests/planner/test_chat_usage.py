@@ -1,4 +1,4 @@
-"""What the chat shows beside the conversation (§ 9): context use against ``compact_at_tokens``,
+"""What the chat shows beside the conversation (docs/protocol.md): context use against ``compact_at_tokens``,
 the chat's cost and the project's tokens today against its budget — ``planner/sessions/{id}/usage/``
 and the transcript's ``usage``, both computed from the usage records."""
 

@@ -1,4 +1,4 @@
-"""Chats (SPEC § 5, § 9): rename and archive over REST (the owner only), the title the planner
+"""Chats (docs/protocol.md): rename and archive over REST (the owner only), the title the planner
 proposes after the first turn, and the chat list's search."""
 
 from __future__ import annotations

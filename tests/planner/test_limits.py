@@ -1,4 +1,4 @@
-"""The planner's limits (SPEC § 12.4): messages, running turns, steering, WebSocket frames."""
+"""The planner's limits (docs/trust.md#limits): messages, running turns, steering, WebSocket frames."""
 
 from __future__ import annotations
 

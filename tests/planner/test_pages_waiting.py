@@ -1,4 +1,4 @@
-"""The pages' side of SPEC § 13: chats waiting for the reader, question sub-chats, who may write."""
+"""The pages' side of docs/domain.md: chats waiting for the reader, question sub-chats, who may write."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Agents' questions (SPEC § 13.1): asked over REST, answered by the planner or escalated to a human."""
+"""Agents' questions (docs/domain.md): asked over REST, answered by the planner or escalated to a human."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Recovery of a session whose turn's process died (§ 6.8)."""
+"""Recovery of a session whose turn's process died (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A turn paused on a human (SPEC § 6.7, § 13.2, § 13.3): ask_human, approvals, replies, stop, restart.
+"""A turn paused on a human (docs/domain.md): ask_human, approvals, replies, stop, restart.
 
 The scripted model checks the history of every request it gets, so each test
 that resumes a turn also shows the history stayed valid through the pause.

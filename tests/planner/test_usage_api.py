@@ -1,4 +1,5 @@
-"""``projects/{key}/usage/``: metered use by day and model, and today's use against the budget (§ 12.4)."""
+"""``projects/{key}/usage/``: metered use by day and model, and today's use against the
+budget (docs/trust.md)."""
 
 from __future__ import annotations
 

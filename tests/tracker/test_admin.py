@@ -769,7 +769,7 @@ def test_a_verb_prefix_has_one_activity_filter():
         activity_filter_register(verb_prefix="skill", visible=everything)
 
 
-# -- four eyes (SPEC § 12.6) -----------------------------------------------------
+# -- four eyes (docs/trust.md#four-eyes) -----------------------------------------------------
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Failed logins (SPEC § 12.4): 5 per username and per IP in 15 minutes, then refused, right password too."""
+"""Failed logins (docs/trust.md): 5 per username and per IP in 15 minutes, then refused, the right
+password too."""
 
 from __future__ import annotations
 

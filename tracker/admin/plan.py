@@ -1,7 +1,7 @@
 """Admin of the plan: items (written through item_create/item_update) and dependencies.
 
 In a project with ``four_eyes`` on, nobody changes the plan here, superusers included
-(SPEC § 12.6): its items and dependencies are read-only, and every change goes through a
+(docs/trust.md#four-eyes): its items and dependencies are read-only, and every change goes through a
 changeset that someone other than its proposer applies.
 """
 

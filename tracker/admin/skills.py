@@ -126,7 +126,7 @@ class SkillAdmin(BalletAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is not None and obj.project_id is None:
-            # An organization skill reaches every project's planner (SPEC § 4.4).
+            # An organization skill reaches every project's planner (docs/domain.md#skills).
             return skill_organization_writable(user=request.user, organization_id=obj.organization_id)
         return super().has_change_permission(request, obj)
 

@@ -1,10 +1,10 @@
-"""``auth/token/``: scripts exchange a username and password for their legacy API token (SPEC § 5).
+"""``auth/token/``: scripts exchange a username and password for their legacy API token (docs/protocol.md).
 
 The token acts with its user's full access, without scopes; API keys (``keys/``,
 ``docs/api-keys.md``) are scoped, expiring and revocable, and a script holding
 the token may make them.
 
-DRF's own view, with the failed-login limit of SPEC § 12.4: django-axes refuses
+DRF's own view, with the failed-login limit of docs/trust.md#limits: django-axes refuses
 a locked-out username or IP inside ``authenticate``, and marks DRF's request
 (not the Django request its middleware sees), so the refusal is answered here.
 """

@@ -1,4 +1,4 @@
-"""Hybrid search over a project's items and skills (SPEC § 5, § 7)."""
+"""Hybrid search over a project's items and skills (docs/protocol.md#the-rest-side, docs/search.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The search index: one document per item, skill and knowledge entry (SPEC § 7).
+"""The search index: one document per item, skill and knowledge entry (docs/search.md).
 
 The indexer (:mod:`tracker.search.indexing`) keeps these rows current from a
 Celery task enqueued on commit of every write. Besides the fields here each

@@ -1,6 +1,6 @@
 """Search over a project's items and skills: the interface the planner and the REST API call.
 
-The engine behind it (SPEC § 7) is hybrid: the database's full-text search
+The engine behind it (docs/search.md) is hybrid: the database's full-text search
 (:mod:`~tracker.search.lexical`) and sentence embeddings
 (:mod:`~tracker.search.embeddings`, :mod:`~tracker.search.semantic`) fused by
 reciprocal rank (:mod:`~tracker.search.fusion`) in :mod:`~tracker.search.engine`.

@@ -1,4 +1,4 @@
-"""Hybrid search (SPEC § 7): an exact key first, then lexical and semantic rankings fused by RRF.
+"""Hybrid search (docs/search.md): an exact key first, then lexical and semantic rankings fused by RRF.
 
 One organization's documents per search: the read of its search head (and of
 the documents written since the process last looked), one full-text

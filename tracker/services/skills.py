@@ -54,7 +54,7 @@ def skill_version_create(
 
     An organization-scoped skill is written from one of the organization's
     projects, by someone who holds ``skill.write`` in every project of the
-    organization: it reaches all their planners (SPEC § 4.4).
+    organization: it reaches all their planners (docs/domain.md#skills).
     """
     require(actor.user, project, SKILL_WRITE)
     if organization_scope:

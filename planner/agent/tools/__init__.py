@@ -1,5 +1,5 @@
 """The planner's tools, by name, in the order the model is shown them: the twelve of the seed,
-``ask_human`` in every session and ``answer_question`` in a question's sub-chat (SPEC § 6.3)."""
+``ask_human`` in every session and ``answer_question`` in a question's sub-chat (docs/architecture.md)."""
 
 from __future__ import annotations
 

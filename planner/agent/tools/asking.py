@@ -2,8 +2,8 @@
 
 ``ask_human`` never runs as a handler: the turn pauses on a stored request
 (``planner/services/human_requests.py``) and the human's answer becomes the call's result
-(SPEC § 13.2). ``answer_question`` answers the question of the sub-chat the
-planner speaks in (SPEC § 13.1).
+(docs/domain.md#the-planners-requests-to-humans). ``answer_question`` answers the question of the sub-chat the
+planner speaks in (docs/domain.md#agents-questions).
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def update_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
     if not fields:
         raise ToolError("invalid_input", "Send at least one of kind, title, body.")
     linked = list(entry.projects.all())
-    # What the planner writes is readable only where its session's project is (SPEC § 12.3).
+    # What the planner writes is readable only where its session's project is (docs/trust.md#untrusted-text).
     relinked = None if ctx.project in linked else [*linked, ctx.project]
     updated = knowledge_update(
         actor=ctx.actor, entry=entry, version=args["version"], fields=fields, projects=relinked

@@ -1,4 +1,4 @@
-/* Rename and archive a chat from its page (its owner only), through the REST API (SPEC § 5).
+/* Rename and archive a chat from its page (its owner only), through the REST API (docs/protocol.md#the-rest-side).
  *
  * Rename edits the title in place: "Rename" opens a labelled input, Enter or Save saves, Esc or
  * Cancel puts the heading back; the server's error is shown under the input. Archive asks first,
