@@ -10,7 +10,8 @@ error retries could not mend, or on an answer the model did not finish (cut
 off at its output limit, a refusal: its text is kept, its tool calls are
 dropped, never run). Stopping is cooperative: only the model call is ever
 cancelled, never a write, so the history stays valid. Everything durable goes
-through :class:`TurnIO`, which the runner implements.
+through :class:`TurnIO`, which ``planner/live/session_io.py`` implements; where the loop
+sits in the path of a message: ``docs/architecture.md``.
 """
 
 from __future__ import annotations
