@@ -96,6 +96,19 @@ def _positive(name: str, value: Any) -> int:
     return number
 
 
+def _fraction(name: str, value: Any) -> float:
+    """A number above 0 and at most 1 (a similarity threshold)."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{name}: expected a number between 0 and 1, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name}: expected a number between 0 and 1, got {value!r}") from exc
+    if not 0 < number <= 1:
+        raise ConfigError(f"{name}: must be above 0 and at most 1, got {number}")
+    return number
+
+
 def coerce(name: str, value: Any, kind: type) -> Any:
     """Convert ``value`` to ``kind`` or raise :class:`ConfigError` naming the setting."""
     if value is None:
@@ -106,6 +119,8 @@ def coerce(name: str, value: Any, kind: type) -> Any:
         return _names(name, value)
     if kind is int:
         return _positive(name, value)
+    if kind is float:
+        return _fraction(name, value)
     text = str(value).strip()
     return text or None
 
@@ -122,6 +137,45 @@ def load_planner_config() -> PlannerConfig:
         if env_name and os.environ.get(env_name):
             values[key] = coerce(env_name, os.environ[env_name], kind)
     return PlannerConfig(**values)
+
+
+@dataclass(frozen=True)
+class WorkConfig:
+    """Settings of work and questions a project may override, as it overrides the planner's."""
+
+    claim_minutes: int = 30  # a claim's lease (docs/domain.md#work)
+    # How alike (cosine of sentence embeddings) a question must be to an answered one to get its answer
+    # back without a model call (docs/domain.md#answers-are-remembered).
+    reuse_threshold: float = 0.85
+
+
+# (toml table, environment variable, type) of every work setting; the key is its name in the table.
+WORK_KEYS: dict[str, tuple[str, str, type]] = {
+    "claim_minutes": ("work", "BALLET_WORK_CLAIM_MINUTES", int),
+    "reuse_threshold": ("questions", "BALLET_QUESTIONS_REUSE_THRESHOLD", float),
+}
+
+
+def load_work_config() -> WorkConfig:
+    """``[work]`` and ``[questions]`` of ``ballet.toml``, then the environment."""
+    toml = _read_toml()
+    values: dict[str, Any] = {}
+    for key, (table_name, env_name, kind) in WORK_KEYS.items():
+        table = toml.get(table_name, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"[{table_name}] in ballet.toml must be a table")
+        if key in table:
+            values[key] = coerce(f"[{table_name}] {key}", table[key], kind)
+        if os.environ.get(env_name):
+            values[key] = coerce(env_name, os.environ[env_name], kind)
+    return WorkConfig(**values)
+
+
+# Every setting a project may override, with its type: the planner's and work's.
+PROJECT_SETTING_KINDS: dict[str, type] = {
+    **{name: kind for name, (_, kind) in PLANNER_KEYS.items()},
+    **{name: kind for name, (_, _, kind) in WORK_KEYS.items()},
+}
 
 
 @dataclass(frozen=True)

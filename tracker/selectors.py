@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 
-from ballet.env import PLANNER_KEYS, PlannerConfig, coerce
+from ballet.env import PLANNER_KEYS, WORK_KEYS, PlannerConfig, WorkConfig, coerce
 from tracker.errors import NotFoundError, ValidationError
 from tracker.inputs import ascii_number
 from tracker.models import (
@@ -44,6 +44,17 @@ def project_planner_config(project: Project) -> PlannerConfig:
         if name in overrides:
             values[name] = coerce(f"{project.key} setting {name}", overrides[name], kind)
     return PlannerConfig(**values)
+
+
+def project_work_config(project: Project) -> WorkConfig:
+    """The work settings of ``project`` (claim lease, answer reuse): defaults, then its overrides."""
+    defaults: WorkConfig = settings.BALLET_WORK
+    values = {name: getattr(defaults, name) for name in WORK_KEYS}
+    overrides = project.settings if isinstance(project.settings, dict) else {}
+    for name, (_, _, kind) in WORK_KEYS.items():
+        if name in overrides:
+            values[name] = coerce(f"{project.key} setting {name}", overrides[name], kind)
+    return WorkConfig(**values)
 
 
 def project_get(*, key: str) -> Project:

@@ -21,6 +21,7 @@ from ballet.env import (
     load_planner_config,
     load_prices,
     load_server_config,
+    load_work_config,
     share_metrics,
 )
 
@@ -32,6 +33,7 @@ PRODUCTION_MODE = SERVER.production
 METRICS_DIR = share_metrics(SERVER)
 BALLET_PLANNER = load_planner_config()
 BALLET_LIMITS = load_limits_config()
+BALLET_WORK = load_work_config()
 # USD per million tokens per model id: the estimated cost of metered use (planner/services/spend.py).
 BALLET_PRICES = load_prices()
 

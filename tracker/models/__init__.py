@@ -15,8 +15,10 @@ from tracker.models.plan import (
 )
 from tracker.models.search import SearchDocument, SearchHead
 from tracker.models.skills import Skill, SkillPin, SkillScope, SkillVersion
+from tracker.models.work import CLAIM_OUTCOMES, Claim, ClaimStatus, Report, ReportKind
 
 __all__ = [
+    "CLAIM_OUTCOMES",
     "EPIC_STATES",
     "MILESTONE_STATES",
     "STATES_BY_KIND",
@@ -25,12 +27,16 @@ __all__ = [
     "ApiKey",
     "Changeset",
     "ChangesetStatus",
+    "Claim",
+    "ClaimStatus",
     "Dependency",
     "Item",
     "ItemKind",
     "Membership",
     "Organization",
     "Project",
+    "Report",
+    "ReportKind",
     "Role",
     "Scope",
     "SearchDocument",

@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from ballet.env import PLANNER_KEYS, ConfigError, coerce
+from ballet.env import PROJECT_SETTING_KINDS, ConfigError, coerce
 from tracker.crypto import encrypt
 from tracker.errors import NotFoundError, ValidationError
 from tracker.inputs import refuse_nul
@@ -24,13 +24,14 @@ def project_settings_clean(value: Any) -> dict[str, Any]:
     errors: dict[str, list[str]] = {}
     clean: dict[str, Any] = {}
     for name, raw in value.items():
-        if name not in PLANNER_KEYS:
-            errors[f"settings.{name}"] = [f"Unknown setting; expected one of: {', '.join(PLANNER_KEYS)}."]
+        if name not in PROJECT_SETTING_KINDS:
+            known = ", ".join(PROJECT_SETTING_KINDS)
+            errors[f"settings.{name}"] = [f"Unknown setting; expected one of: {known}."]
             continue
         if raw is None:
             continue
         try:
-            clean[name] = coerce(name, raw, PLANNER_KEYS[name][1])
+            clean[name] = coerce(name, raw, PROJECT_SETTING_KINDS[name])
         except ConfigError as exc:
             errors[f"settings.{name}"] = [str(exc)]
     if errors:
