@@ -11,6 +11,7 @@ from planner.apis import (
     SessionStopApi,
     SessionUsageApi,
 )
+from planner.brief_api import ItemBriefApi
 from planner.question_apis import QuestionAnswerApi, QuestionDetailApi, QuestionListApi, QuestionWithdrawApi
 
 app_name = "planner-api"
@@ -38,4 +39,5 @@ urlpatterns = [
         name="question-withdraw",
     ),
     path("projects/<str:key>/usage/", ProjectUsageApi.as_view(), name="project-usage"),
+    path("projects/<str:key>/items/<str:item_key>/brief/", ItemBriefApi.as_view(), name="item-brief"),
 ]

@@ -89,9 +89,39 @@ def _question(event: ActivityEvent, data: dict[str, Any]) -> str:
     return line
 
 
+def _claim(event: ActivityEvent, data: dict[str, Any]) -> str:
+    """A worker's claim on a ticket taken, released or expired (docs/domain.md#work)."""
+    action = event.verb.split(".", 1)[1]  # taken, released, expired: the service's verb
+    ticket, claim, holder = quoted(event.target), quoted(data.get("claim")), quoted(data.get("holder"))
+    if action == "taken":
+        until = quoted(data.get("expires_at"))
+        return f"{ticket} claimed by {quoted(event.actor)} (claim {claim}, lease until {until})"
+    line = f"{ticket}: claim {claim} of {holder} {action}"
+    if action == "released":
+        line += f" by {quoted(event.actor)}"
+    if data.get("reason"):
+        line += f"; reason: {quoted(data['reason'])}"
+    return line + "; the ticket is ready again"
+
+
+def _report(event: ActivityEvent, data: dict[str, Any]) -> str:
+    """A worker's report: its summary and links are the worker's words, quoted like every other text."""
+    line = (
+        f"{quoted(event.target)} report {quoted(data.get('kind'))} by {quoted(event.actor)} "
+        f"(claim {quoted(data.get('claim'))}): {quoted(data.get('summary', ''))}"
+    )
+    if data.get("links"):
+        line += f"; links: {quoted(data['links'])}"
+    if data.get("state"):
+        line += f"; the ticket is now {quoted(data['state'])}"
+    return line
+
+
 _BY_PREFIX: dict[str, Callable[[ActivityEvent, dict[str, Any]], str]] = {
     "changeset": _changeset,
     "question": _question,
+    "claim": _claim,
+    "report": _report,
 }
 
 

@@ -381,9 +381,9 @@ def _grow(project, member, maintainer, make_item, plan) -> None:
 @pytest.mark.parametrize(
     ("name", "arguments", "most"),
     [
-        ("get_item", {"key": "BAL-3"}, 3),  # the human's access, the item, its dependencies
-        ("list_items", {}, 2),  # the human's access, the items
-        ("list_items", {"epic": "BAL-2", "state": "ready"}, 3),  # + the epic named
+        ("get_item", {"key": "BAL-3"}, 5),  # the human's access, the item, its dependencies, claim, reports
+        ("list_items", {}, 3),  # the human's access, the items, their claims
+        ("list_items", {"epic": "BAL-2", "state": "ready"}, 4),  # + the epic named
         ("list_runnable", {}, 2),  # the human's access, the tickets
         ("search_project", {"query": "login"}, 3),  # the human's access, the index's head, the words
         ("list_changesets", {}, 2),  # the human's access, the changesets
