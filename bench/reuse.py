@@ -43,6 +43,7 @@ def main() -> None:
 
     django.setup()  # the search package's models load with the backend; no database is touched
     from ballet.env import WorkConfig
+    from planner.services.answer_reuse import MAX_CANDIDATES
     from tracker.search.embeddings import LocalModelBackend
 
     pairs = json.loads(PAIRS.read_text())["pairs"]
@@ -70,6 +71,12 @@ def main() -> None:
         hard_false = int(((similarities >= threshold) & hard).sum())
         row = f"{threshold:9.2f}  {precision:9.3f}  {recall:6.3f}  {true + false:6d}  {false:5d}"
         print(f"{row}  {hard_false:10d}")
+    stored = np.tile(second, (MAX_CANDIDATES // len(pairs) + 1, 1))[:MAX_CANDIDATES]
+    started = time.perf_counter()
+    for _ in range(200):
+        int(np.argmax(stored @ first[0]))
+    compare = (time.perf_counter() - started) / 200
+    print(f"\ncomparing one question with {MAX_CANDIDATES} answered ones: {1e6 * compare:.0f} µs")
     print("\nclosest different pairs:")
     for i in np.argsort(-np.where(same, -1, similarities))[:5]:
         print(f"  {similarities[i]:.3f}  {pairs[i]['a']!r} / {pairs[i]['b']!r}")
