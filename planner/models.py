@@ -215,10 +215,27 @@ class Question(models.Model):
     idempotency_key = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     answered_at = models.DateTimeField(null=True, blank=True)
+    # Answers are remembered (docs/domain.md#agents-questions): a human's answer, unless one-off, is
+    # kept as a decision entry; a question that means what an answered one meant takes its answer.
+    one_off = models.BooleanField(default=False)  # the human's answer is not to be kept nor reused
+    decision = models.ForeignKey(
+        "knowledge.KnowledgeEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="questions"
+    )
+    reused_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reuses"
+    )
+    # The text's sentence embedding (little-endian float32) and the backend that computed it: vectors
+    # of another backend are never compared (tracker/search/embeddings.py).
+    embedding = models.BinaryField(null=True, blank=True)
+    embedding_model = models.CharField(max_length=100, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]
-        indexes = [models.Index(fields=["project", "status"]), models.Index(fields=["started", "status"])]
+        indexes = [
+            models.Index(fields=["project", "status"]),
+            models.Index(fields=["started", "status"]),
+            models.Index(fields=["project", "item", "status"]),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["asker", "idempotency_key"],

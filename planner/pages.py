@@ -151,8 +151,9 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
 @require_POST
 @login_required
 def question_answer(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
-    """A member answers, from its sub-chat, a question the planner left to the project's humans;
-    back to the sub-chat, which shows the answer (or why it was refused)."""
+    """A member answers, from its sub-chat, a question the planner left to the project's humans
+    (kept as a decision unless "one-off" is ticked, docs/domain.md#agents-questions); back to the
+    sub-chat, which shows the answer (or why it was refused)."""
     user = _user(request)
     project = _project(user, key, PLANNER_CHAT)
     found = _session(user, project, session)
@@ -161,7 +162,11 @@ def question_answer(request: HttpRequest, key: str, session: uuid.UUID) -> HttpR
     back = reverse("planner-chat", args=[project.key, found.pk])
     try:
         question_answer_human(
-            user=user, project=project, question_id=found.question_id, answer=request.POST.get("answer")
+            user=user,
+            project=project,
+            question_id=found.question_id,
+            answer=request.POST.get("answer"),
+            one_off=request.POST.get("one_off") == "on",  # the form's checkbox
         )
     except (ValidationError, InvalidStateError) as exc:
         return render(

@@ -65,7 +65,10 @@ class QuestionListApi(AsyncBalletApi):
         description="Needs planner.chat. The question's sub-chat starts at once (or, past the running-turn "
         "limits, as soon as a turn frees up); read the answer with GET …/questions/{id}/?wait=30. With an "
         "idempotency key (the field, or an Idempotency-Key header), asking again with the same key returns "
-        "the question first asked with it (200) instead of asking twice.",
+        "the question first asked with it (200) instead of asking twice. Answers are remembered: when "
+        "an answered question about the same item (or, without item, about the project) means the same, the "
+        "question is answered at once with its answer (reused true, reused_from its id; no sub-chat); fresh "
+        "true asks the planner anyway.",
         request=QuestionAskSerializer,
         responses=with_errors(
             {201: QuestionSerializer, 200: QuestionSerializer}, *WRITE_ERRORS, 409, 429, 503
@@ -79,6 +82,7 @@ class QuestionListApi(AsyncBalletApi):
             text=data["text"],
             item_key=data.get("item"),
             idempotency_key=data.get("idempotency_key") or request.headers.get("Idempotency-Key"),
+            fresh=data.get("fresh", False),
         )
         code = status.HTTP_200_OK if asked.replayed else status.HTTP_201_CREATED
         return await db(_serialized)(asked.question, code)
@@ -125,7 +129,9 @@ class QuestionAnswerApi(BalletApi):
     @extend_schema(
         summary="Answer a question that waits for the project's humans (needs_human)",
         description="Needs planner.chat. The answer is recorded under the caller's name and the asker's "
-        "wait returns it. A question the planner is still on (open) is answered in its sub-chat.",
+        "wait returns it; it is kept as a decision in the knowledge base (decision: its id) and given to "
+        "later questions meaning the same, unless one_off is true. A question the planner is still on "
+        "(open) is answered in its sub-chat.",
         request=QuestionAnswerSerializer,
         responses=with_errors({200: QuestionSerializer}, *WRITE_ERRORS, 409, 429),
     )
@@ -133,7 +139,11 @@ class QuestionAnswerApi(BalletApi):
         project = project_for(request, key, PLANNER_CHAT)
         data = parse(QuestionAnswerSerializer, request.data)
         answered = question_answer_human(
-            user=caller(request), project=project, question_id=question, answer=data["answer"]
+            user=caller(request),
+            project=project,
+            question_id=question,
+            answer=data["answer"],
+            one_off=data.get("one_off", False),
         )
         return Response(QuestionSerializer(answered).data)
 

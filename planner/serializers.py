@@ -84,6 +84,15 @@ class AnsweredSerializer(serializers.Serializer[Any]):
     )
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A BooleanField that takes JSON true and false only, never "yes", 1 or "on"."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class QuestionSerializer(serializers.Serializer[Question]):
     id = serializers.IntegerField()
     project = serializers.CharField(source="project.key")
@@ -96,12 +105,25 @@ class QuestionSerializer(serializers.Serializer[Question]):
         help_text="needs_human: why the planner left it to the project's humans (how its sub-chat ended)."
     )
     asker = serializers.CharField(source="asker.username")
-    session = serializers.SerializerMethodField()
+    session = serializers.SerializerMethodField(
+        help_text="The question's sub-chat; null for a question answered from an earlier one (reused)."
+    )
     created_at = serializers.DateTimeField()
     answered_at = serializers.DateTimeField(allow_null=True)
+    reused = serializers.SerializerMethodField(
+        help_text="Answered at once with the answer of an earlier question meaning the same (reused_from)."
+    )
+    reused_from = serializers.IntegerField(source="reused_from_id", allow_null=True)
+    one_off = serializers.BooleanField(help_text="The human's answer is not kept as a decision nor reused.")
+    decision = serializers.IntegerField(
+        source="decision_id", allow_null=True, help_text="The knowledge entry the human's answer was kept as."
+    )
 
     def get_item(self, question: Question) -> str | None:
         return question.item.key if question.item is not None else None
+
+    def get_reused(self, question: Question) -> bool:
+        return question.reused_from_id is not None
 
     def get_session(self, question: Question) -> str | None:
         session = getattr(question, "session", None)
@@ -117,10 +139,17 @@ class QuestionAskSerializer(StrictSerializer):
         validators=[no_nul_characters],
         help_text="Your own key for this question: asking again with it returns the same question.",
     )
+    fresh = StrictBooleanField(
+        required=False,
+        help_text="Ask the planner even if an answered question about the same item means the same.",
+    )
 
 
 class QuestionAnswerSerializer(StrictSerializer):
     answer = StrictCharField(max_length=MAX_QUESTION_CHARS, validators=[no_nul_characters])
+    one_off = StrictBooleanField(
+        required=False, help_text="Don't keep this answer as a decision, nor give it to later questions."
+    )
 
 
 class QuestionFilterSerializer(serializers.Serializer[Any]):

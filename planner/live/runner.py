@@ -251,15 +251,28 @@ class Runner:
     # ------------------------------------------------------------------ agents' questions
 
     async def ask(
-        self, *, user: User, project: Project, text: Any, item_key: Any = None, idempotency_key: Any = None
+        self,
+        *,
+        user: User,
+        project: Project,
+        text: Any,
+        item_key: Any = None,
+        idempotency_key: Any = None,
+        fresh: Any = False,
     ) -> agent_questions.Asked:
         """Record ``user``'s question and start its sub-chat's first turn at once, or, past the
         running-turn limits, leave it open until a turn frees up (docs/domain.md). A question asked
-        before with the same idempotency key is returned as it is."""
+        before with the same idempotency key is returned as it is; one answered at once with an
+        earlier answer (answers are remembered; not with ``fresh``) has no sub-chat to start."""
         asked: agent_questions.Asked = await db(agent_questions.question_ask)(
-            user=user, project=project, text=text, item_key=item_key, idempotency_key=idempotency_key
+            user=user,
+            project=project,
+            text=text,
+            item_key=item_key,
+            idempotency_key=idempotency_key,
+            fresh=fresh,
         )
-        if not asked.replayed:
+        if not asked.replayed and asked.question.reused_from_id is None:
             await self._start_question(asked.question)
         return asked
 

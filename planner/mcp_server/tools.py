@@ -115,7 +115,9 @@ ASK_QUESTION = ToolSpec(
     "when the plan does not say. The planner answers from the plan and knowledge base, or asks the "
     "project's humans first. Returns the question with its answer if the answer comes within "
     f"wait_seconds (default {ASK_WAIT_SECONDS}, at most {MAX_WAIT_SECONDS}); else its id with status "
-    "open: read the answer later with get_question. Needs planner.chat (members).",
+    "open: read the answer later with get_question. Answers are remembered: if an earlier question about "
+    "the same item (or the project) meant the same, its answer comes back at once with reused true and "
+    "reused_from its id; fresh true asks anyway. Needs planner.chat (members).",
     input_schema={
         "type": "object",
         "properties": {
@@ -128,6 +130,11 @@ ASK_QUESTION = ToolSpec(
                 "maxLength": MAX_IDEMPOTENCY_KEY,
                 "description": "Your own key for this question: asking again with it (a retry) returns "
                 "the same question instead of asking twice.",
+            },
+            "fresh": {
+                "type": "boolean",
+                "description": "Ask the planner even if an answered question about the same item means the "
+                "same (by default its answer comes back at once, with reused true).",
             },
         },
         "required": ["text"],
@@ -221,6 +228,7 @@ async def _ask(user: User, arguments: JsonObject) -> ToolOutcome:
             text=args["text"],
             item_key=args.get("item"),
             idempotency_key=args.get("idempotency_key"),
+            fresh=args.get("fresh", False),
         )
     except BalletError as exc:
         return refused(exc)

@@ -9,6 +9,13 @@ other sessions' change notes mention them. A question whose first turn the
 running-turn limits keep waiting stays ``open`` and unstarted until a turn
 frees up (:func:`questions_waiting`).
 
+**Answers are remembered** (``planner/services/answer_reuse.py``): a human's answer, given
+directly (:func:`question_answer_human`) or through the planner after the human answered its
+``ask_human`` request (:func:`question_answer`), is kept as a decision entry unless marked
+one-off; and asking first looks for an answered question of the same item that means the same
+thing: found, the question is recorded answered with that answer (``reused_from``), with no
+sub-chat and no model call. ``fresh`` asks anyway.
+
 Waiting for the answer (:func:`question_await`) holds no thread and no
 database connection: it sleeps on an event this process sets when a question
 is answered here, and reads the question again at least every second for
@@ -31,6 +38,7 @@ from django.utils import timezone
 
 from planner.live.bridge import db
 from planner.models import Question, QuestionStatus, Session
+from planner.services import answer_reuse
 from tracker.errors import (
     ConflictError,
     InvalidStateError,
@@ -80,18 +88,27 @@ class Asked:
 
 @transaction.atomic
 def question_ask(
-    *, user: User, project: Project, text: Any, item_key: Any = None, idempotency_key: Any = None
+    *,
+    user: User,
+    project: Project,
+    text: Any,
+    item_key: Any = None,
+    idempotency_key: Any = None,
+    fresh: Any = False,
 ) -> Asked:
     """:func:`question_create`, idempotent with ``idempotency_key``: asking again with the same
     key (a client retrying a request whose answer it lost) returns the question first asked with
     it and opens nothing; the same key for another question is a conflict."""
     key = _idempotency_key(idempotency_key)
+    fresh = _fresh(fresh)
     if not key:
-        return Asked(question_create(user=user, project=project, text=text, item_key=item_key))
+        return Asked(question_create(user=user, project=project, text=text, item_key=item_key, fresh=fresh))
     try:
         with transaction.atomic():  # a savepoint: a racing twin's insert fails alone
             return Asked(
-                question_create(user=user, project=project, text=text, item_key=item_key, idempotency_key=key)
+                question_create(
+                    user=user, project=project, text=text, item_key=item_key, idempotency_key=key, fresh=fresh
+                )
             )
     except IntegrityError:
         return Asked(
@@ -99,17 +116,47 @@ def question_ask(
         )
 
 
+def _fresh(fresh: Any) -> bool:
+    if fresh is None:
+        return False
+    if not isinstance(fresh, bool):
+        raise ValidationError({"fresh": ["Expected true or false."]})
+    return fresh
+
+
 @transaction.atomic
 def question_create(
-    *, user: User, project: Project, text: Any, item_key: Any = None, idempotency_key: str = ""
+    *,
+    user: User,
+    project: Project,
+    text: Any,
+    item_key: Any = None,
+    idempotency_key: str = "",
+    fresh: bool = False,
 ) -> Question:
-    """Record ``user``'s question and open its sub-chat (needs ``planner.chat``)."""
+    """Record ``user``'s question (needs ``planner.chat``): answered at once with the answer of an
+    answered question of the same item that means the same (unless ``fresh``), else with its
+    sub-chat opened (docs/domain.md#agents-questions)."""
     require(user, project, PLANNER_CHAT)
     text = _text(text)
     item = _item(project, item_key)
+    vector = answer_reuse.text_vector(text)
+    if vector is not None and not fresh:
+        match = answer_reuse.reusable_answer(project=project, item=item, vector=vector)
+        if match is not None:
+            return _reused(
+                user=user,
+                project=project,
+                item=item,
+                text=text,
+                idempotency_key=idempotency_key,
+                match=match,
+                vector=vector,
+            )
     question = Question.objects.create(
         project=project, asker=user, item=item, text=text, idempotency_key=idempotency_key
     )
+    answer_reuse.vector_store(question, vector)
     asked = _record(
         question, Actor(user=user), "question.asked", {"text": text[:200], "item": _key(question)}
     )
@@ -119,6 +166,45 @@ def question_create(
     question.session = Session.objects.create(
         project=project, user=user, question=question, title=f"Question: {title}", last_seen_seq=asked.seq
     )
+    return question
+
+
+def _reused(
+    *,
+    user: User,
+    project: Project,
+    item: Item | None,
+    text: str,
+    idempotency_key: str,
+    match: answer_reuse.Match,
+    vector: answer_reuse.Vector,
+) -> Question:
+    """The question, recorded answered with ``match``'s answer: no sub-chat, no turn."""
+    earlier = match.question
+    question = Question.objects.create(
+        project=project,
+        asker=user,
+        item=item,
+        text=text,
+        idempotency_key=idempotency_key,
+        status=QuestionStatus.ANSWERED,
+        answer=earlier.answer,
+        answered_by=earlier.answered_by,
+        answered_at=earlier.answered_at,
+        reused_from=earlier,
+        started=True,
+        embedding=vector.data,
+        embedding_model=vector.model,
+    )
+    data = {
+        "text": text[:200],
+        "item": _key(question),
+        "reused_from": earlier.pk,
+        "similarity": round(match.similarity, 3),
+        "answer": earlier.answer[:200],
+    }
+    _record(question, Actor(user=user), "question.reused", data)
+    transaction.on_commit(lambda: _answered(question.pk))
     return question
 
 
@@ -181,7 +267,7 @@ def question_list(
     """The project's questions, newest first (needs ``tracker.read``); ``asker``: a username."""
     require(user, project, TRACKER_READ)
     qs = Question.objects.filter(project=project)
-    qs = qs.select_related("project", "asker", "item__project", "session")
+    qs = qs.select_related("project", "asker", "item__project", "session", "reused_from")
     if asker:
         qs = qs.filter(asker__username=asker)
     return qs.filter(status=status) if status else qs
@@ -211,6 +297,11 @@ def question_answer(*, session_id: uuid.UUID, user: User, answer: str) -> Questi
         )
     question = _locked(question.pk)
     _answer(question, Actor(user=user, planner_session=session_id), answer)
+    request = answer_reuse.human_of_session(session_id)
+    if request is not None and request.answered_by is not None:  # the planner passes on a human's word
+        answer_reuse.decision_record(
+            question=question, human=request.answered_by, session_id=session_id, request=request
+        )
     return question
 
 
@@ -226,14 +317,20 @@ def _answer(question: Question, actor: Actor, answer: str) -> None:
     question.answered_by = actor.label
     question.answered_at = timezone.now()
     question.save(update_fields=["status", "answer", "answered_by", "answered_at"])
+    answer_reuse.vector_store(question)
     _record(question, actor, "question.answered", {"answer": answer[:200], "item": _key(question)})
     transaction.on_commit(lambda: _answered(question.pk))
 
 
 @transaction.atomic
-def question_answer_human(*, user: User, project: Project, question_id: Any, answer: Any) -> Question:
-    """A member with ``planner.chat`` answers a question its sub-chat left to the project's humans."""
+def question_answer_human(
+    *, user: User, project: Project, question_id: Any, answer: Any, one_off: Any = False
+) -> Question:
+    """A member with ``planner.chat`` answers a question its sub-chat left to the project's humans;
+    the answer is kept as a decision entry unless ``one_off``."""
     require(user, project, PLANNER_CHAT)
+    if not isinstance(one_off, bool):
+        raise ValidationError({"one_off": ["Expected true or false."]})
     found = question_get(user=user, project=project, question_id=question_id)
     question = _locked(found.pk)
     if question.status == QuestionStatus.OPEN:
@@ -242,6 +339,12 @@ def question_answer_human(*, user: User, project: Project, question_id: Any, ans
             "the question needs a human."
         )
     _answer(question, Actor(user=user), _text(answer, field="answer"))
+    if one_off:
+        question.one_off = True
+        question.save(update_fields=["one_off"])
+        return question
+    session = getattr(question, "session", None)
+    answer_reuse.decision_record(question=question, human=user, session_id=session.pk if session else None)
     return question
 
 

@@ -245,3 +245,31 @@ def test_the_chat_page_offers_approval_buttons_to_those_who_may_decide(
     assert "create_knowledge" in member_offered
     assert "propose_changeset" not in member_offered
     assert approves(signed_in(agent).get(chat_url(sub_chat))) == set()
+
+
+@pytest.mark.django_db
+def test_an_answer_from_the_sub_chat_is_kept_as_a_decision_unless_one_off(
+    sub_chat, chat_project, maintainer, agent, signed_in
+):
+    question = needs_human(sub_chat)
+    browser = signed_in(maintainer)
+    assertContains(browser.get(chat_url(sub_chat)), "One-off: don't keep this answer as a decision")
+
+    browser.post(chat_url(sub_chat) + "answer/", {"answer": "PostgreSQL 17."})
+
+    question.refresh_from_db()
+    assert question.decision is not None
+    assert question.decision.title == "Answer: Which <b>database</b>?"
+    assert question.decision.revisions.get().actor == f"planner:{sub_chat.pk}"
+    assertContains(browser.get(chat_url(sub_chat)), f"Kept as a decision: knowledge:{question.decision_id}.")
+
+    other = Question.objects.create(project=chat_project, asker=agent, text="Which cache?", started=True)
+    other_chat = session_create(user=agent, project=chat_project, title="Which cache?")
+    other_chat.question = other
+    other_chat.save(update_fields=["question"])
+    needs_human(other_chat)
+    browser.post(chat_url(other_chat) + "answer/", {"answer": "Redis, for now.", "one_off": "on"})
+
+    other.refresh_from_db()
+    assert (other.status, other.one_off, other.decision_id) == ("answered", True, None)
+    assertContains(browser.get(chat_url(other_chat)), "A one-off answer: not kept as a decision")
