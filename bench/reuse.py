@@ -8,15 +8,24 @@ model (all-MiniLM-L6-v2, offline), as asking does; a pair is "reused" when the c
 vectors reaches the threshold. Prints precision and recall of "reused" at the default threshold
 (``[questions] reuse_threshold``, ``ballet/env.py``) and a table over thresholds.
 
+Then the residual rule, tried and not adopted (docs/benchmarks.md#answer-reuse): besides the
+cosine, the words one question has and the other lacks (content words, stop words, question words
+and filler verbs removed, lightly stemmed) are embedded on each side and compared; reused when the
+cosine reaches a high bar, or a lower bar with residuals alike, or a middle bar with no residual on
+either side. Its four constants are chosen on one half of the tickets and measured on the other
+half (both ways round) and on the whole set.
+
     .venv/bin/python bench/reuse.py
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +34,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PAIRS = ROOT / "bench" / "reuse_pairs.json"
 THRESHOLDS = (0.70, 0.75, 0.78, 0.80, 0.82, 0.84, 0.85, 0.86, 0.88, 0.90, 0.92, 0.95)
+# The residual rule's words: what a question asks with, not about.
+QUESTION_WORDS = frozenset(
+    """what which who whom whose when where why how whether should would could can may might must shall
+    will do does did is are was were be we us our you your i it there""".split()  # noqa: SIM905
+)
+FILLER = frozenset(
+    """use used using need needs needed keep go goes take also well allowed way ok okay able required
+    include includes contain contains want get make too""".split()  # noqa: SIM905
+)
+# The residual rule's grid: (high bar, lower bar, residual bar, no-residual bar); the high bar stays 0.90.
+GRID = tuple(
+    itertools.product(
+        (0.90,),
+        (0.60, 0.65, 0.70, 0.75, 0.80),
+        (0.20, 0.25, 0.30, 0.35, 0.40, 0.45, 0.50, 0.55, 0.60),
+        (0.70, 0.75, 0.80, 0.85),
+    )
+)
 
 
 def figures(similarities: np.ndarray, same: np.ndarray, threshold: float) -> tuple[float, float, int, int]:
@@ -35,6 +62,101 @@ def figures(similarities: np.ndarray, same: np.ndarray, threshold: float) -> tup
     precision = true / (true + false) if true + false else 1.0
     recall = true / int(same.sum()) if same.any() else 1.0
     return precision, recall, true, false
+
+
+@dataclass(frozen=True)
+class Pair:
+    cosine: float
+    residual: float | None  # the residual texts' cosine; None: a residual on one side only, or none
+    sides: int  # how many sides have residual words: 0, 1 or 2
+    same: bool
+    half: int  # the tickets, alternately, in order of first appearance
+
+
+def residual_words(first: str, second: str) -> tuple[list[str], list[str]]:
+    """The content words of each question whose stem the other lacks."""
+    from tracker.search.query import STOP_WORDS, WORD, _stem
+
+    def content(text: str) -> list[str]:
+        words = (w.lower() for w in WORD.findall(text))
+        dropped = STOP_WORDS | QUESTION_WORDS | FILLER
+        return list(dict.fromkeys(w for w in words if w not in dropped))
+
+    a, b = content(first), content(second)
+    stems_a, stems_b = {_stem(w) for w in a}, {_stem(w) for w in b}
+    return [w for w in a if _stem(w) not in stems_b], [w for w in b if _stem(w) not in stems_a]
+
+
+def residual_pairs(model, pairs: list[dict], similarities: np.ndarray) -> list[Pair]:
+    tickets = {t: i % 2 for i, t in enumerate(dict.fromkeys(p["ticket"] for p in pairs))}
+    out = []
+    for pair, cosine in zip(pairs, similarities, strict=True):
+        a, b = residual_words(pair["a"], pair["b"])
+        residual = None
+        if a and b:
+            va, vb = model.embed([" ".join(a), " ".join(b)])
+            residual = float(va @ vb)
+        sides = bool(a) + bool(b)
+        out.append(Pair(float(cosine), residual, sides, bool(pair["same"]), tickets[pair["ticket"]]))
+    return out
+
+
+def residual_reused(pair: Pair, bars: tuple[float, float, float, float]) -> bool:
+    high, low, residual, bare = bars
+    if pair.cosine >= high:
+        return True
+    if pair.sides == 0:
+        return pair.cosine >= bare
+    return pair.residual is not None and pair.cosine >= low and pair.residual >= residual
+
+
+def residual_figures(
+    rows: list[Pair], bars: tuple[float, float, float, float]
+) -> tuple[float, float, int, int]:
+    reused = np.array([residual_reused(p, bars) for p in rows])
+    same = np.array([p.same for p in rows])
+    true, false = int((reused & same).sum()), int((reused & ~same).sum())
+    return (true / (true + false) if true + false else 1.0), true / int(same.sum()), true, false
+
+
+def residual_rule(model, pairs: list[dict], similarities: np.ndarray) -> None:
+    """Choose the bars on one half (no false reuse there, then the most reuses, then the strictest
+    bars), and measure them on the other half and on the whole set."""
+    rows = residual_pairs(model, pairs, similarities)
+    print("\nresidual rule (tried, not adopted): bars chosen on one half of the tickets")
+    print("tuned on  high   low  resid  bare   tuned half         held-out half      whole set")
+    held_true = held_false = 0
+    for half in (0, 1):
+        tune = [p for p in rows if p.half == half]
+        held = [p for p in rows if p.half != half]
+
+        def rank(bars: tuple[float, float, float, float], tune: list[Pair] = tune) -> tuple:
+            _, recall, _, false = residual_figures(tune, bars)
+            return (false == 0, recall, bars[1], bars[2], bars[3])
+
+        bars = max(GRID, key=rank)
+        cells = []
+        for part in (tune, held, rows):
+            precision, recall, true, false = residual_figures(part, bars)
+            cells.append(f"p {precision:.3f} r {recall:.3f} ({true}/{false})")
+        _, _, true, false = residual_figures(held, bars)
+        held_true, held_false = held_true + true, held_false + false
+        print(
+            f"half {half}   {bars[0]:.2f}  {bars[1]:.2f}  {bars[2]:.2f}  {bars[3]:.2f}   " + "  ".join(cells)
+        )
+    same = sum(p.same for p in rows)
+    print(
+        f"both held-out halves together: precision {held_true / (held_true + held_false):.3f}, "
+        f"recall {held_true / same:.3f} ({held_true} true reuses, {held_false} false)"
+    )
+    best = max(
+        GRID, key=lambda bars: (residual_figures(rows, bars)[0] >= 0.95, residual_figures(rows, bars)[1])
+    )
+    precision, recall, true, false = residual_figures(rows, best)
+    print(
+        f"the best bars chosen on the whole set itself (an upper bound): {best}, "
+        f"precision {precision:.3f}, recall {recall:.3f}"
+    )
 
 
 def main() -> None:
@@ -83,6 +205,7 @@ def main() -> None:
     print("farthest same pairs:")
     for i in np.argsort(np.where(same, similarities, 2))[:5]:
         print(f"  {similarities[i]:.3f}  {pairs[i]['a']!r} / {pairs[i]['b']!r}")
+    residual_rule(model, pairs, similarities)
 
 
 if __name__ == "__main__":
