@@ -230,6 +230,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "recover-dead-planner-turns": {"task": "planner.recover_dead_turns", "schedule": 5.0},
     "start-waiting-planner-work": {"task": "planner.start_waiting_work", "schedule": 10.0},
+    # Claims whose lease ran out (docs/domain.md#work); the embedded server sweeps them itself.
+    "expire-claims": {"task": "tracker.expire_claims", "schedule": 30.0},
 }
 
 # Search (docs/search.md): the sentence-embedding backend (tracker.search.embeddings); the local
