@@ -1,5 +1,5 @@
-"""Celery tasks of the tracker, and their enqueueing on commit: search indexing (docs/operations.md);
-the expiry of claims whose lease ran out (docs/domain.md#work)."""
+"""Celery tasks of the tracker, and their enqueueing on commit: search indexing (docs/operations.md).
+The expiry of claims is in ``tracker/work_tasks.py``."""
 
 from __future__ import annotations
 
@@ -26,13 +26,3 @@ def search_index_on_commit(kind: str, ids: Iterable[int]) -> None:
     """
     batch = sorted(set(ids))
     transaction.on_commit(partial(search_index.delay, kind, batch), robust=True)
-
-
-@shared_task(name="tracker.expire_claims", ignore_result=True)
-def expire_claims() -> int:
-    """End the claims whose lease ran out (Celery beat runs it every 30 s; the embedded server,
-    which has no beat, runs the same sweep itself: ``ballet/lifespan.py``)."""
-    # The work services import the item services, which import this module for search indexing.
-    from tracker.services.work import claims_expire  # noqa: PLC0415
-
-    return claims_expire()

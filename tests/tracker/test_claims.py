@@ -28,7 +28,7 @@ from tracker.services import work
 from tracker.services.activity import Actor
 from tracker.services.items import dependency_add, item_update
 from tracker.services.work import claim_release, claim_renew, claim_take, claims_expire, report_add
-from tracker.tasks import expire_claims
+from tracker.work_tasks import expire_claims
 
 pytestmark = pytest.mark.django_db
 
@@ -576,6 +576,7 @@ def test_the_celery_task_sweeps_and_beat_runs_it_every_30_seconds(settings, memb
 
     assert Claim.objects.get().status == "expired"
     assert {"task": "tracker.expire_claims", "schedule": 30.0} in settings.CELERY_BEAT_SCHEDULE.values()
+    assert "tracker.work_tasks" in settings.CELERY_IMPORTS
 
 
 def test_the_actor_of_an_expiry_is_ballet_on_behalf_of_the_holder(member):
