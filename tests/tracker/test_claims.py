@@ -697,3 +697,61 @@ def test_a_database_outage_leaves_the_rest_of_the_scrape(client, monkeypatch):
     text = response.content.decode()
     assert "ballet_claims" not in text
     assert "ballet_questions{" in text
+
+
+# --- admin ------------------------------------------------------------------------------------
+
+CLAIMS_ADMIN = "/admin/tracker/claim/"
+
+
+def release_in_admin(client: Any, claim: Claim) -> Any:
+    data = {"action": "release", "_selected_action": [claim.pk], "index": 0}
+    return client.post(CLAIMS_ADMIN, data, follow=True)
+
+
+def test_the_admin_lists_claims_with_their_reports_read_only(client, staff, ticket):
+    claim = take(staff["member"], ticket)
+    summary = "Halfway <b>there</b>."
+    report_add(actor=Actor(user=staff["member"]), claim=claim, kind="progress", summary=summary)
+    client.force_login(staff["viewer"])
+
+    listed = client.get(CLAIMS_ADMIN).content.decode()
+    page = client.get(f"{CLAIMS_ADMIN}{claim.pk}/change/")
+
+    assert ticket.title in listed
+    assert page.status_code == 200
+    content = page.content.decode()
+    assert "Halfway &lt;b&gt;there&lt;/b&gt;." in content
+    assert 'name="_save"' not in content
+    assert client.post(f"{CLAIMS_ADMIN}add/").status_code == 403
+
+
+def test_the_admin_hides_the_claims_of_projects_the_user_cannot_read(client, staff, ticket):
+    claim = take(staff["member"], ticket)
+    client.force_login(staff["stranger"])
+
+    assert client.get(f"{CLAIMS_ADMIN}{claim.pk}/change/").status_code in (403, 404)
+    assert ticket.title not in client.get(CLAIMS_ADMIN).content.decode()
+
+
+def test_a_maintainer_releases_a_claim_in_the_admin(client, staff, ticket):
+    claim = take(staff["member"], ticket)
+    client.force_login(staff["maintainer"])
+
+    response = release_in_admin(client, claim)
+
+    assert f"Released the claims on {ticket.key}." in response.content.decode()
+    claim.refresh_from_db()
+    assert (claim.status, claim.end_reason) == ("released", "released by maintainer: released in the admin")
+    assert state_of(ticket) == "ready"
+    assert events("claim.released")[0].data["by"] == "maintainer"
+
+
+def test_a_viewer_is_not_offered_the_release_in_the_admin(client, staff, ticket):
+    claim = take(staff["member"], ticket)
+    client.force_login(staff["viewer"])
+
+    assert 'value="release"' not in client.get(CLAIMS_ADMIN).content.decode()
+    release_in_admin(client, claim)
+
+    assert Claim.objects.get(pk=claim.pk).status == "active"
