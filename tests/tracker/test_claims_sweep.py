@@ -24,6 +24,7 @@ async def test_the_embedded_server_sweeps_claims_itself_and_production_leaves_it
     assert lifespan.lease_sweep.started is (not settings.PRODUCTION_MODE)
 
 
+@pytest.mark.django_db(transaction=True)  # the database threads check their connections now and then
 async def test_a_failing_sweep_is_logged_and_the_next_one_runs(monkeypatch, caplog):
     calls: list[int] = []
     third = threading.Event()
@@ -47,8 +48,11 @@ async def test_a_failing_sweep_is_logged_and_the_next_one_runs(monkeypatch, capl
         await sweep.stop()
 
     assert not sweep.started
-    [failed] = [r for r in caplog.records if "sweep of claims" in r.getMessage()]
-    assert failed.exc_info is not None
+    failed = [r for r in caplog.records if "sweep of claims" in r.getMessage()]
+    assert failed
+    assert failed[0].exc_info is not None
+    assert failed[0].exc_info[1] is not None
+    assert str(failed[0].exc_info[1]) == "the database is down"
 
 
 @pytest.mark.django_db(transaction=True)
