@@ -416,6 +416,7 @@ def test_a_bad_report_is_a_field_error_and_changes_nothing(client_for, member, t
     ("fields", "errors"),
     [
         ({"kind": "done", "summary": "ok\x00"}, ["summary"]),
+        ({"kind": "done", "summary": "ok", "links": ["https://a.example.com/\x00"]}, ["links.0"]),
         ({"kind": "done", "summary": "ok", "links": ("https://a.example.com",)}, ["links"]),
         ({"kind": "done", "summary": "ok", "details": {"x": {1, 2}}}, ["details"]),
         ({"kind": None, "summary": None}, ["kind", "summary"]),

@@ -11,6 +11,7 @@ deadlocking; and each re-reads what it decides on under those locks.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -267,6 +268,11 @@ def _link_errors(links: Any) -> Iterator[tuple[str, str]]:
                 yield where, "Expected an absolute http(s) URL."
 
 
+def _dotted(path: str) -> str:
+    """``links[2]`` as this input's field errors name it: ``links.2``."""
+    return re.sub(r"\[(\d+)\]", r".\1", path)
+
+
 def _summary_errors(summary: Any) -> Iterator[tuple[str, str]]:
     if not isinstance(summary, str):
         yield "summary", "Expected a string of Markdown."
@@ -306,7 +312,7 @@ def _report_input(
         *_link_errors(links),
         *_details_errors(details),
         *(
-            (path, NUL_MESSAGE)
+            (_dotted(path), NUL_MESSAGE)
             for path in nul_paths({"summary": summary, "links": links, "details": details})
         ),
     ]
