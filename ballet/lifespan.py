@@ -1,5 +1,6 @@
 """What a server process runs beside its requests, started with the server and stopped with it:
-the planner's hub (``planner/live/hub.py``) and the MCP session manager.
+the planner's hub (``planner/live/hub.py``), the MCP session manager and, in the embedded mode,
+which runs no Celery beat, the sweep that ends claims whose lease ran out (docs/domain.md#work).
 
 Servers that send the ASGI lifespan events start and stop them there. Daphne sends none: the
 first connection it serves starts them, once, on the server's one event loop, and they end
@@ -10,16 +11,69 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
+from django.conf import settings
+
+from planner.live.bridge import db
 from planner.live.hub import hub
 from planner.mcp_server.app import mcp_app
+from tracker.services.work import claims_expire
+
+logger = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class LeaseSweep:
+    """Every ``interval`` seconds, end the claims whose lease ran out (``claims_expire``, on the
+    runner's database threads). What Celery beat does in production (``tracker.expire_claims``);
+    a sweep that fails is logged and the next one runs."""
+
+    def __init__(self, interval: float = 30.0) -> None:
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
+    async def start(self) -> None:
+        if self._task is None:
+            context = contextvars.Context()  # it outlives whatever request started the server
+            self._task = asyncio.get_running_loop().create_task(self._run(), context=context)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def sweep(self) -> int:
+        """One sweep: how many claims it ended (0 when it failed)."""
+        try:
+            return await db(claims_expire)()
+        except Exception:
+            logger.exception(
+                "the sweep of claims whose lease ran out failed; the next one runs in %ss", self.interval
+            )
+            return 0
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            ended = await self.sweep()
+            if ended:
+                logger.info("%s claims expired: their lease ran out", ended)
+
+
+lease_sweep = LeaseSweep()
 
 
 async def start() -> None:
@@ -29,9 +83,12 @@ async def start() -> None:
     except BaseException:
         await hub.stop()
         raise
+    if not settings.PRODUCTION_MODE:  # production's Celery beat runs tracker.expire_claims
+        await lease_sweep.start()
 
 
 async def stop() -> None:
+    await lease_sweep.stop()
     await mcp_app.lifetime.close()
     await hub.stop()
 

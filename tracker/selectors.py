@@ -1,4 +1,5 @@
-"""Reads of the tracker: projects, items, the runnable query, changesets, skills, search, activity.
+"""Reads of the tracker: projects, items, the runnable query, changesets, skills, search, activity,
+and (from :mod:`tracker.work_selectors`) claims and reports.
 
 The REST API and the planner tools read through these functions, so what a
 filter means, the order of a list and who sees what are defined here once.
@@ -33,6 +34,15 @@ from tracker.models import (
 from tracker.models.plan import RESOLVED_STATES
 from tracker.permissions import SKILL_READ, Principal, has_permission, visible_projects
 from tracker.search import ITEM, SKILL, SearchHit, project_search
+
+# Claims and reports, re-exported: REST, the MCP tools and the planner read them from here.
+from tracker.work_selectors import (  # noqa: F401
+    claim_get,
+    claim_list,
+    claims_active_by_item,
+    final_reports,
+    reports_of,
+)
 
 
 def project_planner_config(project: Project) -> PlannerConfig:

@@ -15,7 +15,20 @@ from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
-from tracker.models import ChangesetStatus, Item, ItemKind, Membership, Project, Role, Scope, SkillScope
+from tracker.models import (
+    ChangesetStatus,
+    Claim,
+    ClaimStatus,
+    Item,
+    ItemKind,
+    Membership,
+    Project,
+    Report,
+    ReportKind,
+    Role,
+    Scope,
+    SkillScope,
+)
 from tracker.models.keys import KeyStatus
 from tracker.models.plan import ALL_STATES as ITEM_STATES
 from tracker.operations import LIST as OPERATIONS_LIST
@@ -28,6 +41,7 @@ from tracker.services.keys import MAX_EXPIRY_DAYS
 from tracker.services.keys import MAX_NAME as MAX_KEY_NAME
 from tracker.services.projects import MAX_CREDENTIAL
 from tracker.services.skills import MAX_BODY as MAX_SKILL_BODY
+from tracker.services.work import MAX_REASON as MAX_RELEASE_REASON
 
 MAX_INT = 2**31 - 1
 MAX_DESCRIPTION = 20_000
@@ -425,3 +439,80 @@ class KeyCreateSerializer(StrictSerializer):
     expires_in_days = StrictIntegerField(
         min_value=1, max_value=MAX_EXPIRY_DAYS, required=False, allow_null=True, help_text="None: never."
     )
+
+
+# --- work: claims and reports (docs/domain.md#work) ---------------------------------------------
+
+
+class ReportSerializer(serializers.Serializer[Report]):
+    id = serializers.IntegerField()
+    claim = serializers.IntegerField(source="claim_id")
+    item = serializers.CharField(source="item.key")
+    author = serializers.CharField(source="author.username")
+    kind = serializers.ChoiceField(choices=ReportKind.choices)
+    summary = serializers.CharField(help_text="Markdown, as the holder wrote it.")
+    links = serializers.ListField(child=serializers.URLField())
+    details = serializers.DictField()
+    created_at = serializers.DateTimeField()
+
+
+class ReportCreatedSerializer(ReportSerializer):
+    claim_status = serializers.ChoiceField(
+        source="claim.status", choices=ClaimStatus.choices, help_text="The claim's status after the report."
+    )
+    item_state = serializers.CharField(source="item.state", help_text="The ticket's state after the report.")
+
+
+class ClaimSerializer(serializers.Serializer[Claim]):
+    id = serializers.IntegerField()
+    item = serializers.CharField(source="item.key")
+    item_title = serializers.CharField(source="item.title")
+    holder = serializers.CharField(source="holder.username")
+    status = serializers.ChoiceField(choices=ClaimStatus.choices)
+    created_at = serializers.DateTimeField()
+    renewed_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(help_text="When the lease runs out without a heartbeat or report.")
+    ended_at = serializers.DateTimeField(allow_null=True)
+    end_reason = serializers.CharField()
+
+
+class ClaimDetailSerializer(ClaimSerializer):
+    reports = serializers.SerializerMethodField()
+
+    @extend_schema_field(ReportSerializer(many=True))
+    def get_reports(self, claim: Claim) -> list[dict[str, Any]]:
+        return [dict(row) for row in ReportSerializer(self.context["reports"], many=True).data]
+
+
+class ClaimFilterSerializer(serializers.Serializer[Any]):
+    active = serializers.ChoiceField(
+        choices=["true", "false"],
+        required=False,
+        help_text="true: only claims whose lease holds; false: only ended ones.",
+    )
+
+
+class ReportCreateSerializer(StrictSerializer):
+    """Types only: the service checks the kind, blankness, sizes and URLs, for REST and MCP alike,
+    and names every bad field at once."""
+
+    kind = StrictCharField(help_text="progress, done, blocked or failed.")
+    summary = StrictCharField(
+        allow_blank=True, trim_whitespace=False, help_text="Markdown, at most 20,000 bytes."
+    )
+    links = serializers.ListField(
+        child=StrictCharField(allow_blank=True, trim_whitespace=False),
+        required=False,
+        help_text="At most 20 absolute http(s) URLs.",
+    )
+    details = serializers.DictField(required=False, help_text="Any JSON object, at most 20,000 bytes.")
+
+
+class ClaimReleaseSerializer(StrictSerializer):
+    reason = StrictCharField(
+        max_length=MAX_RELEASE_REASON, required=False, allow_blank=True, trim_whitespace=False
+    )
+
+
+class NoInputSerializer(StrictSerializer):
+    """The endpoint takes no input (an empty body or ``{}``); any field sent is unknown."""

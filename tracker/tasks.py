@@ -1,4 +1,5 @@
-"""Celery tasks of the tracker, and their enqueueing on commit: search indexing (docs/operations.md)."""
+"""Celery tasks of the tracker, and their enqueueing on commit: search indexing (docs/operations.md).
+The expiry of claims is in ``tracker/work_tasks.py``."""
 
 from __future__ import annotations
 

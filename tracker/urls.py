@@ -14,11 +14,13 @@ from tracker.apis.keys import KeyDetailApi, KeyListApi, ProjectKeyDetailApi, Pro
 from tracker.apis.projects import MemberDetailApi, MemberListApi, ProjectDetailApi, ProjectListApi
 from tracker.apis.search import ProjectSearchApi
 from tracker.apis.skills import SkillDetailApi, SkillListApi
+from tracker.apis.work import ClaimDetailApi, ClaimListApi, ClaimReleaseApi, ClaimReportsApi, ClaimTakeApi
 
 app_name = "tracker-api"
 
 PROJECT = "projects/<str:key>/"
 CHANGESET = PROJECT + "changesets/<int:number>/"
+CLAIM = PROJECT + "claims/<str:claim_id>/"
 
 urlpatterns = [
     # Scripts exchange a username and password for their API token.
@@ -30,6 +32,12 @@ urlpatterns = [
     path(PROJECT + "items/", ItemListApi.as_view(), name="item-list"),
     path(PROJECT + "items/<str:item_key>/", ItemDetailApi.as_view(), name="item-detail"),
     path(PROJECT + "runnable/", RunnableListApi.as_view(), name="runnable-list"),
+    # Work (docs/domain.md#work): claims on tickets, heartbeats, reports, release.
+    path(PROJECT + "items/<str:item_key>/claim/", ClaimTakeApi.as_view(), name="item-claim"),
+    path(PROJECT + "claims/", ClaimListApi.as_view(), name="claim-list"),
+    path(CLAIM, ClaimDetailApi.as_view(), name="claim-detail"),
+    path(CLAIM + "reports/", ClaimReportsApi.as_view(), name="claim-reports"),
+    path(CLAIM + "release/", ClaimReleaseApi.as_view(), name="claim-release"),
     path(PROJECT + "changesets/", ChangesetListApi.as_view(), name="changeset-list"),
     path(CHANGESET, ChangesetDetailApi.as_view(), name="changeset-detail"),
     path(CHANGESET + "apply/", ChangesetApplyApi.as_view(), name="changeset-apply"),

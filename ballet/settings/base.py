@@ -227,9 +227,13 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not PRODUCTION_MODE
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
+# Task modules beside the apps' tasks.py that autodiscovery finds.
+CELERY_IMPORTS = ("tracker.work_tasks",)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "recover-dead-planner-turns": {"task": "planner.recover_dead_turns", "schedule": 5.0},
     "start-waiting-planner-work": {"task": "planner.start_waiting_work", "schedule": 10.0},
+    # Claims whose lease ran out (docs/domain.md#work); the embedded server sweeps them itself.
+    "expire-claims": {"task": "tracker.expire_claims", "schedule": 30.0},
 }
 
 # Search (docs/search.md): the sentence-embedding backend (tracker.search.embeddings); the local
@@ -271,6 +275,8 @@ SPECTACULAR_SETTINGS = {
         "ItemKindEnum": "tracker.models.plan.ItemKind",
         "KnowledgeKindEnum": "knowledge.models.KnowledgeKind",
         "KeyStatusEnum": "tracker.models.keys.KeyStatus",
+        "ClaimStatusEnum": "tracker.models.work.ClaimStatus",
+        "ReportKindEnum": "tracker.models.work.ReportKind",
     },
 }
 

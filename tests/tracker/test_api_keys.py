@@ -230,7 +230,7 @@ def test_last_used_is_written_at_most_once_a_minute(member):
 
 # --- scopes ------------------------------------------------------------------------------------
 
-R, A, P, NO_KEY = "read", "ask", "plan", None
+R, A, W, P, NO_KEY = "read", "ask", "work", "plan", None
 
 # Every REST endpoint and method, and the scope an API key needs for it (None: no key may).
 SCOPES = {
@@ -243,6 +243,13 @@ SCOPES = {
     "tracker-api:item-list GET": R,
     "tracker-api:item-detail GET": R,
     "tracker-api:runnable-list GET": R,
+    "tracker-api:item-claim POST": W,
+    "tracker-api:claim-list GET": R,
+    "tracker-api:claim-detail GET": R,
+    "tracker-api:claim-detail POST": W,
+    "tracker-api:claim-reports GET": R,
+    "tracker-api:claim-reports POST": W,
+    "tracker-api:claim-release POST": W,
     "tracker-api:changeset-list GET": R,
     "tracker-api:changeset-list POST": P,
     "tracker-api:changeset-detail GET": R,

@@ -5,6 +5,6 @@ decides visibility and rights with the one permission check; writes go
 through the services. The changeset change page is the review (Apply/Reject).
 """
 
-from tracker.admin import access, activity, changesets, plan, skills
+from tracker.admin import access, activity, changesets, plan, skills, work
 
-__all__ = ["access", "activity", "changesets", "plan", "skills"]
+__all__ = ["access", "activity", "changesets", "plan", "skills", "work"]

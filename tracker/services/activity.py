@@ -14,13 +14,20 @@ from tracker.models import ActivityEvent, Organization, Project
 
 @dataclass(frozen=True)
 class Actor:
-    """A human, or the planner session acting for one."""
+    """A human, the planner session acting for one, or Ballet itself on a human's behalf.
+
+    ``system`` names the mechanism that acts when no one does (``lease``: a claim's lease ran out,
+    docs/domain.md#work): the label is ``ballet:lease`` and ``user`` the human it concerns.
+    """
 
     user: User
     planner_session: uuid.UUID | None = None
+    system: str | None = None
 
     @property
     def label(self) -> str:
+        if self.system is not None:
+            return f"ballet:{self.system}"
         if self.planner_session is not None:
             return f"planner:{self.planner_session}"
         return f"user:{self.user.get_username()}"

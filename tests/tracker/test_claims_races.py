@@ -1,0 +1,228 @@
+"""Workers racing for one ticket (docs/domain.md#work): threads of one process and separate
+processes, against the same database, end with exactly one active claim; every other worker is
+told who holds it.
+
+The racers share a database that commits. On PostgreSQL that is the test database itself. In the
+embedded mode the test database lives in memory, where SQLite refuses a second writer at once
+instead of queueing it as the embedded server's database file does (its busy timeout): the racers
+use a file copy of it, opened with the server's settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.db import connection, connections
+
+from tracker.errors import BalletError
+from tracker.models import Claim, Item
+from tracker.services.activity import Actor
+from tracker.services.work import claim_take
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT = 60.0  # seconds a racer waits for the others before the test gives up on it
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@dataclass
+class SharedDatabase:
+    """The database the racers share: ``path`` is the SQLite file, None on PostgreSQL."""
+
+    path: Path | None
+
+    @contextmanager
+    def connected(self) -> Iterator[None]:
+        """This thread's connection to the shared database, closed at the end."""
+        try:
+            if self.path is not None:
+                default = connections["default"]
+                connections["default"] = type(default)(
+                    {**default.settings_dict, "NAME": str(self.path)}, "default"
+                )
+            yield
+        finally:
+            connections.close_all()
+
+    def env(self) -> dict[str, str]:
+        """The environment of a process that uses the shared database."""
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ballet.settings.test"}
+        if self.path is not None:
+            env.pop("DATABASE_URL", None)
+            env["BALLET_SQLITE_PATH"] = str(self.path)
+        else:
+            db = connection.settings_dict
+            password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
+            user = quote(db["USER"], safe="")
+            env["DATABASE_URL"] = (
+                f"postgres://{user}{password}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+            )
+        return env
+
+    def outcome(self, item: Item) -> tuple[list[str], str]:
+        """The holders of the item's active claims, and its state, as the shared database has them."""
+        if self.path is None:
+            holders = Claim.objects.filter(item=item, status="active").values_list(
+                "holder__username", flat=True
+            )
+            return list(holders), Item.objects.get(pk=item.pk).state
+        with sqlite3.connect(self.path) as db:
+            rows = db.execute(
+                "SELECT u.username FROM tracker_claim c JOIN auth_user u ON u.id = c.holder_id "
+                "WHERE c.item_id = ? AND c.status = 'active'",
+                [item.pk],
+            ).fetchall()
+            (state,) = db.execute("SELECT state FROM tracker_item WHERE id = ?", [item.pk]).fetchone()
+        return [row[0] for row in rows], state
+
+
+@pytest.fixture
+def shared(tmp_path) -> Callable[[], SharedDatabase]:
+    """Call once the rows the racers need are committed."""
+
+    def share() -> SharedDatabase:
+        if settings.PRODUCTION_MODE:
+            return SharedDatabase(path=None)
+        path = tmp_path / "race.sqlite3"
+        connection.ensure_connection()
+        copy = sqlite3.connect(path)
+        try:
+            connection.connection.backup(copy)
+        finally:
+            copy.close()
+        return SharedDatabase(path=path)
+
+    return share
+
+
+@pytest.fixture
+def racers(users) -> list[Any]:
+    return [users["member"], users["maintainer"], users["owner"]]
+
+
+def assert_one_winner(outcomes: dict[str, str], holders: list[str], state: str, key: str) -> None:
+    winners = [name for name, outcome in outcomes.items() if outcome == "won"]
+    assert len(winners) == 1, outcomes
+    assert holders == winners
+    assert state == "in_progress"
+    for name, outcome in outcomes.items():
+        if name != winners[0]:
+            assert outcome.startswith(f"409 {key} is claimed by {winners[0]} until "), outcomes
+
+
+def race_in_threads(database: SharedDatabase, racers: list[Any], ticket: Item) -> dict[str, str]:
+    """Each racer claims ``ticket`` in a thread of its own, all at once: how it went for each."""
+    barrier = threading.Barrier(len(racers))
+    outcomes: dict[str, str] = {}
+
+    def claim(user: Any) -> None:
+        with database.connected():
+            barrier.wait(timeout=WAIT)
+            try:
+                claim_take(actor=Actor(user=user), project=ticket.project, item=ticket)
+            except BalletError as exc:
+                outcomes[user.username] = f"{exc.status} {exc.message}"
+            except Exception as exc:
+                outcomes[user.username] = repr(exc)
+            else:
+                outcomes[user.username] = "won"
+
+    threads = [threading.Thread(target=claim, args=(user,)) for user in racers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=WAIT)
+    return outcomes
+
+
+def test_threads_racing_for_a_ticket_end_with_one_claim(make_item, racers, shared):
+    tickets = [make_item(title=f"Race {n}", state="ready") for n in range(3)]
+    database = shared()
+
+    for ticket in tickets:
+        outcomes = race_in_threads(database, racers, ticket)
+
+        holders, state = database.outcome(ticket)
+        assert_one_winner(outcomes, holders, state, ticket.key)
+
+
+RACER = """
+import json, sys, time
+from pathlib import Path
+
+import django
+
+django.setup()
+
+from django.contrib.auth.models import User
+
+from tracker.errors import BalletError
+from tracker.models import Item
+from tracker.services.activity import Actor
+from tracker.services.work import claim_take
+
+name, item_id, gate = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+user = User.objects.get(username=name)
+item = Item.objects.select_related("project").get(pk=item_id)
+(gate / f"ready-{name}").touch()
+deadline = time.monotonic() + 60
+while not (gate / "go").exists() and time.monotonic() < deadline:
+    time.sleep(0.002)
+try:
+    claim_take(actor=Actor(user=user), project=item.project, item=item)
+except BalletError as exc:
+    print(json.dumps(f"{exc.status} {exc.message}"))
+else:
+    print(json.dumps("won"))
+"""
+
+
+def test_processes_racing_for_a_ticket_end_with_one_claim(make_item, racers, shared, tmp_path):
+    ticket = make_item(title="Race", state="ready")
+    database = shared()
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    processes = {
+        user.username: subprocess.Popen(
+            [sys.executable, "-c", RACER, user.username, str(ticket.pk), str(gate)],
+            cwd=ROOT,
+            env=database.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for user in racers
+    }
+    try:
+        deadline = time.monotonic() + WAIT
+        while len(list(gate.glob("ready-*"))) < len(racers) and time.monotonic() < deadline:
+            if any(process.poll() is not None for process in processes.values()):
+                break  # one died before the start: its stderr says why
+            time.sleep(0.01)
+        (gate / "go").touch()
+        results = {name: process.communicate(timeout=WAIT) for name, process in processes.items()}
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+
+    outcomes = {}
+    for name, (out, err) in results.items():
+        assert processes[name].returncode == 0, err
+        outcomes[name] = json.loads(out.strip().splitlines()[-1])
+    holders, state = database.outcome(ticket)
+    assert_one_winner(outcomes, holders, state, ticket.key)
