@@ -7,7 +7,7 @@ against ``mcp_requests_per_minute`` of the user, one count with its REST questio
 requests (docs/trust.md#limits), else HTTP 429. Both
 refusals are JSON-RPC error bodies, so MCP clients show their message and
 anything else reads ``error.message``. While Redis, where requests are counted,
-is down, requests go uncounted and the tools that write (``ask_question``)
+is down, requests go uncounted and the tools that write (``ask_question``, the work tools)
 answer a tool error ``unavailable`` instead of running. The Host header is
 checked against ``ALLOWED_HOSTS`` as Django checks it.
 
@@ -54,12 +54,15 @@ PATH = "/mcp"
 USER_KEY = "ballet.user"  # where the authenticated user rides in the ASGI scope
 API_KEY = "ballet.key"  # and its API key (None: the legacy token)
 COUNTED_KEY = "ballet.counted"  # False when the request limiter could not count the request
-WRITES = frozenset({"ask_question"})  # tools refused while requests cannot be counted
+# Tools refused while requests cannot be counted.
+WRITES = frozenset({"ask_question", "claim_ticket", "report", "release_claim"})
 INSTRUCTIONS = (
     "Ballet's plan and knowledge base. Every tool names its project by key (such as DEMO): "
     "list_runnable for the tickets ready to work on, get_item for one ticket's description, "
     "acceptance criteria and policy, search_project and search_knowledge to find things, and "
-    "ask_question when the plan does not say: the project's planner answers, or asks its humans."
+    "ask_question when the plan does not say: the project's planner answers, or asks its humans. "
+    "To work on a ticket: claim_ticket, get_brief for everything you need, report progress as you go "
+    "(it renews your claim's lease), and report done, blocked or failed when you stop."
 )
 
 

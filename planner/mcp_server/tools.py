@@ -1,4 +1,5 @@
-"""The MCP tools: the planner's read tools and the questions, each naming its project (docs/domain.md).
+"""The MCP tools: the planner's read tools, the questions and the work tools (``work.py``), each naming
+its project (docs/domain.md).
 
 A planner tool runs in its session's project; an MCP client names the project
 in every call. A tool's MCP input schema is the planner's schema plus a
@@ -8,7 +9,8 @@ and one the caller cannot read are the same "Project X not found."), strips
 ``project`` and runs the planner's spec with ``run_tool``: validation, the
 tool's permission, the handler, as the token's user outside any planner
 session (the activity log says ``user:NAME``). An API key calls a tool only
-within its scopes (``SCOPES``: ``read`` for the reads, ``ask`` to ask). A refused
+within its scopes (``SCOPES``: ``read`` for the reads, ``ask`` to ask, ``work`` to claim
+and report). A refused
 call is an error outcome with the planner's JSON body ``{"error": {"code", "message"}}``.
 
 ``ask_question`` and ``get_question`` are specs of the same kind (a schema
@@ -41,6 +43,7 @@ from planner.agent.tools.base import (
 from planner.agent.tools.plan import ITEM_KEY
 from planner.live.bridge import db
 from planner.live.runner import runner
+from planner.mcp_server.work import RELEASE_CLAIM, WORK_SPECS, release_spec
 from planner.models import Question, QuestionStatus
 from planner.serializers import QuestionSerializer
 from planner.services.agent_questions import (
@@ -165,6 +168,7 @@ SPECS: dict[str, ToolSpec] = {
     **{name: TOOLS[name] for name in READ_TOOLS},
     ASK_QUESTION.name: ASK_QUESTION,
     GET_QUESTION.name: GET_QUESTION,
+    **{spec.name: spec for spec in WORK_SPECS},
 }
 DEFINITIONS: tuple[types.Tool, ...] = tuple(_definition(spec) for spec in SPECS.values())
 # The scope an API key needs for each tool.
@@ -172,6 +176,10 @@ SCOPES: dict[str, Scope] = {
     **dict.fromkeys(READ_TOOLS, Scope.READ),
     ASK_QUESTION.name: Scope.ASK,
     GET_QUESTION.name: Scope.READ,
+    "claim_ticket": Scope.WORK,
+    "get_brief": Scope.READ,
+    "report": Scope.WORK,
+    "release_claim": Scope.WORK,
 }
 assert SCOPES.keys() == SPECS.keys(), "every tool names the scope it needs"
 
@@ -270,4 +278,6 @@ async def tool_call(user: User, name: str, arguments: Any, *, key: ApiKey | None
         return await _ask(user, arguments)
     if spec is GET_QUESTION:
         return await _get(user, arguments)
+    if spec is RELEASE_CLAIM:  # with an API key only the holder lets a claim go
+        spec = release_spec(by_key=key is not None)
     return (await _run(user, spec, arguments))[1]

@@ -25,6 +25,7 @@ TOOLS = [
     *("list_runnable", "get_item", "list_items"),
     *("search_project", "search_knowledge", "get_knowledge"),
     *("ask_question", "get_question"),
+    *("claim_ticket", "get_brief", "report", "release_claim"),
 ]
 
 

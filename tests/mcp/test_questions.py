@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from planner.live.runner import runner
+from planner.mcp_server.tools import SPECS
 from planner.models import HumanRequest
 from planner.services import agent_questions
 from tests.fakes.scripted import Hang, call, say
@@ -220,10 +221,12 @@ async def test_while_requests_cannot_be_counted_reads_are_served_and_questions_r
     async with connected(token) as session:
         tools = await session.list_tools()
         asked = await session.call_tool("ask_question", {"project": "BAL", "text": "Which cache?"})
+        claimed = await session.call_tool("claim_ticket", {"project": "BAL", "item": "BAL-1"})
 
+    assert (claimed.is_error, output(claimed)["error"]["code"]) == (True, "unavailable")
     assert (listed.status_code, posted.status_code) == (200, 503)
     assert posted.json()["error"]["code"] == "unavailable"
-    assert len(tools.tools) == 8
+    assert len(tools.tools) == len(SPECS)
     assert (asked.is_error, output(asked)["error"]["code"]) == (True, "unavailable")
     assert "Redis" in output(asked)["error"]["message"]
     assert scripted.requests == []  # nothing was asked

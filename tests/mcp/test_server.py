@@ -119,7 +119,15 @@ async def test_the_rest_token_authenticates_as_bearer_or_token(users, scheme):
     async with connected(token, scheme=scheme) as session:
         listed = await session.list_tools()
 
-    assert [tool.name for tool in listed.tools] == [*READ_TOOLS, "ask_question", "get_question"]
+    assert [tool.name for tool in listed.tools] == [
+        *READ_TOOLS,
+        "ask_question",
+        "get_question",
+        "claim_ticket",
+        "get_brief",
+        "report",
+        "release_claim",
+    ]
 
 
 async def test_a_host_outside_allowed_hosts_is_refused(users):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -12,6 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models import Model
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from knowledge.models import KnowledgeEntry, KnowledgeRevision
@@ -22,6 +24,7 @@ from tracker.models import (
     ApiKey,
     Changeset,
     ChangesetStatus,
+    Claim,
     Dependency,
     Item,
     Membership,
@@ -97,10 +100,29 @@ def test_history_goes_through_the_services(demo):
     assert all(item.version > 1 for item in done)
     verbs = set(ActivityEvent.objects.filter(project=demo).values_list("verb", flat=True))
     assert {"item.created", "item.updated", "dependency.added", "changeset.proposed"} <= verbs
-    # The demo owner built it all; the agent asked its question.
+    # The demo owner built it all; the agent asked its question and did its work.
     assert set(ActivityEvent.objects.values_list("actor", flat=True)) == {"user:demo", "user:agent"}
-    asked = ActivityEvent.objects.filter(actor="user:agent").values_list("verb", flat=True)
-    assert list(asked) == ["question.asked"]
+    by_agent = ActivityEvent.objects.filter(actor="user:agent").exclude(verb="item.updated")
+    assert [(e.verb, e.data.get("kind")) for e in by_agent.order_by("seq")] == [
+        ("question.asked", None),
+        ("claim.taken", None),
+        ("report.added", "progress"),
+        ("report.added", "done"),
+        ("claim.taken", None),
+        ("report.added", "progress"),
+    ]
+
+
+def test_the_agent_carried_one_ticket_to_done_and_holds_a_claim_on_another(demo):
+    done, active = Claim.objects.filter(project=demo).select_related("item", "holder").order_by("pk")
+    assert (done.holder.username, done.status, done.item.state) == ("agent", "done", "done")
+    assert (active.holder.username, active.status, active.item.state) == ("agent", "active", "in_progress")
+    assert [(r.kind, r.links) for r in done.reports.order_by("pk")] == [
+        ("progress", []),
+        ("done", ["https://git.example.com/courtside/courtside/pull/12"]),
+    ]
+    assert [r.kind for r in active.reports.all()] == ["progress"]
+    assert active.expires_at > timezone.now() + timedelta(days=6)  # the demo's worker is away a while
 
 
 def test_dependencies_make_the_runnable_query_non_trivial(demo):

@@ -169,7 +169,7 @@ TICKETS = (
         ref="courts",
         kind="ticket",
         title="Courts and opening hours in the admin",
-        states=("ready", "in_progress", "done"),
+        states=("ready",),  # the agent claims it, reports it done, the owner accepts it (WORK below)
         epic="booking",
         milestone="beta",
         blockers=("skeleton",),
@@ -183,7 +183,7 @@ TICKETS = (
         ref="grid",
         kind="ticket",
         title="Day view of court availability",
-        states=("ready", "in_progress"),
+        states=("ready",),  # the agent claims it and reports progress (WORK below)
         epic="booking",
         milestone="beta",
         blockers=("courts",),
@@ -407,6 +407,19 @@ SKILL_V2 = (
 - Keep a changeset to one topic and at most ten operations, with a rationale
   that says what the humans asked for.
 """
+)
+
+# The worker agent's day (docs/domain.md#work): it carried "courts" to done, and is on "grid".
+COURTS_PROGRESS = "Courts with surface and floodlights are editable in the admin; opening hours next."
+COURTS_DONE = """Courts and their opening hours are maintained in the admin.
+
+- `Court` (name, surface, floodlit) and `OpeningHours` (per weekday) with their migrations
+- closures for a date range, validated: the end is not before the start
+- admin inlines, so the secretary edits a court's hours on the court's page"""
+COURTS_LINKS = ("https://git.example.com/courtside/courtside/pull/12",)
+GRID_PROGRESS = (
+    "The day grid renders six courts by hour. Working on the upright phone layout: courts scroll "
+    "sideways while the hours column stays put."
 )
 
 CHANGESET_TITLE = "Add a waitlist for fully booked slots"

@@ -7,8 +7,9 @@ project has no items, so a second run changes nothing. A created user gets a
 generated password, printed once; ``--reset-passwords`` prints new ones and
 ``--password`` sets a given one for both users. The worker ``agent``, a member,
 has no password but an API key with the scopes read, ask and work (printed when
-created; ``--reset-passwords`` revokes it and prints a new one) and one open
-question, waiting for a human (``planner/services/demo.py``).
+created; ``--reset-passwords`` revokes it and prints a new one), one open
+question, waiting for a human (``planner/services/demo.py``), a ticket it carried to done with
+its reports, and a ticket it holds a claim on, with a progress report.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from __future__ import annotations
 import secrets
 from collections import Counter
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.utils import timezone
 
 from knowledge.models import KnowledgeEntry
 from knowledge.services import knowledge_create, knowledge_update
@@ -28,14 +31,26 @@ from planner.models import Question, QuestionStatus
 from planner.services.demo import demo_question_ensure
 from tracker.errors import BalletError
 from tracker.management import demo_content as content
-from tracker.models import ChangesetStatus, Dependency, Item, Membership, Organization, Project, Role, Scope
-from tracker.selectors import changeset_list, key_list, runnable_tickets, skill_effective_list
+from tracker.models import (
+    ChangesetStatus,
+    Claim,
+    Dependency,
+    Item,
+    Membership,
+    Organization,
+    Project,
+    ReportKind,
+    Role,
+    Scope,
+)
+from tracker.selectors import changeset_list, claim_list, key_list, runnable_tickets, skill_effective_list
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
 from tracker.services.items import dependency_add, item_create, item_update
 from tracker.services.keys import key_create, key_revoke
 from tracker.services.projects import membership_set, project_update
 from tracker.services.skills import skill_version_create
+from tracker.services.work import claim_take, report_add
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,7 @@ VIEWER = DemoUser(username="viewer", role=Role.VIEWER, is_staff=False)
 AGENT = DemoUser(username="agent", role=Role.MEMBER, is_staff=False)
 AGENT_KEY = "demo agent"
 AGENT_SCOPES = (Scope.READ, Scope.ASK, Scope.WORK)
+DEMO_LEASE = timedelta(days=7)
 
 
 class Command(BaseCommand):
@@ -82,6 +98,8 @@ class Command(BaseCommand):
                 if built:
                     _content_build(Actor(user=owner), project)
                 lines.append(_agent_ensure(owner, project, reset=options["reset_passwords"]))
+                if built:
+                    _work_build(owner, User.objects.get(username=AGENT.username), project)
         except BalletError as exc:
             raise CommandError(f"Cannot seed the demo: {exc.message}") from exc
         self.stdout.write("\n".join(lines))
@@ -220,6 +238,37 @@ def _skill_build(actor: Actor, project: Project) -> None:
     project_update(actor=actor, project=project, settings={**settings, "skill": content.SKILL_NAME})
 
 
+def _work_build(owner: User, agent: User, project: Project) -> None:
+    """The agent's work: it claimed "courts", reported progress and then done with a link, and the
+    owner accepted it; it claimed "grid" after it and reported progress. Its lease on "grid" runs a
+    week, so that the demo shows the claim (a real worker renews it as it reports)."""
+    courts, grid = (_by_title(project, spec.title) for spec in _tickets("courts", "grid"))
+    worker = Actor(user=agent)
+    claim = claim_take(actor=worker, project=project, item=courts)
+    report_add(actor=worker, claim=claim, kind=ReportKind.PROGRESS, summary=content.COURTS_PROGRESS)
+    report_add(
+        actor=worker,
+        claim=claim,
+        kind=ReportKind.DONE,
+        summary=content.COURTS_DONE,
+        links=list(content.COURTS_LINKS),
+    )
+    courts.refresh_from_db()
+    item_update(actor=Actor(user=owner), item=courts, fields={"state": "done"}, base_version=courts.version)
+    claim = claim_take(actor=worker, project=project, item=grid)
+    report_add(actor=worker, claim=claim, kind=ReportKind.PROGRESS, summary=content.GRID_PROGRESS)
+    Claim.objects.filter(pk=claim.pk).update(expires_at=timezone.now() + DEMO_LEASE)
+
+
+def _tickets(*refs: str) -> list[content.ItemSpec]:
+    specs = {spec.ref: spec for spec in content.TICKETS}
+    return [specs[ref] for ref in refs]
+
+
+def _by_title(project: Project, title: str) -> Item:
+    return Item.objects.select_related("project").get(project=project, title=title)
+
+
 def _changeset_build(actor: Actor, project: Project, items: dict[str, Item]) -> None:
     """One proposed changeset waiting for review: a create, an update and a dependency."""
     cancel = items["cancel"]
@@ -254,10 +303,12 @@ def _summary(project: Project) -> str:
     skills = ", ".join(f"{s.name} v{s.version.version}" for s in skill_effective_list(project=project))
     proposed = changeset_list(project=project, status=ChangesetStatus.PROPOSED).count()
     waiting = Question.objects.filter(project=project, status=QuestionStatus.OPEN).count()
+    claims = claim_list(project=project, active=True).select_related("item__project", "holder")
+    claimed = ", ".join(f"{c.item.key} by {c.holder.get_username()}" for c in claims) or "none"
     return (
         f"project {project.key} ({project.name}) in {project.organization.name}: "
         f"{kinds['milestone']} milestones, {kinds['epic']} epics, {kinds['ticket']} tickets, "
         f"{dependencies} dependencies, runnable: {runnable}; {entries} knowledge entries; "
         f"skills: {skills or 'none'}; {proposed} changeset(s) awaiting review; "
-        f"{waiting} open question(s) from agents."
+        f"{waiting} open question(s) from agents; claimed: {claimed}."
     )
