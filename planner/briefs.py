@@ -11,7 +11,6 @@ list is read in one query, and the long ones are capped (``MAX_*``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Q
@@ -19,9 +18,16 @@ from django.db.models import Q
 from knowledge.selectors import knowledge_links, knowledge_visible
 from planner.models import Question, QuestionStatus
 from tracker.errors import ValidationError
-from tracker.models import Claim, ClaimStatus, Item, ItemKind, Project, Report, ReportKind
+from tracker.models import Claim, Item, ItemKind, Project, Report
 from tracker.permissions import KNOWLEDGE_READ, SKILL_READ, TRACKER_READ, Principal, has_permission, require
-from tracker.selectors import item_dependencies, item_get, skill_effective_list
+from tracker.selectors import (
+    claims_active_by_item,
+    final_reports,
+    item_dependencies,
+    item_get,
+    skill_effective_list,
+)
+from tracker.serializers import ClaimSerializer, ReportSerializer
 
 MAX_KNOWLEDGE = 20
 MAX_QUESTIONS = 20
@@ -31,41 +37,17 @@ JsonObject = dict[str, Any]
 
 
 def report_json(report: Report) -> JsonObject:
-    return {
-        "id": report.pk,
-        "claim": report.claim_id,
-        "kind": report.kind,
-        "summary": report.summary,
-        "links": list(report.links or []),
-        "details": report.details or {},
-        "author": report.author.get_username(),
-        "created_at": report.created_at.isoformat(),
-    }
+    """A report as REST shows it (read with its author and its item's project)."""
+    return dict(ReportSerializer(report).data)
 
 
 def claim_json(claim: Claim) -> JsonObject:
-    return {
-        "id": claim.pk,
-        "holder": claim.holder.get_username(),
-        "status": claim.status,
-        "created_at": claim.created_at.isoformat(),
-        "expires_at": claim.expires_at.isoformat(),
-        "ended_at": claim.ended_at.isoformat() if claim.ended_at else None,
-        "end_reason": claim.end_reason,
-    }
+    """A claim as REST shows it (read with its holder and its item's project)."""
+    return dict(ClaimSerializer(claim).data)
 
 
 def _item_head(item: Item) -> JsonObject:
     return {"key": item.key, "kind": item.kind, "title": item.title, "state": item.state}
-
-
-def _final_reports(item_ids: Iterable[int]) -> dict[int, Report]:
-    """Each item's latest ``done`` report, in one query."""
-    latest: dict[int, Report] = {}
-    rows = Report.objects.filter(item_id__in=list(item_ids), kind=ReportKind.DONE).select_related("author")
-    for report in rows.order_by("item_id", "-created_at", "-pk"):
-        latest.setdefault(report.item_id, report)
-    return latest
 
 
 def _knowledge(reader: Principal, project: Project, item: Item) -> list[JsonObject]:
@@ -138,11 +120,10 @@ def brief_read(*, reader: Principal, project: Project, item_key: str) -> JsonObj
             }
         )
     dependencies = item_dependencies(item=item)
-    finals = _final_reports(blocker.pk for blocker in dependencies.blockers)
-    claim = Claim.objects.filter(item=item, status=ClaimStatus.ACTIVE).select_related("holder").first()
-    reports = list(
-        Report.objects.filter(item=item).select_related("author").order_by("-created_at", "-pk")[:MAX_REPORTS]
-    )
+    finals = final_reports(item_ids=[blocker.pk for blocker in dependencies.blockers])
+    claim = claims_active_by_item(item_ids=[item.pk]).get(item.pk)
+    reports = Report.objects.filter(item=item).select_related("author", "item__project")
+    latest = list(reports.order_by("-created_at", "-pk")[:MAX_REPORTS])
     epic, milestone = item.epic, item.milestone
     return {
         "ticket": {
@@ -163,7 +144,7 @@ def brief_read(*, reader: Principal, project: Project, item_key: str) -> JsonObj
         ],
         "blocks": [_item_head(blocked) for blocked in dependencies.blocking],
         "claim": claim_json(claim) if claim else None,
-        "reports": [report_json(report) for report in reports],
+        "reports": [report_json(report) for report in latest],
         "knowledge": _knowledge(reader, project, item),
         "questions": _questions(project, item),
         "skills": _skills(reader, project),

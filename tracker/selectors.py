@@ -22,6 +22,8 @@ from tracker.models import (
     ActivityEvent,
     ApiKey,
     Changeset,
+    Claim,
+    ClaimStatus,
     Dependency,
     Item,
     ItemKind,
@@ -197,11 +199,14 @@ def item_list_by_keys(*, user: Principal, keys: Iterable[str]) -> list[Item]:
 
 
 def runnable_tickets(*, project: Project) -> QuerySet[Item]:
-    """Ready tickets whose blockers are all done or cancelled."""
+    """Ready tickets whose blockers are all done or cancelled, and that no worker holds (a claimed
+    ticket is in progress; one a human set back to ready while its claim holds is not free either)."""
     unresolved = Dependency.objects.filter(blocked=OuterRef("pk")).exclude(blocker__state__in=RESOLVED_STATES)
+    claimed = Claim.objects.filter(item=OuterRef("pk"), status=ClaimStatus.ACTIVE)
     return (
         Item.objects.filter(project=project, kind="ticket", state="ready")
         .exclude(Exists(unresolved))
+        .exclude(Exists(claimed))
         .select_related("project", "epic__project", "milestone__project")
         .order_by("number")
     )

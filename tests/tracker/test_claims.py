@@ -756,3 +756,12 @@ def test_a_viewer_is_not_offered_the_release_in_the_admin(client, staff, ticket)
     release_in_admin(client, claim)
 
     assert Claim.objects.get(pk=claim.pk).status == "active"
+
+
+def test_a_ticket_set_back_to_ready_while_its_claim_holds_is_not_runnable(project, make_item, member, owner):
+    ticket = make_item(title="Held", state="ready")
+    claim_take(actor=Actor(user=member), project=project, item=ticket)
+    ticket.refresh_from_db()
+    item_update(actor=Actor(user=owner), item=ticket, fields={"state": "ready"}, base_version=ticket.version)
+
+    assert list(runnable_tickets(project=project)) == []

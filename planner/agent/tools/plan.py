@@ -15,6 +15,7 @@ from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE
 from tracker.search import ITEM, SKILL
 from tracker.selectors import (
     changeset_list,
+    claims_active_by_item,
     item_dependencies,
     item_get,
     item_list,
@@ -87,8 +88,9 @@ def get_item(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 def _work(item: Item) -> JsonObject:
     """The ticket's active claim and its latest reports (docs/domain.md#work): a worker's words, data."""
-    claim = Claim.objects.filter(item=item, status=ClaimStatus.ACTIVE).select_related("holder").first()
-    reports = Report.objects.filter(item=item).select_related("author").order_by("-created_at", "-pk")
+    claim = claims_active_by_item(item_ids=[item.pk]).get(item.pk)
+    reports = Report.objects.filter(item=item).select_related("author", "item__project")
+    reports = reports.order_by("-created_at", "-pk")
     return {
         "claim": claim_json(claim) if claim else None,
         "reports": [report_json(report) for report in reports[:REPORTS_SHOWN]],
