@@ -284,6 +284,7 @@ SCOPES = {
     "planner-api:question-answer POST": A,
     "planner-api:question-withdraw POST": A,
     "planner-api:project-usage GET": R,
+    "planner-api:item-brief GET": R,
 }
 
 
