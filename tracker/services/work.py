@@ -141,15 +141,25 @@ def _expire(claim: Claim, item: Item, now: datetime) -> Item:
     _end(claim, ClaimStatus.EXPIRED, reason, now)
     lease = Actor(user=claim.holder, system=LEASE_SYSTEM)
     item = _ticket_back(lease, item)
-    activity_record(
-        actor=lease,
-        organization_id=item.project.organization_id,
-        project=item.project,
-        verb="claim.expired",
-        target=item.key,
-        data={"claim": claim.pk, "holder": claim.holder.get_username(), "reason": reason},
+    _record(
+        lease,
+        item,
+        "claim.expired",
+        {"claim": claim.pk, "holder": claim.holder.get_username(), "reason": reason},
     )
     return item
+
+
+def _record(actor: Actor, ticket: Item, verb: str, data: dict[str, Any]) -> None:
+    """An event of the work on ``ticket`` (docs/domain.md#work): the ticket is its target."""
+    activity_record(
+        actor=actor,
+        organization_id=ticket.project.organization_id,
+        project=ticket.project,
+        verb=verb,
+        target=ticket.key,
+        data=data,
+    )
 
 
 # --- claim ----------------------------------------------------------------------------------------
@@ -198,13 +208,11 @@ def claim_take(*, actor: Actor, project: Project, item: Item) -> Claim:
         raise _claimed_error(winner, locked.key) from exc
     locked = item_update(actor=actor, item=locked, fields={"state": "in_progress"})
     claim.item = locked
-    activity_record(
-        actor=actor,
-        organization_id=locked.project.organization_id,
-        project=locked.project,
-        verb="claim.taken",
-        target=locked.key,
-        data={
+    _record(
+        actor,
+        locked,
+        "claim.taken",
+        {
             "claim": claim.pk,
             "holder": actor.user.get_username(),
             "expires_at": claim.expires_at.isoformat(),
@@ -389,13 +397,11 @@ def _report_apply(
             new_state = item.state
     claim.item = item
     report.claim, report.item = claim, item
-    activity_record(
-        actor=actor,
-        organization_id=item.project.organization_id,
-        project=item.project,
-        verb="report.added",
-        target=item.key,
-        data={
+    _record(
+        actor,
+        item,
+        "report.added",
+        {
             "claim": claim.pk,
             "kind": kind,
             "summary": summary[:EVENT_SUMMARY],
@@ -441,13 +447,11 @@ def claim_release(*, actor: Actor, claim: Claim, reason: Any = "", by_key: bool 
         )
         item = _ticket_back(actor, item)
         locked.item = item
-        activity_record(
-            actor=actor,
-            organization_id=item.project.organization_id,
-            project=item.project,
-            verb="claim.released",
-            target=item.key,
-            data={"claim": locked.pk, "holder": locked.holder.get_username(), "by": by, "reason": reason},
+        _record(
+            actor,
+            item,
+            "claim.released",
+            {"claim": locked.pk, "holder": locked.holder.get_username(), "by": by, "reason": reason},
         )
     return locked
 
