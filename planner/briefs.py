@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q
-
 from knowledge.selectors import knowledge_links, knowledge_visible
 from planner.models import Question, QuestionStatus
 from tracker.errors import ValidationError
@@ -25,7 +23,9 @@ from tracker.selectors import (
     final_reports,
     item_dependencies,
     item_get,
+    reports_on,
     skill_effective_list,
+    with_article,
 )
 from tracker.serializers import ClaimSerializer, ReportSerializer
 
@@ -53,10 +53,10 @@ def _item_head(item: Item) -> JsonObject:
 def _knowledge(reader: Principal, project: Project, item: Item) -> list[JsonObject]:
     if not has_permission(reader, project, KNOWLEDGE_READ):
         return []
-    linked = Q(items=item) | (Q(items=item.epic_id) if item.epic_id else Q(pk__in=[]))
+    linked = [item.pk, item.epic_id] if item.epic_id else [item.pk]
     entries = list(
         knowledge_visible(user=reader)
-        .filter(linked, organization_id=project.organization_id)
+        .filter(items__in=linked, organization_id=project.organization_id)
         .distinct()
         .order_by("-updated_at", "-pk")[:MAX_KNOWLEDGE]
     )
@@ -111,19 +111,11 @@ def brief_read(*, reader: Principal, project: Project, item_key: str) -> JsonObj
     require(reader, project, TRACKER_READ)
     item = item_get(project=project, key=item_key)
     if item.kind != ItemKind.TICKET:
-        raise ValidationError(
-            {
-                "item": [
-                    f"{item.key} is {'an' if item.kind == 'epic' else 'a'} {item.kind}: "
-                    "a brief is a ticket's."
-                ]
-            }
-        )
+        raise ValidationError({"item": [f"{item.key} is {with_article(item.kind)}: a brief is a ticket's."]})
     dependencies = item_dependencies(item=item)
     finals = final_reports(item_ids=[blocker.pk for blocker in dependencies.blockers])
     claim = claims_active_by_item(item_ids=[item.pk]).get(item.pk)
-    reports = Report.objects.filter(item=item).select_related("author", "item__project")
-    latest = list(reports.order_by("-created_at", "-pk")[:MAX_REPORTS])
+    latest = reports_on(item=item, limit=MAX_REPORTS)
     epic, milestone = item.epic, item.milestone
     return {
         "ticket": {

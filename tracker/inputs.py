@@ -16,6 +16,7 @@ from typing import Any
 from tracker.errors import ValidationError
 
 MAX_INT = 2**31 - 1  # the largest value of the database's integer columns
+MAX_BIG_ID = 2**63 - 1  # the largest id of a BigAutoField
 NUL_MESSAGE = "NUL characters are not allowed."
 
 

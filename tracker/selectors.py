@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -17,7 +18,7 @@ from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from ballet.env import PLANNER_KEYS, WORK_KEYS, PlannerConfig, WorkConfig, coerce
 from tracker.errors import NotFoundError, ValidationError
-from tracker.inputs import ascii_number
+from tracker.inputs import MAX_BIG_ID, ascii_number
 from tracker.models import (
     ActivityEvent,
     ApiKey,
@@ -44,6 +45,7 @@ from tracker.work_selectors import (  # noqa: F401
     claims_active_by_item,
     final_reports,
     reports_of,
+    reports_on,
 )
 
 
@@ -102,7 +104,8 @@ def item_list(
     return qs.select_related("project", "epic__project", "milestone__project").order_by("number")
 
 
-def _a(word: str) -> str:
+def with_article(word: str) -> str:
+    """``word`` after "a" or "an": "an epic", "a ticket"."""
     return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 
 
@@ -121,7 +124,7 @@ def _parent_ids(project: Project, keys: dict[str, str | None]) -> dict[str, int]
         if row is None:
             errors[kind] = [f"Item {key} not found in project {project.key}."]
         elif row[1] != kind:
-            errors[kind] = [f"{key} is {_a(row[1])}, not {_a(kind)}."]
+            errors[kind] = [f"{key} is {with_article(row[1])}, not {with_article(kind)}."]
         else:
             ids[kind] = row[0]
     if errors:
@@ -198,10 +201,16 @@ def item_list_by_keys(*, user: Principal, keys: Iterable[str]) -> list[Item]:
     return [found[refs[key]] for key in wanted]
 
 
+def unresolved_blockers(*, blocked: Any) -> QuerySet[Dependency]:
+    """The dependencies of ``blocked`` (an item's id, or ``OuterRef("pk")`` in a subquery) whose
+    blocker is neither done nor cancelled: what keeps a ready ticket from being runnable."""
+    return Dependency.objects.filter(blocked=blocked).exclude(blocker__state__in=RESOLVED_STATES)
+
+
 def runnable_tickets(*, project: Project) -> QuerySet[Item]:
     """Ready tickets whose blockers are all done or cancelled, and that no worker holds (a claimed
     ticket is in progress; one a human set back to ready while its claim holds is not free either)."""
-    unresolved = Dependency.objects.filter(blocked=OuterRef("pk")).exclude(blocker__state__in=RESOLVED_STATES)
+    unresolved = unresolved_blockers(blocked=OuterRef("pk"))
     claimed = Claim.objects.filter(item=OuterRef("pk"), status=ClaimStatus.ACTIVE)
     return (
         Item.objects.filter(project=project, kind="ticket", state="ready")
@@ -351,9 +360,6 @@ def activity_since(*, organization_id: int, after_seq: int, limit: int = 200) ->
         .select_related("project", "on_behalf_of")
         .order_by("seq")[:limit]
     )
-
-
-MAX_BIG_ID = 2**63 - 1
 
 
 def key_list(*, user: User) -> QuerySet[ApiKey]:

@@ -11,10 +11,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from tracker.errors import NotFoundError
-from tracker.inputs import ascii_number
-from tracker.models import Claim, ClaimStatus, Project, Report, ReportKind
-
-MAX_BIG_ID = 2**63 - 1  # the largest id of a BigAutoField
+from tracker.inputs import MAX_BIG_ID, ascii_number
+from tracker.models import Claim, ClaimStatus, Item, Project, Report, ReportKind
 
 
 def claim_list(*, project: Project, active: bool | None = None) -> QuerySet[Claim]:
@@ -67,6 +65,12 @@ def reports_of(*, claim: Claim) -> list[Report]:
         .select_related("author", "item__project")
         .order_by("created_at", "pk")
     )
+
+
+def reports_on(*, item: Item, limit: int) -> list[Report]:
+    """The newest ``limit`` reports on ``item``, whichever claim they were made under, newest first."""
+    rows = Report.objects.filter(item=item).select_related("author", "item__project")
+    return list(rows.order_by("-created_at", "-pk")[:limit])
 
 
 def final_reports(*, item_ids: Iterable[int]) -> dict[int, Report]:

@@ -28,11 +28,10 @@ from tracker.errors import (
     PermissionDeniedError,
     ValidationError,
 )
-from tracker.inputs import NUL_MESSAGE, nul_paths
-from tracker.models import Claim, ClaimStatus, Dependency, Item, ItemKind, Project, Report, ReportKind
-from tracker.models.plan import RESOLVED_STATES
+from tracker.inputs import NUL_MESSAGE, nul_paths, refuse_nul
+from tracker.models import Claim, ClaimStatus, Item, ItemKind, Project, Report, ReportKind
 from tracker.permissions import TRACKER_READ, TRACKER_WRITE, require
-from tracker.selectors import project_work_config
+from tracker.selectors import project_work_config, unresolved_blockers, with_article
 from tracker.services.activity import Actor, activity_record
 from tracker.services.items import item_update
 
@@ -105,15 +104,11 @@ def _require_holder(actor: Actor, claim: Claim, does: str) -> None:
 def _require_runnable(item: Item) -> None:
     """InvalidStateError saying why ``item`` cannot be claimed: not a ticket, not ready, blocked."""
     if item.kind != ItemKind.TICKET:
-        article = "an" if item.kind[:1] in "aeiou" else "a"
-        raise InvalidStateError(f"{item.key} is {article} {item.kind}; {RUNNABLE_RULE}.")
+        raise InvalidStateError(f"{item.key} is {with_article(item.kind)}; {RUNNABLE_RULE}.")
     if item.state != "ready":
         raise InvalidStateError(f"{item.key} is {item.state}; {RUNNABLE_RULE}.")
     open_blockers = (
-        Dependency.objects.filter(blocked_id=item.pk)
-        .exclude(blocker__state__in=RESOLVED_STATES)
-        .select_related("blocker__project")
-        .order_by("blocker__number")
+        unresolved_blockers(blocked=item.pk).select_related("blocker__project").order_by("blocker__number")
     )
     named = [f"{d.blocker.key} ({d.blocker.state})" for d in open_blockers]
     if named:
@@ -232,10 +227,6 @@ def _open(claim: Claim, item: Item, now: datetime) -> bool:
     return True
 
 
-def _lapsed_error(claim: Claim) -> InvalidStateError:
-    return InvalidStateError(f"Claim {claim.pk} on {claim.item.key} has ended (expired: {claim.end_reason}).")
-
-
 def claim_renew(*, actor: Actor, claim: Claim) -> Claim:
     """The holder's heartbeat: the lease starts again from now. Not an activity event."""
     require(actor.user, claim.project, TRACKER_WRITE)
@@ -249,7 +240,7 @@ def claim_renew(*, actor: Actor, claim: Claim) -> Claim:
             locked.expires_at = now + _lease(item.project)
             locked.save(update_fields=["renewed_at", "expires_at"])
     if not held:
-        raise _lapsed_error(locked)
+        raise _ended_error(locked)
     return locked
 
 
@@ -366,7 +357,7 @@ def report_add(
                 actor, locked, item, now, kind=kind, summary=summary, links=links, details=details
             )
     if not held:
-        raise _lapsed_error(locked)
+        raise _ended_error(locked)
     return report
 
 
@@ -430,8 +421,7 @@ def claim_release(*, actor: Actor, claim: Claim, reason: Any = "", by_key: bool 
         raise ValidationError({"reason": ["Expected a string."]})
     if len(reason) > MAX_REASON:
         raise ValidationError({"reason": [f"At most {MAX_REASON} characters."]})
-    if "\x00" in reason:
-        raise ValidationError({"reason": [NUL_MESSAGE]})
+    refuse_nul(reason=reason)
     reason = reason.strip()
     with transaction.atomic():
         item, locked = _locked(claim)

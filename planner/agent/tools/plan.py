@@ -8,7 +8,7 @@ from typing import Any
 from planner.agent.tools.base import Draft, JsonObject, ToolContext, ToolError, ToolSpec
 from planner.briefs import claim_json, report_json
 from planner.services.changesets import review_url
-from tracker.models import Claim, ClaimStatus, Item, Report
+from tracker.models import Claim, ClaimStatus, Item
 from tracker.models.plan import ALL_STATES
 from tracker.operations import OPERATIONS_SCHEMA
 from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE
@@ -21,6 +21,7 @@ from tracker.selectors import (
     item_list,
     item_number,
     project_find,
+    reports_on,
     runnable_tickets,
 )
 from tracker.serializers import linked_item
@@ -89,11 +90,9 @@ def get_item(ctx: ToolContext, args: JsonObject) -> JsonObject:
 def _work(item: Item) -> JsonObject:
     """The ticket's active claim and its latest reports (docs/domain.md#work): a worker's words, data."""
     claim = claims_active_by_item(item_ids=[item.pk]).get(item.pk)
-    reports = Report.objects.filter(item=item).select_related("author", "item__project")
-    reports = reports.order_by("-created_at", "-pk")
     return {
         "claim": claim_json(claim) if claim else None,
-        "reports": [report_json(report) for report in reports[:REPORTS_SHOWN]],
+        "reports": [report_json(report) for report in reports_on(item=item, limit=REPORTS_SHOWN)],
     }
 
 
