@@ -28,6 +28,12 @@ def ascii_number(text: str, *, maximum: int = MAX_INT) -> int | None:
     return number if 0 < number <= maximum else None
 
 
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line (whitespace collapsed), cut to ``limit`` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
 def json_path(parts: Iterable[str | int]) -> str:
     """A path into a JSON value as field errors name it: ``["operations", 2, "fields"]`` →
     ``operations[2].fields``."""

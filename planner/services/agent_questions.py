@@ -46,7 +46,7 @@ from tracker.errors import (
     PermissionDeniedError,
     ValidationError,
 )
-from tracker.inputs import refuse_nul
+from tracker.inputs import one_line, refuse_nul
 from tracker.models import ActivityEvent, Item, Project
 from tracker.permissions import PLANNER_CHAT, PROJECT_ADMIN, TRACKER_READ, has_permission, require
 from tracker.selectors import item_get
@@ -160,8 +160,7 @@ def question_create(
     asked = _record(
         question, Actor(user=user), "question.asked", {"text": text[:200], "item": _key(question)}
     )
-    words = " ".join(text.split())
-    title = words if len(words) <= 60 else words[:59].rstrip() + "…"
+    title = one_line(text, 60)
     # The sub-chat starts past its own question's event: its first message says it already.
     question.session = Session.objects.create(
         project=project, user=user, question=question, title=f"Question: {title}", last_seen_seq=asked.seq

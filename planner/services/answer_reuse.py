@@ -27,6 +27,7 @@ from django.utils import timezone
 from knowledge.models import KnowledgeEntry, KnowledgeKind
 from knowledge.services import MAX_TITLE, knowledge_create
 from planner.models import HumanRequest, Question, QuestionStatus, RequestKind, RequestStatus
+from tracker.inputs import one_line
 from tracker.models import Item, Project
 from tracker.permissions import KNOWLEDGE_WRITE, has_permission
 from tracker.search.embeddings import embedding_backend, from_bytes, to_bytes
@@ -50,6 +51,15 @@ class Vector:
         return to_bytes(self.values)
 
 
+def _backend_name() -> str | None:
+    """The name of the process's embedding backend; None (logged) if it cannot be built."""
+    try:
+        return embedding_backend().name
+    except Exception:  # as text_vector: the model is a help, never a reason to refuse
+        logger.warning("no embedding backend", exc_info=True)
+        return None
+
+
 def text_vector(text: str) -> Vector | None:
     """``text``'s embedding by the process's backend; None (logged) if the backend fails."""
     try:
@@ -62,8 +72,11 @@ def text_vector(text: str) -> Vector | None:
 
 def vector_store(question: Question, vector: Vector | None = None) -> None:
     """Store ``question``'s vector (computed from its text unless given), if it lacks one of the
-    current backend."""
-    vector = vector or text_vector(question.text)
+    current backend: a question answered keeps the vector it was asked with, not embedded again."""
+    if vector is None:
+        if question.embedding is not None and question.embedding_model == _backend_name():
+            return
+        vector = text_vector(question.text)
     if vector is None or (question.embedding is not None and question.embedding_model == vector.model):
         return
     question.embedding = vector.data
@@ -151,10 +164,7 @@ def _quoted(text: str) -> str:
 
 
 def decision_title(question: Question) -> str:
-    words = " ".join(question.text.split())
-    if len(words) > TITLE_WORDS:
-        words = words[: TITLE_WORDS - 1].rstrip() + "…"
-    return f"Answer: {words}"[:MAX_TITLE]
+    return f"Answer: {one_line(question.text, TITLE_WORDS)}"[:MAX_TITLE]
 
 
 def decision_body(question: Question, human: User, request: HumanRequest | None) -> str:

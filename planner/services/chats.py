@@ -23,6 +23,7 @@ from django.utils import timezone
 from planner.models import HumanRequest, RequestStatus, Session, SessionState, TitleSource
 from planner.services.sessions import MAX_TITLE
 from tracker.errors import InvalidStateError, NotFoundError, ValidationError
+from tracker.inputs import one_line
 from tracker.permissions import PLANNER_CHAT, require
 
 PROPOSED_TITLE_CHARS = 80  # a proposal is a heading, not a paragraph
@@ -59,9 +60,7 @@ def proposed_title(text: str) -> str | None:
     if line.lower().startswith("title:"):
         line = line[len("title:") :]
     line = line.strip().strip(_QUOTES).strip().rstrip(".").strip()
-    if len(line) > PROPOSED_TITLE_CHARS:
-        line = line[: PROPOSED_TITLE_CHARS - 1].rstrip() + "…"
-    return line or None
+    return one_line(line, PROPOSED_TITLE_CHARS) or None
 
 
 def _owned(session_id: uuid.UUID, user: User) -> Session:
