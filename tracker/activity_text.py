@@ -20,7 +20,8 @@ MAX_QUOTE = 120  # a title, reason or summary quoted in a line is cut to this ma
 
 @dataclass(frozen=True)
 class ActivityLine:
-    """One event as a sentence: ``who`` ``words`` ``target`` (a link to ``url`` if any) ``tail``."""
+    """One event as a sentence: ``who`` ``words`` ``target`` (a link to ``url`` if any) ``tail``,
+    and a second item ``then`` (linked to ``then_url``) where the event names two."""
 
     event: ActivityEvent
     who: str
@@ -28,6 +29,8 @@ class ActivityLine:
     target: str = ""
     url: str = ""
     tail: str = ""
+    then: str = ""
+    then_url: str = ""
 
 
 def actor_name(event: ActivityEvent) -> str:
@@ -57,15 +60,18 @@ def _item(event: ActivityEvent, data: dict[str, Any], key: str) -> ActivityLine:
     state = data.get("changes", {}).get("state")
     tail = f": {fields}" if fields else ""
     if isinstance(state, list) and len(state) == 2:  # [before, after]
-        tail += f" (now {state[1]})"
+        tail += f" (now {str(state[1]).replace('_', ' ')})"
     return _line(event, key, "updated", event.target, tail)
 
 
 def _dependency(event: ActivityEvent, data: dict[str, Any], key: str) -> ActivityLine:
-    blocker = str(data.get("blocker", ""))
+    blocker, blocked = str(data.get("blocker", "")), str(data.get("blocked", ""))
+    who = actor_name(event)
     if event.verb.endswith("added"):
-        return _line(event, key, "made", blocker, f" block {data.get('blocked', '')}")
-    return _line(event, key, "removed the dependency of", str(data.get("blocked", "")), f" on {blocker}")
+        first, words, tail, then = blocker, "made", " block", blocked
+    else:
+        first, words, tail, then = blocked, "removed the dependency of", " on", blocker
+    return ActivityLine(event, who, words, first, _item_url(key, first), tail, then, _item_url(key, then))
 
 
 def _changeset(event: ActivityEvent, data: dict[str, Any], key: str) -> ActivityLine:

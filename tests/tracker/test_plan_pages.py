@@ -241,6 +241,14 @@ def test_the_ticket_page_shows_everything_about_it(client: Client, owner, member
     assertContains(response, 'href="/projects/BAL/items/BAL-2/">BAL-2 Accounts</a>')
     assertContains(response, 'href="/projects/BAL/items/BAL-1/">BAL-1 Launch</a>')
     assertContains(response, 'href="/projects/BAL/items/BAL-4/">BAL-4</a> Password reset')
+    assertContains(
+        response,
+        'owner</span> made <a href="/projects/BAL/items/BAL-3/">BAL-3</a> block '
+        '<a href="/projects/BAL/items/BAL-4/">BAL-4</a>',
+    )
+    assertContains(
+        response, 'member</span> reported progress on <a href="/projects/BAL/items/BAL-3/">BAL-3</a>'
+    )
     blocked = page(client, member, item_url(plan["reset"]))
     assertContains(
         blocked,
