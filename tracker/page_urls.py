@@ -14,3 +14,11 @@ urlpatterns: list[URLPattern] = [
         name="project-key-revoke",
     ),
 ]
+
+# The plan and its items (tracker/plan_pages.py).
+from tracker import plan_pages  # noqa: E402 - appended with its routes
+
+urlpatterns += [
+    path("projects/<str:key>/", plan_pages.plan, name="plan"),
+    path("projects/<str:key>/items/<str:item_key>/", plan_pages.item_page, name="item"),
+]
