@@ -3,11 +3,12 @@ operations and rolling them back, so that nothing of the trial stays; and over R
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory, make_key
@@ -248,6 +249,43 @@ def test_inside_an_outer_transaction_only_the_trial_is_rolled_back(project, memb
     assert Item.objects.count() == 3
     assert [cs.status for cs in Changeset.objects.all()] == [ChangesetStatus.PROPOSED]
     assert told == ["index ('item', [" + str(chain[2].pk) + "])"]
+
+
+def lockable(project: Project, item: Item) -> str:
+    """Whether another connection may lock the rows a trial writes to right now, without waiting."""
+    outcome: list[str] = []
+
+    def take() -> None:
+        try:
+            with transaction.atomic():
+                Organization.objects.select_for_update(nowait=True).get(pk=project.organization_id)
+                Project.objects.select_for_update(nowait=True).get(pk=project.pk)
+                Item.objects.select_for_update(nowait=True).get(pk=item.pk)
+            outcome.append("free")
+        except DatabaseError:
+            outcome.append("locked")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=take)
+    thread.start()
+    thread.join(timeout=30)
+    return outcome[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_trials_row_locks_end_with_it_inside_an_outer_transaction(project, member, owner, chain):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has no row locks: a writing transaction holds the whole database")
+    changeset = propose(member, project, *ALL_KINDS)
+
+    with transaction.atomic():
+        changeset_impact(changeset=changeset)
+        free_after_the_trial = lockable(project, chain[0])
+        item_update(actor=Actor(user=owner), item=chain[0], fields={"title": "Held"})
+        held_by_the_outer_write = lockable(project, chain[0])
+
+    assert (free_after_the_trial, held_by_the_outer_write) == ("free", "locked")
 
 
 def test_the_trial_reads_a_bounded_number_of_queries(project, member, owner, make_item, chain):
