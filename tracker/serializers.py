@@ -302,6 +302,65 @@ class ChangesetSerializer(serializers.Serializer[Any]):
     created_at = serializers.DateTimeField()
 
 
+class ImpactTicketSerializer(serializers.Serializer[Any]):
+    key = serializers.CharField(help_text="The ticket's key; for one the changeset creates, its $ref.")
+    title = serializers.CharField()
+    new = serializers.BooleanField(help_text="The changeset would create it.")
+
+
+class TicketKeysField(serializers.ListField):
+    """Tickets (``tracker.impact.ImpactTicket``) by key."""
+
+    child = serializers.CharField()
+
+    def to_representation(self, data: Any) -> list[str]:
+        return [ticket.key for ticket in data]
+
+
+class ImpactChainSerializer(serializers.Serializer[Any]):
+    before = TicketKeysField(source="chain_before", help_text="The longest remaining chain now, first first.")
+    after = TicketKeysField(source="chain_after", help_text="The same once the changeset is applied.")
+
+
+class GraphNodeSerializer(serializers.Serializer[Any]):
+    key = serializers.CharField()
+    title = serializers.CharField()
+    state = serializers.CharField()
+    runnable = serializers.BooleanField()
+    claimed_by = serializers.CharField(help_text="Who holds its active claim; empty if no one.")
+    new = serializers.BooleanField()
+
+
+class PlanGraphSerializer(serializers.Serializer[Any]):
+    nodes = GraphNodeSerializer(many=True)
+    edges = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2),
+        help_text="Dependencies as [blocker, blocked] keys.",
+    )
+
+
+class ImpactGraphsSerializer(serializers.Serializer[Any]):
+    before = PlanGraphSerializer(source="graph_before")
+    after = PlanGraphSerializer(source="graph_after")
+
+
+class ChangesetImpactSerializer(serializers.Serializer[Any]):
+    """``{"changeset": Changeset, "impact": tracker.impact.Impact}``: what applying would change."""
+
+    number = serializers.IntegerField(source="changeset.number")
+    status = serializers.ChoiceField(source="changeset.status", choices=ChangesetStatus.choices)
+    becomes_runnable = ImpactTicketSerializer(source="impact.becomes_runnable", many=True)
+    stops_runnable = ImpactTicketSerializer(source="impact.stops_runnable", many=True)
+    becomes_blocked = ImpactTicketSerializer(
+        source="impact.becomes_blocked", many=True, help_text="Tickets that gain an unresolved blocker."
+    )
+    unblocked = ImpactTicketSerializer(
+        source="impact.unblocked", many=True, help_text="Open tickets left with no unresolved blocker."
+    )
+    longest_chain = ImpactChainSerializer(source="impact")
+    graph = ImpactGraphsSerializer(source="impact")
+
+
 class ChangesetFilterSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=ChangesetStatus.choices, required=False, allow_blank=True)
 

@@ -6,6 +6,7 @@ from tracker.apis.auth import AuthTokenApi
 from tracker.apis.changesets import (
     ChangesetApplyApi,
     ChangesetDetailApi,
+    ChangesetImpactApi,
     ChangesetListApi,
     ChangesetRejectApi,
 )
@@ -40,6 +41,7 @@ urlpatterns = [
     path(CLAIM + "release/", ClaimReleaseApi.as_view(), name="claim-release"),
     path(PROJECT + "changesets/", ChangesetListApi.as_view(), name="changeset-list"),
     path(CHANGESET, ChangesetDetailApi.as_view(), name="changeset-detail"),
+    path(CHANGESET + "impact/", ChangesetImpactApi.as_view(), name="changeset-impact"),
     path(CHANGESET + "apply/", ChangesetApplyApi.as_view(), name="changeset-apply"),
     path(CHANGESET + "reject/", ChangesetRejectApi.as_view(), name="changeset-reject"),
     path(PROJECT + "skills/", SkillListApi.as_view(), name="skill-list"),

@@ -277,6 +277,7 @@ SPECTACULAR_SETTINGS = {
         "KeyStatusEnum": "tracker.models.keys.KeyStatus",
         "ClaimStatusEnum": "tracker.models.work.ClaimStatus",
         "ReportKindEnum": "tracker.models.work.ReportKind",
+        "ChangesetStatusEnum": "tracker.models.ChangesetStatus",
     },
 }
 

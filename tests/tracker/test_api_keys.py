@@ -253,6 +253,7 @@ SCOPES = {
     "tracker-api:changeset-list GET": R,
     "tracker-api:changeset-list POST": P,
     "tracker-api:changeset-detail GET": R,
+    "tracker-api:changeset-impact GET": R,
     "tracker-api:changeset-apply POST": P,
     "tracker-api:changeset-reject POST": P,
     "tracker-api:skill-list GET": R,

@@ -1,4 +1,4 @@
-"""Changesets over REST: list, propose, read, apply, reject."""
+"""Changesets over REST: list, propose, read, the impact of applying, apply, reject."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from rest_framework.response import Response
 
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, actor_for, parse, project_for, with_errors
 from tracker.errors import ConflictError
+from tracker.impact import changeset_impact
 from tracker.models import ChangesetStatus
 from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE
 from tracker.selectors import changeset_get, changeset_list
 from tracker.serializers import (
     ChangesetApplySerializer,
     ChangesetFilterSerializer,
+    ChangesetImpactSerializer,
     ChangesetProposeSerializer,
     ChangesetRejectSerializer,
     ChangesetSerializer,
@@ -57,6 +59,27 @@ class ChangesetDetailApi(BalletApi):
     def get(self, request: Request, key: str, number: int) -> Response:
         project = project_for(request, key, TRACKER_READ)
         return Response(ChangesetSerializer(changeset_get(project=project, number=number)).data)
+
+
+class ChangesetImpactApi(BalletApi):
+    @extend_schema(
+        summary="What applying a proposed changeset would change in what can run",
+        description=(
+            "Needs tracker.read. The operations are tried against the current plan and rolled back: "
+            "the tickets that would become or stop being runnable, become blocked or unblocked, the "
+            "longest remaining chain of blockers and the dependency graph, before and after. A ticket "
+            "the changeset creates is named by its $ref and marked new. 409 with the reason when the "
+            "changeset is decided or no longer applies to the plan."
+        ),
+        responses=with_errors({200: ChangesetImpactSerializer}, *READ_ERRORS, 409),
+    )
+    def get(self, request: Request, key: str, number: int) -> Response:
+        project = project_for(request, key, TRACKER_READ)
+        changeset = changeset_get(project=project, number=number)
+        impact = changeset_impact(changeset=changeset)
+        if impact.unavailable:
+            raise ConflictError(impact.unavailable, current={"number": number, "status": changeset.status})
+        return Response(ChangesetImpactSerializer({"changeset": changeset, "impact": impact}).data)
 
 
 class ChangesetApplyApi(BalletApi):

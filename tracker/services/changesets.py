@@ -3,14 +3,16 @@
 A changeset is the only way an agent changes the plan. Apply re-validates
 against the current plan inside one transaction; a stale ``base_version`` or
 any other failure turns the changeset ``conflicted`` with its reason, and
-nothing of it stays applied.
+nothing of it stays applied. A trial (:func:`changeset_trial`) runs the same
+operations and rolls them back, to show what applying would change.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -46,6 +48,7 @@ CONSTRAINT_REASON = (
 )
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class ApplyConflictError(ConflictError):
@@ -162,6 +165,41 @@ def changeset_apply(*, actor: Actor, changeset: Changeset) -> Changeset:
             return _decide(actor, locked, ChangesetStatus.CONFLICTED, reason=CONSTRAINT_REASON)
         locked.created_items = created
         return _decide(actor, locked, ChangesetStatus.APPLIED)
+
+
+class _TrialRolledBackError(Exception):
+    """Ends a trial: what it wrote goes with the transaction this leaves."""
+
+
+def changeset_trial(*, changeset: Changeset, observe: Callable[[], T]) -> tuple[T, T, dict[str, str]]:
+    """``observe()`` of the plan now and as it would be with ``changeset`` applied, and the keys its
+    creates take in the trial (``{ref, or "#" + operation index: key}``); nothing of it stays.
+
+    The operations run as Apply runs them (the same validation and writes), in a transaction (a
+    savepoint inside an outer one) that is then rolled back: the rows, activity events and counters
+    written, the row locks taken and the on-commit work queued (search indexing) go with it; no
+    decision is recorded, so nobody is told. Raises InvalidStateError for a decided changeset and
+    ApplyConflictError, with the reason Apply would give, when it no longer applies.
+    """
+    if changeset.status != ChangesetStatus.PROPOSED:
+        raise InvalidStateError(
+            f"Changeset #{changeset.number} is {changeset.status}; only a proposed changeset has an impact."
+        )
+    actor = Actor(user=changeset.proposed_by, system="trial")
+    seen: list[T] = []
+    created: dict[str, str] = {}
+    try:
+        with transaction.atomic():
+            seen.append(observe())
+            try:
+                created = _execute(actor, changeset)
+            except IntegrityError as exc:
+                raise ApplyConflictError(CONSTRAINT_REASON) from exc
+            seen.append(observe())
+            raise _TrialRolledBackError
+    except _TrialRolledBackError:
+        pass
+    return seen[0], seen[1], created
 
 
 def _conflict_reason(errors: dict[str, list[str]]) -> str:
