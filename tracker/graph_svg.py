@@ -72,7 +72,8 @@ def shown(graph: PlanGraph) -> tuple[PlanGraph, int]:
 def caption(graph: PlanGraph, left_out: int) -> str:
     """What the picture shows, in one sentence (its visible caption and its ``<desc>``)."""
     count = len(graph.nodes)
-    parts = [f"{count} ticket{'s' * (count != 1)}, {len(graph.edges)} dependencies"]
+    edges = len(graph.edges)
+    parts = [f"{count} ticket{'s' * (count != 1)}, {edges} dependenc{'y' if edges == 1 else 'ies'}"]
     if graph.chain:
         parts.append(f"the longest remaining chain of blockers has {len(graph.chain)} tickets")
     if left_out:
@@ -107,14 +108,19 @@ def graph_document(graph: PlanGraph, *, href: Href, title: str) -> str:
 
 
 @cache
+def _css() -> str:
+    return CSS.read_text(encoding="utf-8")
+
+
 def embedded_css() -> str:
-    """graph.css as the standalone document embeds it (and its CSP hashes)."""
-    return _text(CSS.read_text(encoding="utf-8"))
+    """graph.css as the standalone document's ``<style>`` holds it: as XML text."""
+    return _css().replace("&", "&amp;").replace("<", "&lt;")
 
 
 def embedded_css_hash() -> str:
-    """The CSP source that lets the standalone document's one ``<style>`` apply."""
-    digest = hashlib.sha256(embedded_css().encode()).digest()
+    """The CSP source that lets the standalone document's one ``<style>`` apply: the hash of its
+    text as the browser reads it (unescaped)."""
+    digest = hashlib.sha256(_css().encode()).digest()
     return "sha256-" + base64.b64encode(digest).decode()
 
 

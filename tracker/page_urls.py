@@ -14,3 +14,7 @@ urlpatterns: list[URLPattern] = [
         name="project-key-revoke",
     ),
 ]
+
+from tracker import graph_pages  # noqa: E402 - beside its route, so parallel additions merge cleanly
+
+urlpatterns += [path("projects/<str:key>/graph.svg", graph_pages.plan_graph, name="plan-graph")]
