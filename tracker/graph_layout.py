@@ -159,12 +159,17 @@ def _sweep(slots: _Slots) -> None:
 def _sorted_by_barycenter(
     row: list[int], neighbours: dict[int, list[int]], reference: list[int]
 ) -> list[int]:
+    """``row`` by the mean position of each node's neighbours in ``reference`` (the adjacent
+    layer, where every one of them is: segments join adjacent layers); a node without
+    neighbours there keeps its place."""
     position = {node: n for n, node in enumerate(reference)}
     keyed = []
     for n, node in enumerate(row):
-        near = [position[other] for other in neighbours.get(node, ()) if other in position]
-        keyed.append((sum(near) / len(near) if near else float(n), n, node))
-    return [node for _, _, node in sorted(keyed)]
+        near = neighbours.get(node)
+        centre = sum(position[other] for other in near) / len(near) if near else float(n)
+        keyed.append((centre, n, node))
+    keyed.sort()
+    return [node for _, _, node in keyed]
 
 
 def _slots(layer: dict[int, int], forward: list[tuple[int, int]], *, first_placeholder: int) -> _Slots:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from tracker.graph import GraphNode, PlanGraph
@@ -38,7 +38,7 @@ Href = Callable[[GraphNode], str | None]
 
 
 def _text(value: str) -> str:
-    return escape(_NOT_XML.sub("\ufffd", value))
+    return html.escape(_NOT_XML.sub("\ufffd", value))
 
 
 def _short(value: str, limit: int) -> str:
