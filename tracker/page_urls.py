@@ -1,8 +1,8 @@
-"""Browser pages of the tracker."""
+"""Browser pages of the tracker: home, API keys, the plan and its items, the dependency graph."""
 
 from django.urls import URLPattern, path
 
-from tracker import pages
+from tracker import graph_pages, pages, plan_pages
 
 urlpatterns: list[URLPattern] = [
     path("", pages.home, name="home"),
@@ -13,12 +13,7 @@ urlpatterns: list[URLPattern] = [
         pages.project_key_revoke_page,
         name="project-key-revoke",
     ),
-]
-
-# The plan and its items (tracker/plan_pages.py).
-from tracker import plan_pages  # noqa: E402 - appended with its routes
-
-urlpatterns += [
     path("projects/<str:key>/", plan_pages.plan, name="plan"),
     path("projects/<str:key>/items/<str:item_key>/", plan_pages.item_page, name="item"),
+    path("projects/<str:key>/graph.svg", graph_pages.plan_graph, name="plan-graph"),
 ]

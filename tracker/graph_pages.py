@@ -1,0 +1,51 @@
+"""``/projects/{key}/graph.svg``: a project's dependency graph as a standalone SVG document.
+
+Thin: the one permission check picks the project (404 for whoever cannot read it, as for a
+project that does not exist), ``project_graph`` reads the plan, ``graph_document`` draws it.
+The document embeds its stylesheet; its CSP lets that one ``<style>`` apply by its hash and
+nothing else load or run.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from tracker.errors import NotFoundError, PermissionDeniedError
+from tracker.graph import GraphNode, project_graph
+from tracker.graph_svg import embedded_css_hash, graph_document
+from tracker.models import Project
+from tracker.permissions import TRACKER_READ, require
+from tracker.selectors import project_get
+
+
+def _readable_project(user: User, key: str) -> Project:
+    try:
+        project = project_get(key=key)
+        require(user, project, TRACKER_READ)
+    except (NotFoundError, PermissionDeniedError) as exc:
+        raise Http404("No such project.") from exc
+    return project
+
+
+@require_GET
+@login_required
+def plan_graph(request: HttpRequest, key: str) -> HttpResponse:
+    """The project's tickets as boxes, its dependencies as arrows; each box links to its ticket."""
+    assert isinstance(request.user, User)  # login_required let only a signed-in user through
+    project = _readable_project(request.user, key)
+
+    def href(node: GraphNode) -> str | None:
+        return None if node.new else f"/projects/{project.key}/items/{node.key}/"
+
+    document = graph_document(
+        project_graph(project=project), href=href, title=f"Dependency graph of {project.key}: {project.name}"
+    )
+    response = HttpResponse(document, content_type="image/svg+xml; charset=utf-8")
+    response["Content-Security-Policy"] = (
+        f"default-src 'none'; style-src '{embedded_css_hash()}'; base-uri 'none'; frame-ancestors 'self'"
+    )
+    response["Cache-Control"] = "private, no-cache"
+    return response
