@@ -14,8 +14,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from tracker.errors import NotFoundError, PermissionDeniedError
-from tracker.graph import GraphNode, project_graph
-from tracker.graph_svg import embedded_css_hash, graph_document
+from tracker.graph import project_graph
+from tracker.graph_svg import embedded_css_hash, graph_document, item_href
 from tracker.models import Project
 from tracker.permissions import TRACKER_READ, require
 from tracker.selectors import project_get
@@ -36,12 +36,10 @@ def plan_graph(request: HttpRequest, key: str) -> HttpResponse:
     """The project's tickets as boxes, its dependencies as arrows; each box links to its ticket."""
     assert isinstance(request.user, User)  # login_required let only a signed-in user through
     project = _readable_project(request.user, key)
-
-    def href(node: GraphNode) -> str | None:
-        return None if node.new else f"/projects/{project.key}/items/{node.key}/"
-
     document = graph_document(
-        project_graph(project=project), href=href, title=f"Dependency graph of {project.key}: {project.name}"
+        project_graph(project=project),
+        href=item_href(project),
+        title=f"Dependency graph of {project.key}: {project.name}",
     )
     response = HttpResponse(document, content_type="image/svg+xml; charset=utf-8")
     response["Content-Security-Policy"] = (

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from tracker.graph import GraphNode, PlanGraph
 from tracker.graph_layout import BOX_HEIGHT, BOX_WIDTH, MARGIN, SECTION_GAP, Layout, Point, layout
+from tracker.models import Project
 from tracker.models.plan import RESOLVED_STATES
 
 MAX_NODES = 400
@@ -35,6 +37,15 @@ CSS = Path(__file__).resolve().parent / "static" / "tracker" / "graph.css"
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 Href = Callable[[GraphNode], str | None]
+
+
+def item_href(project: Project) -> Href:
+    """Links to the ticket pages of ``project``: none for a ticket that does not exist yet."""
+
+    def href(node: GraphNode) -> str | None:
+        return None if node.new else reverse("item", args=[project.key, node.key])
+
+    return href
 
 
 def _text(value: str) -> str:

@@ -23,6 +23,8 @@ from django.views.decorators.http import require_GET
 
 from tracker.activity_text import ActivityLine, activity_line
 from tracker.errors import BalletError, NotFoundError, PermissionDeniedError, ValidationError
+from tracker.graph import project_graph
+from tracker.graph_svg import graph_context, item_href
 from tracker.models import ChangesetStatus, Claim, Item, ItemKind, Project, Report
 from tracker.models.plan import ALL_STATES
 from tracker.page_security import with_page_csp
@@ -225,6 +227,12 @@ def plan(request: HttpRequest, key: str) -> HttpResponse:
         "changesets_url": f"/projects/{project.key}/changesets/",
         "base_query": _without(request.GET, "layout"),
     }
+    context |= graph_context(
+        project_graph(project=project),
+        href=item_href(project),
+        title=f"Dependency graph of {project.key}",
+        label=f"Dependency graph of {project.key}, scrolls sideways",
+    )
     return render(request, "tracker/plan.html", context)
 
 
