@@ -105,7 +105,8 @@ def test_the_plan_draws_its_dependency_graph_with_links_and_the_chain(client: Cl
     assert "<svg" in graph
     assert f'href="/projects/BAL/items/{plan["login"].key}/"' in graph
     assert f'href="/projects/BAL/items/{plan["reset"].key}/"' in graph
-    assert graph.count('class="node state-ready runnable chain') == 1  # the login form: runnable, first of the chain
+    # The login form: runnable, and first of the chain.
+    assert graph.count('class="node state-ready runnable chain') == 1
     assert "The graph as a list" in graph
     assert "on the longest remaining chain" in graph
 
