@@ -4,6 +4,7 @@ revisions, visibility as docs/domain.md#knowledge defines it, bad input and host
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
@@ -51,7 +52,7 @@ def entries(project, side, other_project, users, make_item, indexed):
         shared = knowledge_create(
             actor=Actor(user=owner), kind="note", title="Shared with Side", projects=[project, side]
         )
-        root = UserFactory(username="root", is_superuser=True)
+        root = User.objects.create(username="root", is_superuser=True)
         foreign = knowledge_create(
             actor=Actor(user=root), kind="document", title="Other org doc", projects=[other_project]
         )
