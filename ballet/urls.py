@@ -24,6 +24,7 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("", include("planner.page_urls")),
     path("", include("tracker.page_urls")),
+    path("", include("knowledge.page_urls")),
 ]
 
 handler400 = "ballet.errors.bad_request"

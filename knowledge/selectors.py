@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Case, CharField, Exists, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Count, Exists, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.functions import Concat
 
 from knowledge.models import KnowledgeEntry, KnowledgeRevision
@@ -186,3 +186,23 @@ def knowledge_snapshot(entry: KnowledgeEntry) -> dict[str, Any]:
         "body": entry.body,
         "version": entry.version,
     }
+
+
+def knowledge_of_project(
+    *, user: Principal | None, project: Project, kind: str | None = None, q: str | None = None
+) -> QuerySet[KnowledgeEntry]:
+    """Of :func:`knowledge_list` (``kind``, ``q`` ranked by search), the entries of ``project``'s
+    organization that concern it: linked to it or to one of its items, or linked to no project at
+    all (the organization's own). Its pages list these."""
+    qs = knowledge_list(user=user, kind=kind, q=q, organization_id=project.organization_id)
+    through = KnowledgeEntry.projects.through.objects
+    linked = through.filter(project=project).values("knowledgeentry_id")
+    of_items = KnowledgeEntry.items.through.objects.filter(item__project=project).values("knowledgeentry_id")
+    unlinked = ~Exists(through.filter(knowledgeentry_id=OuterRef("pk")))
+    return qs.filter(Q(pk__in=linked) | Q(pk__in=of_items) | unlinked)
+
+
+def knowledge_kind_counts(*, entries: QuerySet[KnowledgeEntry]) -> dict[str, int]:
+    """How many of ``entries`` there are of each kind, in one query."""
+    counted = entries.order_by().values("kind").annotate(n=Count("pk", distinct=True))
+    return {row["kind"]: row["n"] for row in counted}

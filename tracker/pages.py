@@ -63,7 +63,7 @@ def _project_card(project: Project, role: str) -> ProjectCard:
         open_tickets=tickets.count(),
         runnable=runnable_tickets(project=project).count(),
         awaiting_review=changeset_list(project=project, status=ChangesetStatus.PROPOSED).count(),
-        review_url=f"{reverse('admin:index')}tracker/changeset/?project__id__exact={project.pk}",
+        review_url=reverse("changeset-list", args=[project.key]),
         api_url=f"/api/v1/projects/{project.key}/",
     )
 

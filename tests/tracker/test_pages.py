@@ -58,12 +58,12 @@ def test_counts_open_and_runnable_tickets_and_proposed_changesets(client: Client
     assertContains(response, fact("Awaiting review", "1 changeset"))
 
 
-def test_review_link_for_staff_filters_the_admin_by_project(client: Client, project, owner):
+def test_review_link_leads_staff_to_the_projects_review_page(client: Client, project, owner):
     owner.is_staff = True
     owner.save()
     client.force_login(owner)
     response = client.get("/")
-    assertContains(response, f'href="/admin/tracker/changeset/?project__id__exact={project.pk}"')
+    assertContains(response, 'href="/projects/BAL/changesets/"')
     assertContains(response, 'href="/admin/"')
 
 
@@ -145,4 +145,4 @@ def test_seeded_demo_owner_sees_the_demo_project(client: Client, db):
     assertContains(response, fact("Your role", "owner"))
     assertContains(response, fact("Runnable", runnable_tickets(project=demo).count()))
     assertContains(response, fact("Awaiting review", "1 changeset"))
-    assertContains(response, f"?project__id__exact={demo.pk}")
+    assertContains(response, f'href="/projects/{demo.key}/changesets/"')

@@ -27,7 +27,14 @@ from tracker.errors import (
 )
 from tracker.inputs import refuse_nul
 from tracker.models import Changeset, ChangesetStatus, Item, Project
-from tracker.permissions import CHANGESET_APPLY, POLICY_SET, TRACKER_WRITE, has_permission, require
+from tracker.permissions import (
+    CHANGESET_APPLY,
+    POLICY_SET,
+    TRACKER_WRITE,
+    AnyUser,
+    has_permission,
+    require,
+)
 from tracker.selectors import project_planner_config
 from tracker.services.activity import Actor, activity_record
 from tracker.services.changeset_validation import (
@@ -135,19 +142,34 @@ def _lock_proposed(changeset: Changeset) -> Changeset:
     return locked
 
 
+FOUR_EYES_REASON = "This project requires four eyes: someone other than the proposer must apply it."
+
+
+def four_eyes_forbids(*, user: AnyUser, changeset: Changeset) -> bool:
+    """Whether four eyes (docs/trust.md) keeps ``user`` from applying ``changeset``: they proposed it."""
+    return changeset.proposed_by_id == user.pk and project_planner_config(changeset.project).four_eyes
+
+
 def _authorize_decision(actor: Actor, changeset: Changeset, *, applying: bool) -> None:
     if actor.is_planner:
         raise PermissionDeniedError("The planner cannot apply or reject a changeset; a human decides.")
     require(actor.user, changeset.project, CHANGESET_APPLY)
-    four_eyes = project_planner_config(changeset.project).four_eyes
-    if applying and four_eyes and changeset.proposed_by_id == actor.user.pk:
-        raise PermissionDeniedError(
-            "This project requires four eyes: someone other than the proposer must apply it."
-        )
+    if applying and four_eyes_forbids(user=actor.user, changeset=changeset):
+        raise PermissionDeniedError(FOUR_EYES_REASON)
 
 
-def changeset_apply(*, actor: Actor, changeset: Changeset) -> Changeset:
-    """Apply every operation or none; a failure makes the changeset ``conflicted``."""
+def _check_note(note: Any) -> str:
+    """A decision's note, stripped; a ValidationError unless a string of at most MAX_NOTE without NUL."""
+    if not isinstance(note, str) or len(note) > MAX_NOTE:
+        raise ValidationError({"note": [f"Expected a string of at most {MAX_NOTE} characters."]})
+    refuse_nul(note=note)
+    return note.strip()
+
+
+def changeset_apply(*, actor: Actor, changeset: Changeset, note: Any = "") -> Changeset:
+    """Apply every operation or none; a failure makes the changeset ``conflicted``. ``note``, the
+    decider's word on it, is kept with the decision either way."""
+    note = _check_note(note)
     with transaction.atomic():
         locked = _lock_proposed(changeset)
         _authorize_decision(actor, locked, applying=True)
@@ -156,15 +178,15 @@ def changeset_apply(*, actor: Actor, changeset: Changeset) -> Changeset:
             with transaction.atomic():
                 created = _execute(actor, locked)
         except ApplyConflictError as exc:
-            return _decide(actor, locked, ChangesetStatus.CONFLICTED, reason=exc.message)
+            return _decide(actor, locked, ChangesetStatus.CONFLICTED, note=note, reason=exc.message)
         except IntegrityError:
             # The raw message names tables and columns: log it, show the human a sentence.
             logger.warning(
                 "changeset #%s of %s hit a constraint", locked.number, locked.project_id, exc_info=True
             )
-            return _decide(actor, locked, ChangesetStatus.CONFLICTED, reason=CONSTRAINT_REASON)
+            return _decide(actor, locked, ChangesetStatus.CONFLICTED, note=note, reason=CONSTRAINT_REASON)
         locked.created_items = created
-        return _decide(actor, locked, ChangesetStatus.APPLIED)
+        return _decide(actor, locked, ChangesetStatus.APPLIED, note=note)
 
 
 class _TrialRolledBackError(Exception):
@@ -307,8 +329,7 @@ def _decide(
 @transaction.atomic
 def changeset_reject(*, actor: Actor, changeset: Changeset, note: Any = "") -> Changeset:
     """Reject a proposed changeset with a note for the proposer."""
-    if not isinstance(note, str) or len(note) > MAX_NOTE:
-        raise ValidationError({"note": [f"Expected a string of at most {MAX_NOTE} characters."]})
+    note = _check_note(note)
     locked = _lock_proposed(changeset)
     _authorize_decision(actor, locked, applying=False)
-    return _decide(actor, locked, ChangesetStatus.REJECTED, note=note.strip())
+    return _decide(actor, locked, ChangesetStatus.REJECTED, note=note)

@@ -1,0 +1,65 @@
+"""What every server-rendered page of the tracker and the knowledge base shares: the signed-in user,
+the project found through the one permission check (404 for a reader who cannot read it, 403 for one
+who lacks the permission), and a strict Content-Security-Policy (no inline script or style).
+
+The planner's pages have their own (``planner.pages``); the tracker cannot import the planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+
+from tracker.errors import NotFoundError, PermissionDeniedError
+from tracker.models import Project
+from tracker.permissions import TRACKER_READ, require
+from tracker.selectors import project_get
+
+View = Callable[..., HttpResponse]
+
+PAGE_CSP = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "form-action 'self'",
+        "base-uri 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
+
+
+def with_csp(view: View) -> View:
+    """The page's answer carries :data:`PAGE_CSP`: model or user text can never run in it."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        response["Content-Security-Policy"] = PAGE_CSP
+        return response
+
+    return wrapped
+
+
+def page_user(request: HttpRequest) -> User:
+    assert isinstance(request.user, User)  # login_required let only a signed-in user through
+    return request.user
+
+
+def page_project(user: User, key: str, permission: str = TRACKER_READ) -> Project:
+    """The project if ``user`` holds ``permission``: 404 if they cannot read it, else 403."""
+    try:
+        project = project_get(key=key)
+        require(user, project, permission)
+    except NotFoundError as exc:
+        raise Http404(exc.message) from exc
+    except PermissionDeniedError as exc:
+        raise PermissionDenied(exc.message) from exc
+    return project
