@@ -9,33 +9,19 @@ nothing else load or run.
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from tracker.errors import NotFoundError, PermissionDeniedError
 from tracker.graph import project_graph
 from tracker.graph_svg import embedded_css_hash, graph_document, item_href
-from tracker.models import Project
-from tracker.permissions import TRACKER_READ, require
-from tracker.selectors import project_get
-
-
-def _readable_project(user: User, key: str) -> Project:
-    try:
-        project = project_get(key=key)
-        require(user, project, TRACKER_READ)
-    except (NotFoundError, PermissionDeniedError) as exc:
-        raise Http404("No such project.") from exc
-    return project
+from tracker.page_helpers import page_project, page_user
 
 
 @require_GET
 @login_required
 def plan_graph(request: HttpRequest, key: str) -> HttpResponse:
     """The project's tickets as boxes, its dependencies as arrows; each box links to its ticket."""
-    assert isinstance(request.user, User)  # login_required let only a signed-in user through
-    project = _readable_project(request.user, key)
+    project = page_project(page_user(request), key)
     document = graph_document(
         project_graph(project=project),
         href=item_href(project),

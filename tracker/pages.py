@@ -13,26 +13,24 @@ from dataclasses import dataclass
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from tracker.errors import NotFoundError, PermissionDeniedError, ValidationError
+from tracker.errors import NotFoundError, ValidationError
 from tracker.forms import KeyCreateForm
 from tracker.models import ApiKey, ChangesetStatus, ItemKind, Membership, Project
 from tracker.models.plan import RESOLVED_STATES
-from tracker.permissions import PROJECT_ADMIN, AnyUser, project_ids_with, require, visible_projects
+from tracker.page_helpers import page_project, page_user
+from tracker.permissions import PROJECT_ADMIN, AnyUser, project_ids_with, visible_projects
 from tracker.selectors import (
     changeset_list,
     item_list,
     key_get,
     key_list,
     key_list_of_project,
-    project_get,
     runnable_tickets,
 )
 from tracker.services.keys import key_create, key_revoke
@@ -78,12 +76,7 @@ def project_cards(user: AnyUser) -> list[ProjectCard]:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """``/``: the user's projects."""
-    return render(request, "tracker/home.html", {"cards": project_cards(_user(request))})
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)  # login_required let only a signed-in user through
-    return request.user
+    return render(request, "tracker/home.html", {"cards": project_cards(page_user(request))})
 
 
 @require_http_methods(["GET", "POST"])
@@ -92,7 +85,7 @@ def keys(request: HttpRequest) -> HttpResponse:
     """``/keys/``: the user's API keys; POST makes one and shows its key, this once. The answer to
     a POST is the page itself (the key is kept nowhere to show after a redirect), so each form
     carries a one-time value: a reload that sends the form again makes no second key."""
-    user = _user(request)
+    user = page_user(request)
     if request.method == "POST" and not _form_used(request, request.POST.get("once", "")):
         sent = "That form was sent already; its key was shown once. Revoke it if no one copied it."
         messages.info(request, sent)
@@ -139,20 +132,14 @@ def _form_used(request: HttpRequest, once: str) -> bool:
 @login_required
 def key_revoke_page(request: HttpRequest, key_id: int) -> HttpResponse:
     """``/keys/{id}/revoke/``: revoke one of the user's keys, back to the list."""
-    return _revoked(request, key_list(user=_user(request)), key_id)
+    return _revoked(request, key_list(user=page_user(request)), key_id)
 
 
 @require_POST
 @login_required
 def project_key_revoke_page(request: HttpRequest, key: str, key_id: int) -> HttpResponse:
     """``/projects/{key}/keys/{id}/revoke/``: a project's owner revokes a member's key."""
-    try:
-        project = project_get(key=key)
-        require(_user(request), project, PROJECT_ADMIN)
-    except NotFoundError as exc:
-        raise Http404(exc.message) from exc
-    except PermissionDeniedError as exc:
-        raise PermissionDenied(exc.message) from exc
+    project = page_project(page_user(request), key, PROJECT_ADMIN)
     return _revoked(request, key_list_of_project(project=project), key_id)
 
 

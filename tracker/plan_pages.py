@@ -22,13 +22,12 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from tracker.activity_text import ActivityLine, activity_line
-from tracker.errors import BalletError, NotFoundError, PermissionDeniedError, ValidationError
+from tracker.errors import BalletError, NotFoundError, ValidationError
 from tracker.graph import project_graph
 from tracker.graph_svg import graph_context, item_href
 from tracker.models import ChangesetStatus, Claim, Item, ItemKind, Project, Report
 from tracker.models.plan import ALL_STATES
-from tracker.page_security import with_page_csp
-from tracker.permissions import TRACKER_READ, require
+from tracker.page_helpers import page_project, page_user, with_csp
 from tracker.plan_selectors import (
     TicketRow,
     activity_recent,
@@ -47,7 +46,6 @@ from tracker.selectors import (
     item_get,
     item_list,
     project_find,
-    project_get,
     reports_on,
     runnable_tickets,
 )
@@ -113,21 +111,6 @@ def plan_filters(params: QueryDict) -> PlanFilters:
         layout=layout,
         errors=tuple(errors),
     )
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)  # login_required let only a signed-in user through
-    return request.user
-
-
-def _readable(user: User, key: str) -> Project:
-    """The project if ``user`` reads it; else 404, as if it did not exist."""
-    try:
-        project = project_get(key=key)
-        require(user, project, TRACKER_READ)
-    except (NotFoundError, PermissionDeniedError) as exc:
-        raise Http404("Project not found.") from exc
-    return project
 
 
 def _filtered(project: Project, filters: PlanFilters, errors: list[str]) -> list[Item]:
@@ -202,11 +185,11 @@ def _plan_rows(user: User, project: Project, filters: PlanFilters) -> PlanPage:
 
 @require_GET
 @login_required
-@with_page_csp
+@with_csp
 def plan(request: HttpRequest, key: str) -> HttpResponse:
     """``/projects/{key}/``: the plan as a tree or a board, filtered, with claims and activity."""
-    user = _user(request)
-    project = _readable(user, key)
+    user = page_user(request)
+    project = page_project(user, key)
     filters = plan_filters(request.GET)
     page = _plan_rows(user, project, filters)
     parents = list(item_list(project=project).filter(kind__in=[ItemKind.MILESTONE, ItemKind.EPIC]))
@@ -286,11 +269,11 @@ def _activity(user: User, item: Item) -> list[ActivityLine]:
 
 @require_GET
 @login_required
-@with_page_csp
+@with_csp
 def item_page(request: HttpRequest, key: str, item_key: str) -> HttpResponse:
     """``/projects/{key}/items/{item_key}/``: a ticket, an epic or a milestone and all about it."""
-    user = _user(request)
-    project = _readable(user, key)
+    user = page_user(request)
+    project = page_project(user, key)
     try:
         item = item_get(project=project, key=item_key)
     except NotFoundError as exc:
