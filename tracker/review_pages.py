@@ -10,6 +10,7 @@ what Apply would refuse.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
@@ -24,6 +25,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from tracker.admin.base import error_text
 from tracker.errors import BalletError, NotFoundError
+from tracker.graph_svg import graph_context, item_href
+from tracker.impact import ImpactTicket, changeset_impact
 from tracker.models import Changeset, ChangesetStatus, Project
 from tracker.page_helpers import page_project, page_user, with_csp
 from tracker.permissions import CHANGESET_APPLY, has_permission
@@ -94,9 +97,51 @@ def review_context(user: User, project: Project, changeset: Changeset) -> dict[s
         "four_eyes": can_decide and four_eyes_forbids(user=user, changeset=changeset),
         "four_eyes_reason": FOUR_EYES_REASON,
         "max_note": MAX_NOTE,
-        "impact": None,
+        "impact": impact_shown(project, changeset) if proposed else None,
         "error": "",
         "note": "",
+    }
+
+
+@dataclass(frozen=True)
+class TicketShown:
+    """A ticket an impact names, with its page if it exists already."""
+
+    key: str
+    title: str
+    new: bool
+    href: str | None
+
+
+def impact_shown(project: Project, changeset: Changeset) -> dict[str, Any]:
+    """The impact of applying ``changeset`` now, as the page shows it: each list of tickets with
+    links, the longest chain before and after, and the graph before and after, each with its list."""
+    impact = changeset_impact(changeset=changeset)
+    href = item_href(project)
+
+    def shown(tickets: tuple[ImpactTicket, ...]) -> list[TicketShown]:
+        return [
+            TicketShown(t.key, t.title, t.new, None if t.new else reverse("item", args=[project.key, t.key]))
+            for t in tickets
+        ]
+
+    graphs = {}
+    for when, graph in (("before", impact.graph_before), ("after", impact.graph_after)):
+        if graph is not None:
+            title = f"Dependency graph of {project.key} {'now' if when == 'before' else 'once applied'}"
+            graphs[when] = graph_context(graph, href=href, title=title, label=f"{title}, scrolls sideways")
+    return {
+        "unavailable": impact.unavailable,
+        "changes_runnable": impact.changes_runnable,
+        "lists": [
+            ("Become runnable", shown(impact.becomes_runnable)),
+            ("Stop being runnable", shown(impact.stops_runnable)),
+            ("Become blocked", shown(impact.becomes_blocked)),
+            ("Get unblocked", shown(impact.unblocked)),
+        ],
+        "chain_before": shown(impact.chain_before),
+        "chain_after": shown(impact.chain_after),
+        "graphs": graphs,
     }
 
 

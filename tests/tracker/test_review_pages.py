@@ -299,3 +299,55 @@ def test_the_home_page_links_every_reader_to_the_review_with_the_count(client, p
     assertContains(response, 'href="/projects/BAL/changesets/"')
     assertContains(response, "(1 proposed)")
     assertNotContains(response, "/admin/tracker/changeset/")
+
+
+def impact_of(response) -> str:
+    html = response.content.decode()
+    return html[html.index('id="impact"') : html.index("</section>", html.index('id="impact-after-heading"'))]
+
+
+def test_the_review_shows_the_impact_tried_and_rolled_back(client, project, viewer, plan, changeset):
+    first, second = plan
+    versions = list(Item.objects.order_by("pk").values_list("version", flat=True))
+
+    response = signed_in(client, viewer).get(review_url(changeset))
+
+    impact = impact_of(response)
+    blocked = impact[impact.index("Stop being runnable") : impact.index("Longest remaining chain")]
+    assert f'<a href="/projects/BAL/items/{second.key}/">{second.key}</a> Sign up' in blocked
+    assert "Become blocked" in blocked
+    chain = impact[impact.index("Longest remaining chain") : impact.index("The graph now")]
+    assert "Now</dt><dd>none" in chain
+    assert "2 tickets:" in chain
+    assert chain.index(first.key) < chain.index(second.key)
+    assert impact.count("<svg") == 2  # the graph now, and once applied
+    assert "Password reset — draft, new." in impact  # the ticket it creates, in the graph once applied
+    assert 'href="/projects/BAL/items/$reset/"' not in impact  # without a page yet
+    # Nothing of the trial stayed.
+    assert list(Item.objects.order_by("pk").values_list("version", flat=True)) == versions
+    assert not Dependency.objects.exists()
+    assert Changeset.objects.get(pk=changeset.pk).status == ChangesetStatus.PROPOSED
+
+
+def test_a_changeset_that_no_longer_applies_says_why_instead_of_an_impact(
+    client, project, owner, member, plan, changeset
+):
+    second = plan[1]
+    item_update(actor=Actor(user=owner), item=second, fields={"title": "Changed meanwhile"})
+
+    response = signed_in(client, member).get(review_url(changeset))
+
+    html = response.content.decode()
+    section = html[html.index('id="impact"') :]
+    assert "This changeset no longer applies" in section[: section.index("</section>")]
+    assert "<svg" not in section[: section.index("</section>")]
+
+
+def test_a_decided_changeset_shows_no_impact(client, project, owner, changeset):
+    changeset_reject(actor=Actor(user=owner), changeset=changeset, note="No")
+
+    html = signed_in(client, owner).get(review_url(changeset)).content.decode()
+
+    section = html[html.index('id="impact"') :]
+    assert "<svg" not in section[: section.index("</section>")]
+    assert "Only a proposed changeset has an impact; this one is rejected." in section
