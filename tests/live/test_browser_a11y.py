@@ -63,7 +63,7 @@ TRANSCRIPT: list[dict[str, Any]] = [
         "type": "draft",
         "kind": "changeset",
         "artifact_id": "changeset:7",
-        "snapshot": {**CHANGESET, "review_url": "/admin/tracker/changeset/7/change/"},
+        "snapshot": {**CHANGESET, "review_url": "/projects/DEMO/changesets/7/"},
     },
     {"type": "tool_result", "id": "toolu_2", "name": "propose_changeset", "is_error": False, "output": {}},
     {"type": "text_delta", "text": "Proposed for your review."},
