@@ -95,6 +95,12 @@ def propose(script: Any, keyword: str, title: str) -> str:
     return keyword
 
 
+def card_number(card: Any) -> str:
+    found = re.search(r"#(\d+)", card.locator(".card-title").inner_text())
+    assert found is not None
+    return found.group(1)
+
+
 def changeset_status(server: Server, title: str) -> str:
     code = (
         "from tracker.models import Changeset; "
@@ -165,7 +171,7 @@ def test_apply_on_the_card_applies_and_a_second_tab_follows(page, script, world,
     send(page, "apply-here")
     card = page.locator("#chat-log .changeset-card")
     expect(card.locator(".card-meta")).to_have_text("1 operation · proposed")
-    number = re.search(r"#(\d+)", card.locator(".card-title").inner_text()).group(1)
+    number = card_number(card)
 
     other = browser.new_context(base_url=server.url, storage_state=signed_in)
     try:
@@ -191,7 +197,7 @@ def test_reject_with_a_note_and_a_refusal_shows_on_the_card(page, script, server
     new_chat(page)
     send(page, "reject-here")
     card = page.locator("#chat-log .changeset-card")
-    number = re.search(r"#(\d+)", card.locator(".card-title").inner_text()).group(1)
+    number = card_number(card)
     card.get_by_text("Add a note").click()
     card.get_by_label("Note for the proposer (sent with Reject)").fill(f"Not now; see {world['item']}.")
     card.get_by_role("button", name=f"Reject changeset #{number}").click()

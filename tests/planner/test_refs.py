@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from knowledge.services import knowledge_create
+from planner.services.sessions import session_create
 from tests.factories import MembershipFactory, ProjectFactory
 from tracker.models import Role
 from tracker.services.activity import Actor
@@ -127,3 +128,18 @@ def test_at_most_200_of_a_kind_are_resolved_in_a_bounded_number_of_queries(
     late = make_item(title="Late")  # BAL-4, named after 200 others: left out
     first = ",".join(f"BAL-{n}" for n in range(100, 300))
     assert refs(client, viewer, f"items={first},{late.key}").json()["items"] == {}
+
+
+def test_the_chat_page_offers_apply_and_reject_only_to_holders_of_changeset_apply(
+    client, chat_project, users
+):
+    """A maintainer's chat carries what its cards' Apply and Reject need; a member's does not (and
+    the REST API would refuse them: the page only spares them buttons that cannot work)."""
+    for role, can_apply in [("maintainer", True), ("owner", True), ("member", False)]:
+        session = session_create(user=users[role], project=chat_project)
+        client.force_login(users[role])
+        page = client.get(f"/projects/BAL/chat/{session.pk}/").content.decode()
+        assert 'data-refs-url="/projects/BAL/refs/"' in page
+        assert ('data-can-apply="true"' in page) is can_apply, role
+        assert ('data-changesets-api="/api/v1/projects/BAL/changesets/"' in page) is can_apply, role
+        assert ('data-csrf="' in page) is can_apply, role

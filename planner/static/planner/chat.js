@@ -348,7 +348,7 @@
     if (review) review.textContent = "Open changeset";
   }
 
-  // Apply / Reject in place, through the REST API as the review page does (docs/protocol.md): the
+  // Apply / Reject in place, through the REST API (docs/protocol.md, "References and decisions"): the
   // server checks changeset.apply and four eyes, and says why when it refuses; the decision then
   // reaches every open tab as a `changeset` frame.
 

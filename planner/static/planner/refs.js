@@ -6,7 +6,7 @@
  * the page's data-refs-url). Only those become links, and their address is the one the server
  * answered, built from its own URL builder: whatever the model writes, a link here points only
  * to a page of this site. Answers are kept for the page's life, so a streaming reply links what
- * is known at once and asks at most every half second for what is new.
+ * is known at once and asks at most every half second for what is new (docs/protocol.md).
  */
 (() => {
   "use strict";
