@@ -12,4 +12,5 @@ urlpatterns: list[URLPattern] = [
         pages.question_answer,
         name="planner-question-answer",
     ),
+    path("projects/<str:key>/refs/", pages.refs, name="planner-refs"),
 ]

@@ -16,13 +16,14 @@ from functools import wraps
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from planner.agent.tools import TOOLS
 from planner.models import QuestionStatus, Session
+from planner.refs import refs_resolve
 from planner.selectors import session_get, session_list, session_waiting_count
 from planner.services.agent_questions import question_answer_human
 from planner.services.human_requests import may_decide
@@ -37,7 +38,14 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.models import Project
-from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, has_permission, require
+from tracker.permissions import (
+    CHANGESET_APPLY,
+    PLANNER_CHAT,
+    TRACKER_READ,
+    access_scope,
+    has_permission,
+    require,
+)
 from tracker.selectors import project_get
 
 MAX_LISTED = 100
@@ -142,10 +150,31 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
         "can_send": can_chat and found.user_id == user.pk and found.archived_at is None,
         "can_manage": can_chat and found.user_id == user.pk,  # rename, archive: the owner's
         "approves": _approvable(found, user),
+        # Apply / Reject on the changeset cards; four eyes is the server's to refuse (docs/domain.md).
+        "can_apply": has_permission(user, project, CHANGESET_APPLY),
+        "refs_url": reverse("planner-refs", args=[project.key]),
+        "changesets_api": reverse("tracker-api:changeset-list", args=[project.key]),
         "api_url": reverse("planner-api:session-detail", kwargs={"session": str(found.pk)}),
         "ws_path": f"/ws/planner/sessions/{found.pk}/",
     }
     return render(request, "planner/chat.html", context)
+
+
+@require_GET
+@login_required
+def refs(request: HttpRequest, key: str) -> JsonResponse:
+    """``/projects/{key}/refs/?items=DEMO-1,OTHER-3&changesets=7&knowledge=12``: those the chat
+    names that exist and the reader may see, with their pages' addresses, to link them."""
+    user = _user(request)
+    project = _project(user, key)
+    found = refs_resolve(
+        user=user,
+        project=project,
+        items=request.GET.get("items"),
+        changesets=request.GET.get("changesets"),
+        knowledge=request.GET.get("knowledge"),
+    )
+    return JsonResponse(found, headers={"Cache-Control": "private, no-store"})
 
 
 @require_POST

@@ -48,8 +48,8 @@ Never claim a change is made before it is applied.
 
 ## How to answer
 - Be concise and concrete. Use Markdown: short paragraphs, lists, tables for several items.
-- Cite items by key ({key}-12) and knowledge entries by title and id (knowledge #7), so the \
-human can find them. Say where a fact comes from when it matters.
+- Refer to tickets by key ({key}-12), changesets as changeset #N, knowledge entries by title \
+and as knowledge #N: the chat links them. Say where a fact comes from when it matters.
 - When a tool fails, read the error, correct your call, or explain the problem to the human.
 - Record decisions the human makes with you in the knowledge base when they will matter later \
 (kind `decision`), and technical debt you learn of (kind `debt`). Send the version you read \

@@ -16,11 +16,12 @@ from typing import Any
 from planner.agent import frames
 from planner.agent.frames import ChangesetFrame
 from tracker.models import Changeset
+from tracker.page_links import changeset_url
 
 
 def review_url(changeset: Changeset) -> str:
-    """The admin page where a human reviews, applies or rejects ``changeset``."""
-    return f"/admin/tracker/changeset/{changeset.pk}/change/"
+    """The page where a human reviews, applies or rejects ``changeset``."""
+    return changeset_url(changeset.project.key, changeset.number)
 
 
 def changeset_frame(changeset: Changeset) -> ChangesetFrame:
@@ -39,7 +40,7 @@ def changeset_frame(changeset: Changeset) -> ChangesetFrame:
 def changesets_of(*, project_id: int, session_id: uuid.UUID) -> list[dict[str, Any]]:
     """The changesets the session proposed, by number, as they stand now."""
     rows = Changeset.objects.filter(project_id=project_id, planner_session=session_id).select_related(
-        "decided_by"
+        "project", "decided_by"
     )
     out: list[dict[str, Any]] = []
     for changeset in rows.order_by("number"):

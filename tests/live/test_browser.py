@@ -109,14 +109,12 @@ def test_a_proposed_changeset_shows_a_card_linking_to_its_review(page, script):
     expect(card.locator(".card-meta")).to_have_text("1 operation · proposed")
     link = card.get_by_role("link", name="Review changeset")
     href = link.get_attribute("href")
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/admin/tracker/changeset/\d+/change/", href), href
-    review = page.request.get(href)  # demo is staff: the admin review page opens
-    assert review.status == 200
-    assert "Add CSV export" in review.text()
+    # The in-app review page (tracker.page_links.changeset_url), not the admin's.
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/projects/DEMO/changesets/\d+/", href), href
 
     page.reload()
     expect(page.locator("#chat-log .changeset-card")).to_have_count(1)
-    expect(page.locator("#chat-log .changeset-card a")).to_have_attribute("href", href)
+    expect(page.locator("#chat-log .changeset-card a.card-action")).to_have_attribute("href", href)
 
 
 def test_stop_ends_the_turn_and_keeps_the_partial_text(page, script):

@@ -63,7 +63,7 @@ TRANSCRIPT: list[dict[str, Any]] = [
         "type": "draft",
         "kind": "changeset",
         "artifact_id": "changeset:7",
-        "snapshot": {**CHANGESET, "review_url": "/admin/tracker/changeset/7/change/"},
+        "snapshot": {**CHANGESET, "review_url": "/projects/DEMO/changesets/7/"},
     },
     {"type": "tool_result", "id": "toolu_2", "name": "propose_changeset", "is_error": False, "output": {}},
     {"type": "text_delta", "text": "Proposed for your review."},
@@ -202,6 +202,8 @@ def test_every_control_of_the_chat_is_reached_with_tab_and_shows_its_focus_uncov
         expect(page.locator("#chat-log .request-card.pending")).to_have_count(2)
         page.locator("#chat-log details.tool summary").first.click()  # its scrollable output joins the order
         expect(page.locator("#chat-log .tool-output").first).to_be_visible()
+        # The keys the cards name (DEMO-1...) are links once the server confirmed them: counted too.
+        expect(page.locator("#chat-log .request-card a.ref").first).to_be_attached()
         page.evaluate("document.activeElement.blur()")
         controls = page.evaluate(
             """(selector) => Array.from(document.querySelectorAll(selector))

@@ -1,8 +1,9 @@
 """What the chat shows besides the conversation, kept current, in a real Chromium (docs/protocol.md).
 
 A changeset card follows the admin's decision live: the chat proposes a changeset, a reviewer
-decides in another browser context, and the card changes without any new message — and still
-shows the decision after a reload. The context and spend figures are those of the usage records.
+decides in the admin's review (kept for operators) in another browser context, and the card
+changes without any new message — and still shows the decision after a reload. The context and
+spend figures are those of the usage records.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from playwright.sync_api import expect
 
 from tests.fakes.messages_api import TextReply, ToolCallSpec, ToolUseReply, Usage
 from tests.live.chat_page import assistant, new_chat, send
+from tests.live.conftest import shell
 
 pytestmark = pytest.mark.browser
 
@@ -35,11 +37,13 @@ def propose(page: Any, script: Any, keyword: str, title: str) -> Any:
     return card
 
 
-def reviewer(browser: Any, server: Any, signed_in: str, href: str) -> Any:
-    """The review page, in a browser context of its own (another window, as a reviewer has)."""
+def reviewer(browser: Any, server: Any, signed_in: str, title: str) -> Any:
+    """The admin's review of the changeset ``title``, in a browser context of its own (another
+    window, as a reviewer has)."""
+    code = f"from tracker.models import Changeset; print(Changeset.objects.get(title={title!r}).pk)"
     context = browser.new_context(base_url=server.url, storage_state=signed_in)
     review = context.new_page()
-    review.goto(href)
+    review.goto(f"/admin/tracker/changeset/{shell(server, code)}/change/")
     return review
 
 
@@ -47,7 +51,7 @@ def test_a_card_shows_the_apply_within_two_seconds_without_a_new_message(
     page, script, browser, server, signed_in
 ):
     card = propose(page, script, "live-apply", "Live apply")
-    review = reviewer(browser, server, signed_in, card.get_by_role("link").get_attribute("href"))
+    review = reviewer(browser, server, signed_in, "Live apply")
     try:
         review.locator("[name=apply]").click()
         expect(review.locator(".messagelist")).to_contain_text("applied")
@@ -67,7 +71,7 @@ def test_a_card_shows_the_apply_within_two_seconds_without_a_new_message(
 
 def test_a_rejection_shows_the_reviewers_note_inert(page, script, browser, server, signed_in):
     card = propose(page, script, "live-reject", "Live reject")
-    review = reviewer(browser, server, signed_in, card.get_by_role("link").get_attribute("href"))
+    review = reviewer(browser, server, signed_in, "Live reject")
     note = 'Not this sprint <img src=x onerror="window.__pwned=1">'
     try:
         review.get_by_label("Note for the proposer").fill(note)

@@ -138,7 +138,9 @@ def test_the_transcript_shows_each_proposed_changeset_as_it_stands(session, memb
     assert (states[rejected.number]["status"], states[rejected.number]["note"]) == ("rejected", "Later")
     assert states[waiting.number]["status"] == "proposed"
     assert states[waiting.number]["decided_by"] == ""
-    assert states[waiting.number]["review_url"] == f"/admin/tracker/changeset/{waiting.pk}/change/"
+    assert states[waiting.number]["review_url"] == (
+        f"/projects/{session.project.key}/changesets/{waiting.number}/"
+    )
 
 
 async def test_applying_over_rest_tells_the_watchers(session, member, owner, client_for):

@@ -179,7 +179,7 @@ def test_list_changesets_and_propose(project, member, plan):
         context,
     )
     assert output["changeset"]["number"] == 1
-    assert output["changeset"]["review_url"].startswith("/admin/tracker/changeset/")
+    assert output["changeset"]["review_url"] == f"/projects/{context.project.key}/changesets/1/"
     changeset = Changeset.objects.get()
     assert (changeset.planner_session, changeset.proposed_by, changeset.status) == (
         SESSION,

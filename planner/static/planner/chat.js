@@ -44,6 +44,10 @@
     // sub-chat the project's members entitled to (never the agent that asked).
     approves: new Set((root.dataset.approves || "").split(" ").filter(Boolean)),
     questionChat: Boolean(root.dataset.question), // a question's sub-chat: members answer its questions
+    // Apply / Reject on the changeset cards: holders of changeset.apply (four eyes: the server refuses).
+    canApply: root.dataset.canApply === "true",
+    changesetsApi: root.dataset.changesetsApi || "",
+    csrf: root.dataset.csrf || "",
   };
   const log = document.getElementById("chat-log");
   const statePill = document.getElementById("chat-state");
@@ -54,6 +58,17 @@
   const input = document.getElementById("composer-input");
   const sendButton = document.getElementById("send-button");
   const stopButton = document.getElementById("stop-button");
+
+  // References (DEMO-12, changeset #7, knowledge #12) become links once the server confirms them
+  // (refs.js); an answer links them all over the log.
+  const refs = window.BalletRefs
+    ? window.BalletRefs.create({ url: root.dataset.refsUrl, onResolved: () => refs.link(log, { collect: false }) })
+    : null;
+
+  function linkRefs(node, options) {
+    if (refs) refs.link(node, options);
+    return node;
+  }
 
   const ACTIVITY = {
     idle: "Idle",
@@ -192,7 +207,7 @@
   function userEntry({ text, author, kind, seq, at }) {
     const entry = el("div", `entry user kind-${kind || "human"}${kind === "queued" ? " queued" : ""}`);
     if (seq) entry.dataset.seq = String(seq);
-    entry.append(el("div", "bubble", text));
+    entry.append(linkRefs(el("div", "bubble", text)));
     const labels = [];
     if (author && author !== config.user) labels.push(author);
     if (kind === "continue") labels.push("continued the turn");
@@ -219,7 +234,7 @@
     entry.append(bubble, foot);
     if (!streaming) {
       const started = performance.now();
-      bubble.append(renderMarkdown(text));
+      bubble.append(linkRefs(renderMarkdown(text)));
       finishAssistant(entry, text);
       performance.measure("ballet:render-message", { start: started }); // the browser tests read these
     }
@@ -244,7 +259,7 @@
     const summary = el("summary");
     summary.append(el("span", "tool-kicker", "Tool"), el("code", "tool-name", name), el("span", "tool-status", "running…"));
     const body = el("div", "tool-body");
-    body.append(el("p", "tool-section", "Input"), scroller(el("pre", "json tool-input", pretty(args ?? {}))));
+    body.append(el("p", "tool-section", "Input"), scroller(linkRefs(el("pre", "json tool-input", pretty(args ?? {})))));
     fold.append(summary, body);
     return append(fold);
   }
@@ -266,7 +281,7 @@
   function setToolOutput(fold, output, isError) {
     const body = fold.querySelector(".tool-body");
     for (const old of body.querySelectorAll(".tool-output, .tool-section.output")) old.remove();
-    body.append(el("p", "tool-section output", isError ? "Error" : "Output"), scroller(el("pre", "json tool-output", pretty(output))));
+    body.append(el("p", "tool-section output", isError ? "Error" : "Output"), scroller(linkRefs(el("pre", "json tool-output", pretty(output)))));
     fold.classList.remove("pending");
     fold.classList.toggle("failed", Boolean(isError));
     fold.querySelector(".tool-status").textContent = isError ? "error" : "done";
@@ -291,12 +306,13 @@
     card.dataset.artifact = `changeset:${number}`;
     if (seq) card.dataset.seq = String(seq);
     card.append(el("p", "card-kicker", "Proposed changeset"));
-    card.append(el("h3", "card-title", `#${number}${title ? ` · ${title}` : ""}`));
+    card.append(linkRefs(el("h3", "card-title", `#${number}${title ? ` · ${title}` : ""}`)));
     card.append(el("p", "card-meta"));
     if (typeof operations === "number") card.dataset.operations = String(operations);
     const decision = el("p", "card-decision");
     decision.setAttribute("role", "status");
     card.append(decision);
+    if (config.canApply && config.changesetsApi) card.append(decisionControls(card, number));
     const url = safeUrl(reviewUrl || "");
     if (url) {
       const review = el("a", "card-action", "Review changeset");
@@ -321,13 +337,108 @@
     const decision = card.querySelector(".card-decision");
     decision.replaceChildren();
     if (known === "proposed") return;
+    const controls = card.querySelector(".changeset-decide");
+    if (controls) controls.remove(); // decided: here, in another tab, on the review page, over REST
     decision.append(el("span", "decision-line", `${DECISIONS[known]}${decidedBy ? ` by ${decidedBy}` : ""}`));
     const why = known === "conflicted" ? reason : note;
     if (typeof why === "string" && why.trim()) {
-      decision.append(el("span", "decision-note", `${known === "conflicted" ? "Why" : "Note"}: ${why}`));
+      decision.append(linkRefs(el("span", "decision-note", `${known === "conflicted" ? "Why" : "Note"}: ${why}`)));
     }
     const review = card.querySelector(".card-action");
     if (review) review.textContent = "Open changeset";
+  }
+
+  // Apply / Reject in place, through the REST API (docs/protocol.md, "References and decisions"): the
+  // server checks changeset.apply and four eyes, and says why when it refuses; the decision then
+  // reaches every open tab as a `changeset` frame.
+
+  const DECIDING = { apply: "Applying…", reject: "Rejecting…" };
+
+  function decisionControls(card, number) {
+    const box = el("div", "changeset-decide");
+    const noteId = `changeset-${number}-note`;
+    const fold = el("details", "changeset-note");
+    const label = el("label", null, "Note for the proposer (sent with Reject)");
+    label.htmlFor = noteId;
+    const note = el("textarea");
+    note.id = noteId;
+    note.rows = 2;
+    note.maxLength = 5000;
+    fold.append(el("summary", null, "Add a note"), label, note);
+    const actions = el("div", "request-actions");
+    for (const [action, text, className] of [["apply", "Apply", "approve"], ["reject", "Reject", "secondary decline"]]) {
+      const button = el("button", className, text);
+      button.type = "button";
+      button.dataset.action = action;
+      button.setAttribute("aria-label", `${text} changeset #${number}`);
+      button.addEventListener("click", () => decide(card, number, action));
+      actions.append(button);
+    }
+    const problem = el("p", "field-error changeset-error");
+    problem.setAttribute("role", "alert");
+    const sending = el("p", "visually-hidden changeset-sending");
+    sending.setAttribute("role", "status");
+    box.append(actions, fold, problem, sending);
+    return box;
+  }
+
+  async function decide(card, number, action) {
+    const box = card.querySelector(".changeset-decide");
+    if (!box || box.classList.contains("busy")) return;
+    const note = box.querySelector("textarea").value;
+    const controls = box.querySelectorAll("button, textarea");
+    box.classList.add("busy");
+    for (const control of controls) control.disabled = true;
+    box.querySelector(".changeset-error").textContent = "";
+    box.querySelector(".changeset-sending").textContent = DECIDING[action];
+    const outcome = await decisionRequest(number, action, action === "reject" && note.trim() ? { note } : {});
+    box.classList.remove("busy");
+    box.querySelector(".changeset-sending").textContent = "";
+    if (outcome.changeset) changesetStatus(decidedState(outcome.changeset));
+    if (!box.isConnected) return; // decided: the card shows by whom
+    for (const control of controls) control.disabled = false;
+    box.querySelector(".changeset-error").textContent = outcome.problem || "";
+  }
+
+  /** POST apply or reject: {changeset} as it stands after, and {problem} in words if refused. */
+  async function decisionRequest(number, action, body) {
+    let response;
+    try {
+      response = await fetch(`${config.changesetsApi}${number}/${action}/`, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { Accept: "application/json", "Content-Type": "application/json", "X-CSRFToken": config.csrf },
+        body: JSON.stringify(body),
+      });
+    } catch {
+      return { problem: "The server cannot be reached; check the connection and try again." };
+    }
+    let data = null;
+    try {
+      data = await response.json();
+    } catch {
+      data = null;
+    }
+    if (response.ok) return { changeset: data };
+    const error = data && data.error ? data.error : {};
+    const fields = error.fields && typeof error.fields === "object" ? Object.values(error.fields).flat().join(" ") : "";
+    const message = typeof error.message === "string" && error.message ? error.message : "";
+    const fallback = response.status === 403 || response.status === 401
+      ? "You may not decide on this changeset (you need changeset.apply), or you are signed out."
+      : `The server could not do it (HTTP ${response.status}); try again.`;
+    return { changeset: response.status === 409 ? error.current : null, problem: [message, fields].filter(Boolean).join(" ") || fallback };
+  }
+
+  /** A changeset as the REST API describes it, as the `changeset` frame says it. */
+  function decidedState(changeset) {
+    if (!changeset || typeof changeset !== "object") return null;
+    return {
+      number: changeset.number,
+      status: changeset.status,
+      decided_by: changeset.decided_by || "",
+      note: changeset.decision_note || "",
+      reason: changeset.conflict_reason || "",
+    };
   }
 
   /** A changeset the session proposed, as it stands now (a `changeset` frame, or the transcript). */
@@ -340,7 +451,7 @@
   function changesNote(text, seq) {
     const note = el("details", "changes-note");
     note.dataset.seq = String(seq);
-    note.append(el("summary", null, "The workspace changed; the planner was told"), el("pre", null, text));
+    note.append(el("summary", null, "The workspace changed; the planner was told"), linkRefs(el("pre", null, text)));
     return append(note);
   }
 
@@ -569,7 +680,7 @@
     else if (!mayAnswer(request)) card.append(el("p", "request-note", waitingFor(request)));
     card.append(el("p", "request-sending visually-hidden"));
     card.querySelector(".request-sending").setAttribute("role", "status");
-    return card;
+    return linkRefs(card);
   }
 
   function waitingFor(request) {
@@ -882,9 +993,10 @@
     const cut = streamCut(view.text, view.kept);
     changing(() => {
       for (const node of view.tail) node.remove();
-      if (cut > view.kept) view.bubble.append(renderMarkdown(view.text.slice(view.kept, cut)));
+      if (cut > view.kept) view.bubble.append(linkRefs(renderMarkdown(view.text.slice(view.kept, cut))));
       view.kept = cut;
-      const tail = renderMarkdown(view.text.slice(cut), { streaming: true });
+      // The tail may still be written ("DEMO-1" of "DEMO-12"): linked from what is known, asked at the end.
+      const tail = linkRefs(renderMarkdown(view.text.slice(cut), { streaming: true }), { collect: false });
       view.tail = Array.from(tail.childNodes);
       view.bubble.append(tail);
     });
@@ -900,10 +1012,10 @@
     const started = performance.now();
     changing(() => {
       if (!cutsAreExact(view.text)) {
-        bubble.replaceChildren(renderMarkdown(view.text));
+        bubble.replaceChildren(linkRefs(renderMarkdown(view.text)));
       } else {
         for (const node of view.tail) node.remove();
-        bubble.append(renderMarkdown(view.text.slice(view.kept)));
+        bubble.append(linkRefs(renderMarkdown(view.text.slice(view.kept))));
       }
       finishAssistant(bubble.closest(".entry"), view.text);
     });
@@ -1398,6 +1510,7 @@
   // Exposed for tests of the renderer (markdown.js); nothing on the page calls it.
   window.BalletChat = { renderMarkdown, safeUrl };
 
+  linkRefs(document.querySelector(".question-banner"));
   setActivity(root.dataset.state === "paused" ? "paused" : root.dataset.state === "running" ? "thinking" : "idle");
   resync();
 })();
