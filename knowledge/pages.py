@@ -29,6 +29,7 @@ from knowledge.selectors import (
 from tracker.errors import NotFoundError
 from tracker.models import Project
 from tracker.page_helpers import page_project, page_user, with_csp
+from tracker.page_links import item_url
 from tracker.permissions import KNOWLEDGE_READ
 
 MAX_LISTED = 100
@@ -118,7 +119,7 @@ def knowledge_entry_page(request: HttpRequest, key: str, entry_id: int) -> HttpR
         raise Http404(exc.message) from exc
     links = knowledge_links(user=user, entry_ids=[entry.pk]).get(entry.pk)
     items = [
-        ItemLink(key=item_key, url=f"/projects/{item_key.rsplit('-', 1)[0]}/items/{item_key}/")
+        ItemLink(key=item_key, url=item_url(item_key.rsplit("-", 1)[0], item_key))
         for item_key in (links.items if links else [])
     ]
     context = {

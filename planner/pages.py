@@ -10,12 +10,9 @@ carries its data in ``data-`` attributes and a strict Content-Security-Policy
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from functools import wraps
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -34,83 +31,33 @@ from tracker.errors import (
     BalletError,
     InvalidStateError,
     NotFoundError,
-    PermissionDeniedError,
     ValidationError,
 )
 from tracker.models import Project
+from tracker.page_helpers import page_project, page_user, with_socket_csp
 from tracker.permissions import (
     CHANGESET_APPLY,
     PLANNER_CHAT,
-    TRACKER_READ,
     access_scope,
     has_permission,
-    require,
 )
-from tracker.selectors import project_get
 
 MAX_LISTED = 100
 USAGE_DAYS = 30  # the usage chart's days, today included
 
-View = Callable[..., HttpResponse]
-
-
-def content_security_policy(request: HttpRequest) -> str:
-    """Only this origin's scripts, styles and sockets; nothing inline, nothing framed."""
-    host = request.get_host()
-    return "; ".join(
-        [
-            "default-src 'none'",
-            "script-src 'self'",
-            "style-src 'self'",
-            "img-src 'self' data:",
-            "font-src 'self'",
-            f"connect-src 'self' ws://{host} wss://{host}",
-            "form-action 'self'",
-            "base-uri 'none'",
-            "frame-ancestors 'none'",
-        ]
-    )
-
-
-def with_csp(view: View) -> View:
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-        response = view(request, *args, **kwargs)
-        response["Content-Security-Policy"] = content_security_policy(request)
-        return response
-
-    return wrapped
-
-
-def _project(user: User, key: str, permission: str = TRACKER_READ) -> Project:
-    """The project if ``user`` holds ``permission``: 404 if they cannot read it, else 403."""
-    try:
-        project = project_get(key=key)
-        require(user, project, permission)
-    except NotFoundError as exc:
-        raise Http404(exc.message) from exc
-    except PermissionDeniedError as exc:
-        raise PermissionDenied(exc.message) from exc
-    return project
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)  # login_required let only a signed-in user through
-    return request.user
-
 
 @require_http_methods(["GET", "POST"])
 @login_required
-@with_csp
+@with_socket_csp
 def chat_list(request: HttpRequest, key: str) -> HttpResponse:
     """``/projects/{key}/chat/``: the user's chats in the project (``?q=``: those whose title
     contains it), archived ones left out; POST opens a new one."""
-    user = _user(request)
+    user = page_user(request)
     if request.method == "POST":
-        project = _project(user, key, PLANNER_CHAT)
+        project = page_project(user, key, PLANNER_CHAT)
         session = session_create(user=user, project=project)
         return HttpResponseRedirect(reverse("planner-chat", args=[project.key, session.pk]))
-    project = _project(user, key)
+    project = page_project(user, key)
     query = request.GET.get("q", "").replace("\x00", "")[:MAX_TITLE]
     listed = session_list(user=user, project=project, query=query)
     listed = listed.select_related("question__asker", "question__item")
@@ -132,11 +79,11 @@ def chat_list(request: HttpRequest, key: str) -> HttpResponse:
 
 @require_GET
 @login_required
-@with_csp
+@with_socket_csp
 def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
     """``/projects/{key}/chat/{session}/``: the page shell ``chat.js`` brings to life."""
-    user = _user(request)
-    project = _project(user, key)
+    user = page_user(request)
+    project = page_project(user, key)
     found = _session(user, project, session)
     can_chat = has_permission(user, project, PLANNER_CHAT)
     context = {
@@ -165,8 +112,8 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
 def refs(request: HttpRequest, key: str) -> JsonResponse:
     """``/projects/{key}/refs/?items=DEMO-1,OTHER-3&changesets=7&knowledge=12``: those the chat
     names that exist and the reader may see, with their pages' addresses, to link them."""
-    user = _user(request)
-    project = _project(user, key)
+    user = page_user(request)
+    project = page_project(user, key)
     found = refs_resolve(
         user=user,
         project=project,
@@ -183,8 +130,8 @@ def question_answer(request: HttpRequest, key: str, session: uuid.UUID) -> HttpR
     """A member answers, from its sub-chat, a question the planner left to the project's humans
     (kept as a decision unless "one-off" is ticked, docs/domain.md#agents-questions); back to the
     sub-chat, which shows the answer (or why it was refused)."""
-    user = _user(request)
-    project = _project(user, key, PLANNER_CHAT)
+    user = page_user(request)
+    project = page_project(user, key, PLANNER_CHAT)
     found = _session(user, project, session)
     if found.question_id is None:
         raise Http404("This chat answers no question.")

@@ -14,6 +14,7 @@ from typing import Any
 
 from tracker.inputs import one_line
 from tracker.models import ActivityEvent
+from tracker.page_links import changeset_url, item_url
 
 MAX_QUOTE = 120  # a title, reason or summary quoted in a line is cut to this many characters
 
@@ -44,7 +45,7 @@ def actor_name(event: ActivityEvent) -> str:
 
 
 def _item_url(project_key: str, key: str) -> str:
-    return f"/projects/{project_key}/items/{key}/" if key.startswith(f"{project_key}-") else ""
+    return item_url(project_key, key) if key.startswith(f"{project_key}-") else ""
 
 
 def _quoted(text: Any) -> str:
@@ -77,7 +78,7 @@ def _dependency(event: ActivityEvent, data: dict[str, Any], key: str) -> Activit
 def _changeset(event: ActivityEvent, data: dict[str, Any], key: str) -> ActivityLine:
     status = event.verb.split(".", 1)[1]
     number = data.get("number")
-    url = f"/projects/{key}/changesets/{number}/" if isinstance(number, int) else ""
+    url = changeset_url(key, number) if isinstance(number, int) and number > 0 else ""
     words = {"proposed": "proposed", "applied": "applied", "rejected": "rejected"}.get(status)
     tail = f" {_quoted(data.get('title'))}"
     if words is None:  # conflicted: nobody acted, the plan had moved

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from tracker.graph import GraphNode, PlanGraph
 from tracker.graph_layout import BOX_HEIGHT, BOX_WIDTH, MARGIN, SECTION_GAP, Layout, Point, layout
 from tracker.models import Project
 from tracker.models.plan import RESOLVED_STATES
+from tracker.page_links import item_url
 
 MAX_NODES = 400
 TITLE_CHARS = 25  # of a title in its box (the whole title is in the box's tooltip)
@@ -43,7 +43,7 @@ def item_href(project: Project) -> Href:
     """Links to the ticket pages of ``project``: none for a ticket that does not exist yet."""
 
     def href(node: GraphNode) -> str | None:
-        return None if node.new else reverse("item", args=[project.key, node.key])
+        return None if node.new else item_url(project.key, node.key)
 
     return href
 

@@ -2,7 +2,7 @@
 the project found through the one permission check (404 for a reader who cannot read it, 403 for one
 who lacks the permission), and a strict Content-Security-Policy (no inline script or style).
 
-The planner's pages have their own (``planner.pages``); the tracker cannot import the planner.
+The planner's and the knowledge base's pages use the same.
 """
 
 from __future__ import annotations
@@ -21,31 +21,45 @@ from tracker.selectors import project_get
 
 View = Callable[..., HttpResponse]
 
-PAGE_CSP = "; ".join(
-    [
-        "default-src 'none'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "font-src 'self'",
-        "connect-src 'self'",
-        "form-action 'self'",
-        "base-uri 'none'",
-        "frame-ancestors 'none'",
-    ]
-)
+
+def content_security_policy(request: HttpRequest, *, sockets: bool = False) -> str:
+    """Only this origin's scripts, styles (and, with ``sockets``, WebSockets); nothing inline,
+    nothing framed."""
+    host = request.get_host()
+    connect = f"connect-src 'self' ws://{host} wss://{host}" if sockets else "connect-src 'self'"
+    return "; ".join(
+        [
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            "font-src 'self'",
+            connect,
+            "form-action 'self'",
+            "base-uri 'none'",
+            "frame-ancestors 'none'",
+        ]
+    )
 
 
-def with_csp(view: View) -> View:
-    """The page's answer carries :data:`PAGE_CSP`: model or user text can never run in it."""
-
+def _csp(view: View, *, sockets: bool) -> View:
     @wraps(view)
     def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
         response = view(request, *args, **kwargs)
-        response["Content-Security-Policy"] = PAGE_CSP
+        response["Content-Security-Policy"] = content_security_policy(request, sockets=sockets)
         return response
 
     return wrapped
+
+
+def with_csp(view: View) -> View:
+    """The page's answer carries a strict policy: model or user text can never run in it."""
+    return _csp(view, sockets=False)
+
+
+def with_socket_csp(view: View) -> View:
+    """:func:`with_csp` for a page that also opens this host's WebSocket (the chat)."""
+    return _csp(view, sockets=True)
 
 
 def page_user(request: HttpRequest) -> User:

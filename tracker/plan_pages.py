@@ -19,6 +19,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from tracker.activity_text import ActivityLine, activity_line
@@ -206,8 +207,8 @@ def plan(request: HttpRequest, key: str) -> HttpResponse:
         "states": ALL_STATES,
         "activity": [activity_line(e, project_key=key) for e in activity_recent(user=user, project=project)],
         "proposed": changeset_list(project=project, status=ChangesetStatus.PROPOSED).count(),
-        "knowledge_url": f"/projects/{project.key}/knowledge/",
-        "changesets_url": f"/projects/{project.key}/changesets/",
+        "knowledge_url": reverse("knowledge-list", args=[project.key]),
+        "changesets_url": reverse("changeset-list", args=[project.key]),
         "base_query": _without(request.GET, "layout"),
     }
     context |= graph_context(

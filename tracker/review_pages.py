@@ -29,6 +29,7 @@ from tracker.graph_svg import graph_context, item_href
 from tracker.impact import ImpactTicket, changeset_impact
 from tracker.models import Changeset, ChangesetStatus, Project
 from tracker.page_helpers import page_project, page_user, with_csp
+from tracker.page_links import item_url
 from tracker.permissions import CHANGESET_APPLY, has_permission
 from tracker.review import changeset_review
 from tracker.selectors import changeset_get, changeset_list
@@ -121,7 +122,7 @@ def impact_shown(project: Project, changeset: Changeset) -> dict[str, Any]:
 
     def shown(tickets: tuple[ImpactTicket, ...]) -> list[TicketShown]:
         return [
-            TicketShown(t.key, t.title, t.new, None if t.new else reverse("item", args=[project.key, t.key]))
+            TicketShown(t.key, t.title, t.new, None if t.new else item_url(project.key, t.key))
             for t in tickets
         ]
 

@@ -380,7 +380,9 @@ class ChangesetProposeSerializer(StrictSerializer):
 
 
 class ChangesetApplySerializer(StrictSerializer):
-    """Apply takes no input; any field sent is unknown."""
+    """Apply takes an optional note, kept with the decision."""
+
+    note = StrictCharField(max_length=MAX_NOTE, required=False, allow_blank=True, default="")
 
 
 class ChangesetRejectSerializer(StrictSerializer):

@@ -199,7 +199,7 @@ def test_reject_with_a_note_and_a_refusal_shows_on_the_card(page, script, server
     card = page.locator("#chat-log .changeset-card")
     number = card_number(card)
     card.get_by_text("Add a note").click()
-    card.get_by_label("Note for the proposer (sent with Reject)").fill(f"Not now; see {world['item']}.")
+    card.get_by_label("Note kept with your decision").fill(f"Not now; see {world['item']}.")
     card.get_by_role("button", name=f"Reject changeset #{number}").click()
     expect(card.locator(".decision-line")).to_have_text("Rejected by demo")
     expect(card.locator(".decision-note")).to_have_text(f"Note: Not now; see {world['item']}.")

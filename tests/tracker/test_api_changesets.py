@@ -223,3 +223,15 @@ def test_field_errors_name_the_operation(project, member, make_item, client_for)
     fields = response.json()["error"]["fields"]
     assert set(fields) == {"operations[1].blocker", "operations[2].fields.state"}
     assert not Changeset.objects.exists()
+
+
+def test_apply_keeps_a_note_and_refuses_unknown_fields(project, member, maintainer, client_for):
+    propose(client_for(member))
+    client = client_for(maintainer)
+
+    refused = client.post(BAL + "changesets/1/apply/", {"notes": "typo"}, format="json")
+    applied = client.post(BAL + "changesets/1/apply/", {"note": "Ship it."}, format="json")
+
+    assert refused.status_code == 400, refused.content
+    assert applied.status_code == 200, applied.content
+    assert (applied.json()["status"], applied.json()["decision_note"]) == ("applied", "Ship it.")

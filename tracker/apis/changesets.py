@@ -94,9 +94,9 @@ class ChangesetApplyApi(BalletApi):
     )
     def post(self, request: Request, key: str, number: int) -> Response:
         project = project_for(request, key, CHANGESET_APPLY)
-        parse(ChangesetApplySerializer, request.data)
+        data = parse(ChangesetApplySerializer, request.data)
         changeset = changeset_apply(
-            actor=actor_for(request), changeset=changeset_get(project=project, number=number)
+            actor=actor_for(request), changeset=changeset_get(project=project, number=number), **data
         )
         data = ChangesetSerializer(changeset).data
         if changeset.status == ChangesetStatus.CONFLICTED:

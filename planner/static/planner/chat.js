@@ -358,7 +358,7 @@
     const box = el("div", "changeset-decide");
     const noteId = `changeset-${number}-note`;
     const fold = el("details", "changeset-note");
-    const label = el("label", null, "Note for the proposer (sent with Reject)");
+    const label = el("label", null, "Note kept with your decision");
     label.htmlFor = noteId;
     const note = el("textarea");
     note.id = noteId;
@@ -391,7 +391,7 @@
     for (const control of controls) control.disabled = true;
     box.querySelector(".changeset-error").textContent = "";
     box.querySelector(".changeset-sending").textContent = DECIDING[action];
-    const outcome = await decisionRequest(number, action, action === "reject" && note.trim() ? { note } : {});
+    const outcome = await decisionRequest(number, action, note.trim() ? { note } : {});
     box.classList.remove("busy");
     box.querySelector(".changeset-sending").textContent = "";
     if (outcome.changeset) changesetStatus(decidedState(outcome.changeset));
