@@ -6,8 +6,9 @@ mode with one real daphne:
 
 1. In the deployment's own process: ``project_graph`` (the queries) and ``graph_document``
    (layout and render) alone, each ``--runs`` times.
-2. ``GET /projects/{key}/graph.svg`` end to end, logged in through the login form, ``--runs``
-   times.
+2. End to end over HTTP, logged in through the login form, ``--runs`` times each:
+   ``GET /projects/{key}/graph.svg``, the plan page ``GET /projects/{key}/`` (the tree, the
+   panels and the graph drawn in it) and, as the baseline of the transport, ``GET /healthz``.
 
 Prints p50, p95 and max of each; no assertion on time (docs/benchmarks.md).
 
@@ -138,10 +139,14 @@ def main() -> None:
             read = [float(value) for value in rest[:split]]
             drawn = [float(value) for value in rest[split + 1 :]]
             http, size = over_http(f"{server.url}/projects/{key}/graph.svg", cookie, args.runs)
+            page, page_size = over_http(f"{server.url}/projects/{key}/", cookie, args.runs)
+            baseline, _ = over_http(f"{server.url}/healthz", cookie, args.runs)
             print(f"{count} tickets ({nodes} in the graph, {edges} dependencies), {size // 1024} KiB of SVG:")
             print(f"  project_graph (queries):   {figures(read)}")
             print(f"  layout + render:           {figures(drawn)}")
             print(f"  graph.svg over HTTP:       {figures(http)}")
+            print(f"  the plan page over HTTP:   {figures(page)} ({page_size // 1024} KiB)")
+            print(f"  /healthz over HTTP:        {figures(baseline)}")
     finally:
         server.stop()
         deployment.drop()
