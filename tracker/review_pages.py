@@ -142,6 +142,7 @@ def impact_shown(project: Project, changeset: Changeset) -> dict[str, Any]:
         ],
         "chain_before": shown(impact.chain_before),
         "chain_after": shown(impact.chain_after),
+        "chain_unchanged": [t.key for t in impact.chain_before] == [t.key for t in impact.chain_after],
         "graphs": graphs,
     }
 

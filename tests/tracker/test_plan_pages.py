@@ -356,3 +356,10 @@ def test_a_ticket_page_reads_a_fixed_number_of_queries(client: Client, owner, me
     small = _queries(client, url)
     _grow(make_item, owner, epic, 20)
     assert _queries(client, url) == small
+
+
+def test_recent_activity_says_when_in_words(client: Client, member, plan):
+    html = page(client, member, "/projects/BAL/").content.decode()
+
+    assert "just now</time>" in html
+    assert "0 minutes ago" not in html

@@ -11,7 +11,7 @@ from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tracker.models import ActivityEvent, Changeset, ChangesetStatus, Dependency, Item, Role
 from tracker.services.activity import Actor
 from tracker.services.changesets import MAX_NOTE, changeset_propose, changeset_reject
-from tracker.services.items import item_update
+from tracker.services.items import dependency_add, item_update
 
 HOSTILE = '<script>alert("x")</script>'
 
@@ -351,3 +351,19 @@ def test_a_decided_changeset_shows_no_impact(client, project, owner, changeset):
     section = html[html.index('id="impact"') :]
     assert "<svg" not in section[: section.index("</section>")]
     assert "Only a proposed changeset has an impact; this one is rejected." in section
+
+
+def test_an_impact_that_keeps_the_chain_says_so(client, project, owner, member, plan):
+    first, second = plan
+    dependency_add(actor=Actor(user=owner), blocker=first, blocked=second)
+    retitle = propose(
+        project,
+        member,
+        [{"op": "update", "item": first.key, "base_version": first.version, "fields": {"title": "Log in"}}],
+    )
+
+    impact = impact_of(signed_in(client, member).get(review_url(retitle)))
+
+    assert "Applying it changes no ticket's runnability." in impact
+    chain = impact[impact.index("Longest remaining chain") : impact.index("The graph now")]
+    assert "Once applied</dt><dd>unchanged" in chain
