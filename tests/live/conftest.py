@@ -24,6 +24,10 @@ from tests.fakes.servers import PASSWORD, Server, served
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+VIEWPORTS = {
+    "wide": {"width": 1280, "height": 900},
+    "375": {"width": 375, "height": 740},
+}
 
 
 ScriptedReply = Reply | Callable[[dict[str, Any]], Reply]
@@ -147,3 +151,20 @@ def agent_key(server: Server) -> str:
 def agent_token(server: Server) -> str:
     """:func:`agent_key`, once for the module's server."""
     return agent_key(server)
+
+
+@pytest.fixture(params=[("wide", "light"), ("375", "light"), ("wide", "dark")], ids="-".join)
+def tab(request: pytest.FixtureRequest, browser: Any, server: Server, signed_in: str) -> Iterator[Any]:
+    """A signed-in page, wide and light, at 375 px, and wide and dark; no script error allowed."""
+    width, scheme = request.param
+    context = browser.new_context(
+        base_url=server.url, storage_state=signed_in, viewport=VIEWPORTS[width], color_scheme=scheme
+    )
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    yield page
+    context.close()
+    assert not errors, errors

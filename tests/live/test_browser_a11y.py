@@ -21,15 +21,12 @@ from playwright.sync_api import expect
 
 from tests.fakes.messages_api import ToolCallSpec, ToolUseReply
 from tests.live.chat_page import new_chat, send
+from tests.live.conftest import VIEWPORTS
 from tests.live.test_browser_cards import APPROVAL, QUESTION, open_chat
 
 pytestmark = pytest.mark.browser
 
 FAILING = ("serious", "critical")
-VIEWPORTS = {
-    "wide": {"width": 1280, "height": 900},
-    "375": {"width": 375, "height": 740},
-}
 # Rules of WCAG A and AA and axe's best practices (landmarks, heading order, region...).
 RUN_OPTIONS = {
     "resultTypes": ["violations"],

@@ -19,8 +19,8 @@ from playwright.sync_api import expect
 from tests.fakes.messages_api import TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import PASSWORD, Server
 from tests.live.chat_page import assistant, new_chat, send
-from tests.live.conftest import shell
-from tests.live.test_browser_a11y import VIEWPORTS, assert_accessible
+from tests.live.conftest import VIEWPORTS, shell
+from tests.live.test_browser_a11y import assert_accessible
 
 pytestmark = pytest.mark.browser
 

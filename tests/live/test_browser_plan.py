@@ -4,33 +4,17 @@ keyboard, and scanned by axe (no serious or critical violation), on the demo's s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.live.test_browser_a11y import VIEWPORTS, assert_accessible
+from tests.live.conftest import VIEWPORTS
+from tests.live.test_browser_a11y import assert_accessible
 
 pytestmark = pytest.mark.browser
 
 MAX_TABS = 120  # the filters and the first ticket are reached well before this
-
-
-@pytest.fixture(params=[("wide", "light"), ("375", "light"), ("wide", "dark")], ids="-".join)
-def tab(request, browser, server, signed_in) -> Iterator[Any]:
-    width, scheme = request.param
-    context = browser.new_context(
-        base_url=server.url, storage_state=signed_in, viewport=VIEWPORTS[width], color_scheme=scheme
-    )
-    context.set_default_timeout(10_000)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    yield page
-    context.close()
-    assert not errors, errors
 
 
 def _shot(page: Any, name: str) -> None:
