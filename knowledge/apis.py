@@ -61,7 +61,7 @@ class KnowledgeListApi(BalletApi):
     @extend_schema(
         summary="List and search the knowledge you can read",
         parameters=[KnowledgeFilterSerializer],
-        responses=with_errors({200: KnowledgeEntrySerializer(many=True)}, 400, *READ_ERRORS),
+        responses=with_errors({200: KnowledgeEntrySerializer(many=True)}, *READ_ERRORS),
     )
     def get(self, request: Request) -> Response:
         filters = parse(KnowledgeFilterSerializer, request.query_params)

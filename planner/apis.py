@@ -58,7 +58,7 @@ class SessionListApi(BalletApi):
     @extend_schema(
         summary="Your planner sessions, most recent first (archived ones left out)",
         parameters=[SessionFilterSerializer],
-        responses=with_errors({200: SessionListedSerializer(many=True)}, 400, *READ_ERRORS),
+        responses=with_errors({200: SessionListedSerializer(many=True)}, *READ_ERRORS),
     )
     def get(self, request: Request) -> Response:
         filters = parse(SessionFilterSerializer, request.query_params)
@@ -243,7 +243,7 @@ class ProjectUsageApi(BalletApi):
     @extend_schema(
         summary="Metered model use of a project, by day and model, and today's use against the budget",
         parameters=[UsageFilterSerializer],
-        responses=with_errors({200: UsageSerializer}, 400, *READ_ERRORS),
+        responses=with_errors({200: UsageSerializer}, *READ_ERRORS),
     )
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)

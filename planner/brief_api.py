@@ -21,7 +21,7 @@ BRIEF = OpenApiResponse(
 class ItemBriefApi(BalletApi):
     @extend_schema(
         summary="Everything a worker needs to start a ticket, in one call",
-        responses=with_errors({200: BRIEF}, 400, *READ_ERRORS),
+        responses=with_errors({200: BRIEF}, *READ_ERRORS),
     )
     def get(self, request: Request, key: str, item_key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)

@@ -46,7 +46,7 @@ class QuestionListApi(AsyncBalletApi):
     @extend_schema(
         summary="The project's questions from agents, newest first",
         parameters=[QuestionFilterSerializer],
-        responses=with_errors({200: QuestionSerializer(many=True)}, 400, *READ_ERRORS, 429),
+        responses=with_errors({200: QuestionSerializer(many=True)}, *READ_ERRORS, 429),
     )
     async def get(self, request: Request, key: str) -> Response:
         return await db(self._list)(request, key)
@@ -103,7 +103,7 @@ class QuestionDetailApi(AsyncBalletApi):
     @extend_schema(
         summary="A question and its answer; ?wait=SECONDS (up to 60) waits for the answer",
         parameters=[QuestionWaitSerializer],
-        responses=with_errors({200: QuestionSerializer}, 400, *READ_ERRORS, 429),
+        responses=with_errors({200: QuestionSerializer}, *READ_ERRORS, 429),
     )
     async def get(self, request: Request, key: str, question: str) -> Response:
         user = caller(request)

@@ -160,5 +160,7 @@ def with_errors(ok: dict[int, Any], *codes: int) -> dict[int, Any]:
     return {**ok, **{code: ErrorSerializer for code in codes}}
 
 
-READ_ERRORS = (401, 403, 404)  # 403: an API key without the scope the endpoint needs
+# 400: bad input anywhere in the request (a NUL in a query parameter, say); 403: an API key
+# without the scope the endpoint needs.
+READ_ERRORS = (400, 401, 403, 404)
 WRITE_ERRORS = (400, 401, 403, 404)

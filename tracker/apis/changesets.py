@@ -30,7 +30,7 @@ class ChangesetListApi(BalletApi):
     @extend_schema(
         summary="List a project's changesets, newest first",
         parameters=[ChangesetFilterSerializer],
-        responses=with_errors({200: ChangesetSerializer(many=True)}, 400, *READ_ERRORS),
+        responses=with_errors({200: ChangesetSerializer(many=True)}, *READ_ERRORS),
     )
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)

@@ -16,7 +16,7 @@ class ItemListApi(BalletApi):
     @extend_schema(
         summary="List a project's items",
         parameters=[ItemFilterSerializer],
-        responses=with_errors({200: ItemSerializer(many=True)}, 400, *READ_ERRORS),
+        responses=with_errors({200: ItemSerializer(many=True)}, *READ_ERRORS),
     )
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)

@@ -20,7 +20,7 @@ class ProjectSearchApi(BalletApi):
         description="Lexical (full-text) and semantic (sentence embeddings) rankings fused by reciprocal "
         "rank; an exact item key comes first. Skills need skill.read.",
         parameters=[SearchFilterSerializer],
-        responses=with_errors({200: SearchResultsSerializer}, 400, *READ_ERRORS),
+        responses=with_errors({200: SearchResultsSerializer}, *READ_ERRORS),
     )
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)

@@ -61,7 +61,7 @@ class ClaimListApi(BalletApi):
     @extend_schema(
         summary="List a project's claims, newest first",
         parameters=[ClaimFilterSerializer],
-        responses=with_errors({200: ClaimSerializer(many=True)}, 400, *READ_ERRORS),
+        responses=with_errors({200: ClaimSerializer(many=True)}, *READ_ERRORS),
     )
     def get(self, request: Request, key: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
