@@ -134,7 +134,8 @@ def test_the_framed_graph_scrolls_and_is_accessible(browser: Any, scheme: str, w
         assert region.evaluate("r => r.scrollWidth > r.clientWidth")
         region.focus()
         tab.keyboard.press("ArrowRight")
-        assert region.evaluate("r => r.scrollLeft") > 0
+        # The arrow scrolls the region (smoothly, so it may take a few frames); it times out if not.
+        tab.wait_for_function("r => r.scrollLeft > 0", arg=region.element_handle(), timeout=5_000)
         assert poor_contrast(tab) == []
         results = Axe().run(tab, options=RUN_OPTIONS)
         failing = [v for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
