@@ -11,16 +11,14 @@ plain text and says nothing about what exists elsewhere.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from typing import TypedDict
-
-from django.db.models import Q
 
 from knowledge.selectors import knowledge_visible
 from tracker.inputs import MAX_BIG_ID, MAX_INT, ascii_number
-from tracker.models import Changeset, Item, Project
+from tracker.models import Changeset, Project
 from tracker.page_links import changeset_url, item_url, knowledge_url
-from tracker.permissions import Principal, visible_projects
+from tracker.permissions import Principal
+from tracker.selectors import items_found_by_keys
 
 MAX_REFS = 200  # of each kind in one request; the page asks again for more
 ITEM_KEY = re.compile(r"[A-Z][A-Z0-9]{1,9}-[0-9]{1,10}")
@@ -68,24 +66,9 @@ def parse_numbers(raw: str | None, *, maximum: int) -> list[int]:
 
 def items_resolve(*, user: Principal, keys: list[str]) -> dict[str, ItemRef]:
     """The items ``keys`` name in projects ``user`` can read, by key; in two queries."""
-    wanted: dict[str, list[int]] = defaultdict(list)
-    for key in keys:
-        prefix, _, number = key.rpartition("-")
-        parsed = ascii_number(number)
-        if parsed is not None:
-            wanted[prefix].append(parsed)
-    if not wanted:
-        return {}
-    projects = visible_projects(user).filter(key__in=list(wanted))
-    query = Q(pk__in=[])
-    for project in projects:
-        query |= Q(project=project, number__in=wanted[project.key])
-    found = (
-        Item.objects.filter(query).select_related("project").only("number", "title", "state", "project__key")
-    )
     return {
-        item.key: {"url": item_url(item.project.key, item.key), "title": item.title, "state": item.state}
-        for item in found
+        key: {"url": item_url(item.project.key, key), "title": item.title, "state": item.state}
+        for key, item in items_found_by_keys(user=user, keys=keys).items()
     }
 
 

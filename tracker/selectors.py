@@ -175,14 +175,12 @@ def item_dependencies(*, item: Item) -> ItemDependencies:
     )
 
 
-def item_list_by_keys(*, user: Principal, keys: Iterable[str]) -> list[Item]:
-    """The items ``keys`` name, in the order named, in projects ``user`` can read, in two queries.
-
-    A key naming no item, or one in a project the user cannot read, is a ValidationError on ``items``.
-    """
+def items_found_by_keys(*, user: Principal, keys: Iterable[str]) -> dict[str, Item]:
+    """The items ``keys`` name in projects ``user`` can read, by key, in two queries; a key naming
+    no item, or one in a project the user cannot read, is left out."""
     wanted = list(dict.fromkeys(keys))
     if not wanted:
-        return []
+        return {}
     prefixes = {key.rpartition("-")[0] for key in wanted}
     projects = {p.key: p for p in visible_projects(user).filter(key__in=prefixes)}
     refs: dict[str, tuple[int, int]] = {}
@@ -195,10 +193,20 @@ def item_list_by_keys(*, user: Principal, keys: Iterable[str]) -> list[Item]:
     for project_id, number in refs.values():
         query |= Q(project_id=project_id, number=number)
     found = {(i.project_id, i.number): i for i in Item.objects.filter(query).select_related("project")}
-    missing = [key for key in wanted if refs.get(key) not in found]
+    return {key: found[ref] for key, ref in refs.items() if ref in found}
+
+
+def item_list_by_keys(*, user: Principal, keys: Iterable[str]) -> list[Item]:
+    """The items ``keys`` name, in the order named, in projects ``user`` can read, in two queries.
+
+    A key naming no item, or one in a project the user cannot read, is a ValidationError on ``items``.
+    """
+    wanted = list(dict.fromkeys(keys))
+    found = items_found_by_keys(user=user, keys=wanted)
+    missing = [key for key in wanted if key not in found]
     if missing:
         raise ValidationError({"items": [f"Unknown item {key}." for key in missing]})
-    return [found[refs[key]] for key in wanted]
+    return [found[key] for key in wanted]
 
 
 def unresolved_blockers(*, blocked: Any) -> QuerySet[Dependency]:
