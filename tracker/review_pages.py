@@ -87,7 +87,7 @@ def _changeset(project: Project, number: int) -> Changeset:
 
 
 def review_context(user: User, project: Project, changeset: Changeset) -> dict[str, Any]:
-    """What the review page shows of ``changeset`` to ``user``; ``impact`` is filled by the caller."""
+    """What the review page shows of ``changeset`` to ``user``, its impact while it is proposed."""
     proposed = changeset.status == ChangesetStatus.PROPOSED
     can_decide = proposed and has_permission(user, project, CHANGESET_APPLY)
     return {
