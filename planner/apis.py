@@ -107,7 +107,7 @@ class SessionDetailApi(AsyncBalletApi):
         "never replaces a title a human gave. archived false brings an archived session back (listed, "
         "and it takes messages again); true archives it as DELETE does.",
         request=SessionChangeSerializer,
-        responses=with_errors({200: SessionSerializer}, *WRITE_ERRORS),
+        responses=with_errors({200: SessionSerializer}, *WRITE_ERRORS, 409),  # archiving a busy chat
     )
     async def patch(self, request: Request, session: str) -> Response:
         return await db(_rename)(request, session)
