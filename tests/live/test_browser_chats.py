@@ -207,9 +207,11 @@ def test_recent_chats_sit_beside_the_conversation_on_a_wide_screen(page):
     new_chat(page)
     rename(page, "Wide chat")
     expect(heading(page)).to_have_text("Wide chat")
+    recent = page.locator("#recent-chats")
+    # The open chat's entry follows its heading without a reload.
+    expect(recent.get_by_role("link", name=re.compile("Wide chat"))).to_have_attribute("aria-current", "page")
     page.reload()
     expect(page.get_by_role("button", name="Recent chats")).to_be_hidden()
-    recent = page.locator("#recent-chats")
     expect(recent.get_by_role("link", name=re.compile("Wide chat"))).to_have_attribute("aria-current", "page")
     sidebar = page.locator("#chat-sidebar").bounding_box()
     log = page.locator("#chat-log").bounding_box()
