@@ -31,19 +31,22 @@ from planner.serializers import (
     AnsweredSerializer,
     AnswerSerializer,
     ChatUsageSerializer,
+    MessageEditSerializer,
     MessageSendSerializer,
     MessageSentSerializer,
+    RedoneSerializer,
+    SessionChangeSerializer,
     SessionCreateSerializer,
     SessionFilterSerializer,
     SessionListedSerializer,
-    SessionRenameSerializer,
     SessionSerializer,
     StopSerializer,
     TranscriptSerializer,
     UsageFilterSerializer,
     UsageSerializer,
 )
-from planner.services.chats import session_archive, session_rename
+from planner.services.chats import human_title, session_archive, session_rename, session_unarchive
+from planner.services.resend import Redone
 from planner.services.sessions import session_create
 from planner.services.spend import chat_usage, project_today, usage_rows_priced
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
@@ -56,14 +59,16 @@ class SessionListApi(BalletApi):
     scopes = {"GET": Scope.PLAN}  # a planner session is the plan scope's, read or written
 
     @extend_schema(
-        summary="Your planner sessions, most recent first (archived ones left out)",
+        summary="Your planner sessions, most recent first (archived: only the archived ones)",
         parameters=[SessionFilterSerializer],
         responses=with_errors({200: SessionListedSerializer(many=True)}, *READ_ERRORS),
     )
     def get(self, request: Request) -> Response:
         filters = parse(SessionFilterSerializer, request.query_params)
         project = project_for(request, filters["project"], TRACKER_READ) if filters.get("project") else None
-        listed = session_list(user=caller(request), project=project, query=filters.get("q", ""))
+        listed = session_list(
+            user=caller(request), project=project, query=filters.get("q", ""), archived=filters["archived"]
+        )
         return self.paginated(listed, SessionListedSerializer)
 
     @extend_schema(
@@ -96,12 +101,13 @@ class SessionDetailApi(AsyncBalletApi):
         return await db(_transcript)(request, found)
 
     @extend_schema(
-        summary="Rename your session",
+        summary="Rename your session, or archive or unarchive it",
         description="Only the session's owner (with planner.chat) may; to anyone else it does not exist. "
         "The title is stripped and must be 1 to 200 characters without control characters. The planner "
-        "never replaces a title a human gave.",
-        request=SessionRenameSerializer,
-        responses=with_errors({200: SessionSerializer}, *WRITE_ERRORS),
+        "never replaces a title a human gave. archived false brings an archived session back (listed, "
+        "and it takes messages again); true archives it as DELETE does.",
+        request=SessionChangeSerializer,
+        responses=with_errors({200: SessionSerializer}, *WRITE_ERRORS, 409),  # archiving a busy chat
     )
     async def patch(self, request: Request, session: str) -> Response:
         return await db(_rename)(request, session)
@@ -137,9 +143,17 @@ def _transcript(request: Request, found: Session) -> Response:
 
 def _rename(request: Request, session: str) -> Response:
     found = _owned(request, session)
-    data = parse(SessionRenameSerializer, request.data)
-    renamed = session_rename(session_id=found.pk, user=caller(request), title=data["title"])
-    return Response(SessionSerializer(renamed).data)
+    data = parse(SessionChangeSerializer, request.data)
+    user = caller(request)
+    if "title" in data:
+        human_title(data["title"])  # refused before anything changes
+    if data.get("archived") is False:
+        found = session_unarchive(session_id=found.pk, user=user)
+    elif data.get("archived") is True:
+        found = session_archive(session_id=found.pk, user=user)
+    if "title" in data:
+        found = session_rename(session_id=found.pk, user=user, title=data["title"])
+    return Response(SessionSerializer(found).data)
 
 
 def _archive(request: Request, session: str) -> Response:
@@ -183,6 +197,44 @@ class SessionMessageApi(AsyncBalletApi):
             "seq": begin.message.seq if begin.message else None,
         }
         return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionRetryApi(AsyncBalletApi):
+    @extend_schema(
+        summary="Retry the session's last turn, which failed or was stopped",
+        description="Starts a new turn answering the history as it stands, without a new message: the "
+        "unfinished answer the failed or stopped turn kept is superseded (kept in the transcript, no "
+        "longer sent to the model). Only the owner, as for sending; refused (409 not_retryable) while a "
+        "turn runs or waits, or when the last turn completed. Answers 202 at once.",
+        request=None,
+        responses=with_errors({202: RedoneSerializer}, *WRITE_ERRORS, 409, 429, 503),
+    )
+    async def post(self, request: Request, session: str) -> Response:
+        found = await db(session_get)(user=caller(request), session_id=session)
+        return _redone(await runner.retry(session_id=found.pk, user=caller(request)))
+
+
+class SessionEditApi(AsyncBalletApi):
+    @extend_schema(
+        summary="Edit your last message, which nothing answered, and send it again",
+        description="seq names your last message; while the session is idle and no answer of the planner "
+        "follows it (its turn failed or was stopped before the planner wrote), it is superseded (kept in "
+        "the transcript, no longer sent to the model) and text starts a new turn. Refused (409 "
+        "not_editable) while a turn runs or waits, when seq is not your last message, or once the "
+        "planner answered it. Answers 202 at once.",
+        request=MessageEditSerializer,
+        responses=with_errors({202: RedoneSerializer}, *WRITE_ERRORS, 409, 429, 503),
+    )
+    async def post(self, request: Request, session: str) -> Response:
+        found, data = await db(_found_with)(request, session, MessageEditSerializer)
+        user = caller(request)
+        return _redone(await runner.edit(session_id=found.pk, user=user, seq=data["seq"], text=data["text"]))
+
+
+def _redone(done: Redone) -> Response:
+    message = done.begin.message
+    body = {"turn": done.begin.turn, "seq": message.seq if message else None, "superseded": done.superseded}
+    return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
 class SessionStopApi(AsyncBalletApi):
@@ -257,8 +309,10 @@ __all__ = [
     "ProjectUsageApi",
     "SessionAnswerApi",
     "SessionDetailApi",
+    "SessionEditApi",
     "SessionListApi",
     "SessionMessageApi",
+    "SessionRetryApi",
     "SessionStopApi",
     "SessionUsageApi",
 ]

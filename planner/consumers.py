@@ -9,8 +9,9 @@ it) — and 4429 for a connection that keeps sending
 too many frames. 4503 says the live channel (Redis) is unavailable, or
 this server lost it for a moment, and 4500 that watching failed otherwise:
 the page reloads the transcript and reconnects. A bad frame gets an ``error``
-frame; the connection stays open. Client frames: ``message``, ``stop``, ``answer`` and
-``retract`` (take back the last steering message the planner has not read yet). Turns
+frame; the connection stays open. Client frames: ``message``, ``stop``, ``answer``,
+``retract`` (take back the last steering message the planner has not read yet), ``retry`` (run
+a failed or stopped last turn again) and ``edit`` (replace the last message nothing answered). Turns
 started here belong to the runner: a disconnect ends only the watching.
 """
 
@@ -52,6 +53,7 @@ CLOSE_TOO_MANY_FRAMES = 4429
 CLOSE_UNAVAILABLE = 4503
 CLOSE_FAILED = 4500  # (daphne sends only 1000 and 3000-4999: 1011 would never reach the page)
 MAX_FRAME_BYTES = 4 * MAX_MESSAGE_CHARS + 1024
+FRAME_TYPES = ("message", "stop", "retract", "retry", "edit", "answer")
 
 Verdict = Literal["accept", "refuse", "drop", "close"]
 
@@ -177,14 +179,7 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
         # The runner reads the user's access as it is now (not as it was when the socket opened)
         # and refuses a frame of someone who lost it; the socket then closes saying why.
         try:
-            if frame["type"] == "message":
-                await runner.send(session_id=self.session_id, user=self.user, text=frame["text"])
-            elif frame["type"] == "answer":
-                await self._answer(frame)
-            elif frame["type"] == "retract":
-                await runner.retract(session_id=self.session_id, user=self.user)
-            else:
-                await runner.stop(session_id=self.session_id, user=self.user)
+            await self._act(frame)
         except (NotFoundError, PermissionDeniedError) as exc:
             refusal = await hub.guard.check(self.grant)
             if refusal is not None:
@@ -193,6 +188,22 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
                 await self._error(exc.code, exc.message)
         except BalletError as exc:
             await self._error(exc.code, exc.message)
+
+    async def _act(self, frame: dict[str, Any]) -> None:
+        session_id, user = self.session_id, self.user
+        match frame["type"]:
+            case "message":
+                await runner.send(session_id=session_id, user=user, text=frame["text"])
+            case "answer":
+                await self._answer(frame)
+            case "retract":
+                await runner.retract(session_id=session_id, user=user)
+            case "retry":
+                await runner.retry(session_id=session_id, user=user)
+            case "edit":
+                await runner.edit(session_id=session_id, user=user, seq=frame["seq"], text=frame["text"])
+            case _:
+                await runner.stop(session_id=session_id, user=user)
 
     async def _answer(self, frame: dict[str, Any]) -> None:
         resolution = await runner.answer(
@@ -228,10 +239,11 @@ def _parse(text_data: str | None) -> tuple[dict[str, Any], tuple[str, str] | Non
         frame = json.loads(text_data)
     except (ValueError, RecursionError):  # nested too deeply is not valid JSON either
         return {}, ("invalid_json", "The frame is not valid JSON (or is nested too deeply).")
-    if not isinstance(frame, dict) or frame.get("type") not in ("message", "stop", "retract", "answer"):
+    if not isinstance(frame, dict) or frame.get("type") not in FRAME_TYPES:
         return {}, (
             "unknown_type",
-            'A frame is {"type": "message", "text": ...}, {"type": "stop"}, {"type": "retract"} or '
+            'A frame is {"type": "message", "text": ...}, {"type": "stop"}, {"type": "retract"}, '
+            '{"type": "retry"}, {"type": "edit", "seq": ..., "text": ...} or '
             '{"type": "answer", "request": ..., "text" or "approve": ...}.',
         )
     match frame["type"]:
@@ -239,22 +251,37 @@ def _parse(text_data: str | None) -> tuple[dict[str, Any], tuple[str, str] | Non
             problem = _answer_problem(frame)
         case "message":
             problem = _text_problem(frame.get("text"))
-        case "retract":
-            problem = _retract_problem(frame)
+        case "retract" | "retry":
+            problem = _bare_problem(frame)
+        case "edit":
+            problem = _edit_problem(frame)
         case _:
             problem = None
     return (frame, None) if problem is None else ({}, problem)
 
 
-def _retract_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
-    """A retract frame names nothing: it takes back the sender's last queued message, whichever."""
+def _bare_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
+    """A retract frame names nothing: it takes back the sender's last queued message, whichever;
+    a retry frame neither: it runs the session's last turn again."""
     unknown = sorted(set(frame) - {"type"})
-    if unknown:
+    if not unknown:
+        return None
+    if frame["type"] == "retract":
         return (
             "invalid",
             f"A retract frame has no field {unknown[0]!r}: it takes back your last queued message.",
         )
-    return None
+    return ("invalid", f"A retry frame has no field {unknown[0]!r}: it runs the chat's last turn again.")
+
+
+def _edit_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
+    unknown = sorted(set(frame) - {"type", "seq", "text"})
+    if unknown:
+        return ("invalid", f"An edit frame has no field {unknown[0]!r}.")
+    seq = frame.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        return ("invalid", "An edit frame names the message it edits: its seq, a positive integer.")
+    return _text_problem(frame.get("text"))
 
 
 def _answer_problem(frame: dict[str, Any]) -> tuple[str, str] | None:

@@ -62,6 +62,9 @@ class Session(models.Model):
     # Every request of the paused turn is answered, but the running-turn limits keep it from
     # resuming: it resumes, oldest first, as soon as a turn frees up.
     resume_waiting = models.BooleanField(default=False)
+    # The session's last message seq when a message was last superseded (an edit, a retry): a
+    # history a process kept from before then may still hold it, and is read again.
+    superseded_through = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -94,6 +97,9 @@ class Message(models.Model):
     content = models.JSONField(encoder=NulFreeJSONEncoder)  # what the model wrote: no NUL reaches jsonb
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     turn = models.IntegerField()
+    # Kept for the audit trail but no longer sent to the model: a human message edited and sent
+    # again, or the unfinished answer a retry replaces (docs/protocol.md#retry-and-edit).
+    superseded = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -12,5 +12,10 @@ urlpatterns: list[URLPattern] = [
         pages.question_answer,
         name="planner-question-answer",
     ),
+    path(
+        "projects/<str:key>/chat/<uuid:session>/unarchive/",
+        pages.chat_unarchive,
+        name="planner-chat-unarchive",
+    ),
     path("projects/<str:key>/refs/", pages.refs, name="planner-refs"),
 ]

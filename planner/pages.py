@@ -23,6 +23,7 @@ from planner.models import QuestionStatus, Session
 from planner.refs import refs_resolve
 from planner.selectors import session_get, session_list, session_waiting_count
 from planner.services.agent_questions import question_answer_human
+from planner.services.chats import session_unarchive
 from planner.services.human_requests import may_decide
 from planner.services.sessions import MAX_TITLE, session_create
 from planner.services.spend import daily_usage, project_today
@@ -43,6 +44,7 @@ from tracker.permissions import (
 )
 
 MAX_LISTED = 100
+RECENT_CHATS = 15  # in the chat page's sidebar
 USAGE_DAYS = 30  # the usage chart's days, today included
 
 
@@ -59,12 +61,14 @@ def chat_list(request: HttpRequest, key: str) -> HttpResponse:
         return HttpResponseRedirect(reverse("planner-chat", args=[project.key, session.pk]))
     project = page_project(user, key)
     query = request.GET.get("q", "").replace("\x00", "")[:MAX_TITLE]
-    listed = session_list(user=user, project=project, query=query)
+    archived = request.GET.get("archived") == "1"  # the archived chats, to unarchive one
+    listed = session_list(user=user, project=project, query=query, archived=archived)
     listed = listed.select_related("question__asker", "question__item")
     sessions = list(listed.order_by("-waiting", "-updated_at")[: MAX_LISTED + 1])
     context = {
         "project": project,
         "query": query.strip(),
+        "archived": archived,
         "sessions": sessions[:MAX_LISTED],
         "waiting": session_waiting_count(user=user, project=project),
         "more": len(sessions) > MAX_LISTED,
@@ -103,8 +107,30 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
         "changesets_api": reverse("tracker-api:changeset-list", args=[project.key]),
         "api_url": reverse("planner-api:session-detail", kwargs={"session": str(found.pk)}),
         "ws_path": f"/ws/planner/sessions/{found.pk}/",
+        "recent": _recent(user, project),
     }
     return render(request, "planner/chat.html", context)
+
+
+def _recent(user: User, project: Project) -> list[Session]:
+    """The chat page's sidebar: the chats of the chat list (one query however many), those
+    waiting for the reader first."""
+    listed = session_list(user=user, project=project).select_related("question__asker")
+    return list(listed.order_by("-waiting", "-updated_at")[:RECENT_CHATS])
+
+
+@require_POST
+@login_required
+def chat_unarchive(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
+    """Bring an archived chat back (its owner, with ``planner.chat``), then open it."""
+    user = page_user(request)
+    project = page_project(user, key, PLANNER_CHAT)
+    found = _session(user, project, session)
+    try:
+        session_unarchive(session_id=found.pk, user=user)
+    except NotFoundError as exc:  # someone else's chat: as for renaming, it does not exist for them
+        raise Http404(exc.message) from exc
+    return HttpResponseRedirect(reverse("planner-chat", args=[project.key, found.pk]))
 
 
 @require_GET

@@ -45,11 +45,14 @@ from tracker.permissions import (
 from tracker.selectors import project_planner_config
 
 
-def session_list(*, user: AnyUser, project: Project | None = None, query: str = "") -> QuerySet[Session]:
+def session_list(
+    *, user: AnyUser, project: Project | None = None, query: str = "", archived: bool = False
+) -> QuerySet[Session]:
     """The user's own sessions in projects they can still read, and the question sub-chats of
-    projects where they may chat (docs/domain.md), archived ones left out; ``query`` keeps those whose
-    title contains it (any case); ``waiting``: a request there waits for them."""
-    qs = sessions_visible(user=user).filter(archived_at__isnull=True)
+    projects where they may chat (docs/domain.md), archived ones left out (with ``archived``: only
+    those); ``query`` keeps those whose title contains it (any case); ``waiting``: a request there
+    waits for them."""
+    qs = sessions_visible(user=user).filter(archived_at__isnull=not archived)
     if project is not None:
         qs = qs.filter(project=project)
     if query.strip():
@@ -144,6 +147,8 @@ class TurnSetup:
     approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval
     question_id: int | None = None  # the question of a question's sub-chat
     shared: Reader | None = None  # a question's sub-chat: what its tools act with (session_reader)
+    # The session's last stored message: the history's last, unless a retry superseded that one.
+    last_seq: int = 0
 
 
 def session_reader(*, session: Session) -> Reader | None:
@@ -194,6 +199,7 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         approve_tools=config.approve_tools,
         question_id=session.question_id,
         shared=session_reader(session=session),
+        last_seq=session.last_message_seq,
     )
 
 
@@ -249,6 +255,8 @@ def _still_lines_up(kept: Kept, session: Session) -> bool:
         kept.history.summary_up_to == session.summary_up_to
         and kept.history.summary == session.summary
         and kept.last_seq <= session.last_message_seq
+        # Kept before a message was superseded, it may hold it (docs/protocol.md#retry-and-edit).
+        and (session.superseded_through == 0 or kept.last_seq > session.superseded_through)
     )
 
 
@@ -263,7 +271,8 @@ def _history_read(session: Session) -> History:
 
 
 def _chat_messages(session_id: uuid.UUID, *, after: int) -> list[ChatMessage]:
-    rows = Message.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")
+    """The messages after ``after`` the model is sent: superseded ones left out."""
+    rows = Message.objects.filter(session_id=session_id, seq__gt=after, superseded=False).order_by("seq")
     return [
         ChatMessage(
             role="assistant" if role == "assistant" else "user",
@@ -285,6 +294,7 @@ def transcript(*, session: Session) -> dict[str, Any]:
             "turn": m.turn,
             "author": m.author.username if m.author else None,
             "content": m.content,
+            "superseded": m.superseded,
             "created_at": m.created_at,
         }
         for m in session.messages.select_related("author").order_by("seq")

@@ -9,7 +9,13 @@ from rest_framework import serializers
 from planner.models import Question, QuestionStatus, Session
 from planner.services.agent_questions import MAX_IDEMPOTENCY_KEY, MAX_QUESTION_CHARS, MAX_WAIT_SECONDS
 from planner.services.sessions import MAX_MESSAGE_CHARS, MAX_TITLE
-from tracker.serializers import StrictCharField, StrictSerializer, no_nul_characters
+from tracker.serializers import (
+    MAX_INT,
+    StrictCharField,
+    StrictIntegerField,
+    StrictSerializer,
+    no_nul_characters,
+)
 
 
 class SessionSerializer(serializers.Serializer[Session]):
@@ -34,12 +40,30 @@ class SessionSerializer(serializers.Serializer[Session]):
     )
 
 
-class SessionRenameSerializer(StrictSerializer):
+class StrictBooleanField(serializers.BooleanField):
+    """A BooleanField that takes JSON true and false only, never "yes", 1 or "on"."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class SessionChangeSerializer(StrictSerializer):
     title = StrictCharField(
+        required=False,
         trim_whitespace=False,
         allow_blank=True,  # told apart, with the other rules, by planner.services.chats.human_title
-        help_text="1 to 200 characters once stripped, one line, no control characters.",
+        help_text="Renames: 1 to 200 characters once stripped, one line, no control characters.",
     )
+    archived = StrictBooleanField(
+        required=False, help_text="false unarchives the session; true archives it, as DELETE does."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError({"title": ["Send a title, archived, or both."]})
+        return attrs
 
 
 class SessionCreateSerializer(StrictSerializer):
@@ -52,6 +76,9 @@ class SessionCreateSerializer(StrictSerializer):
 
 class SessionFilterSerializer(serializers.Serializer[Any]):
     project = serializers.CharField(required=False, allow_blank=True, max_length=10)
+    archived = serializers.BooleanField(
+        required=False, default=False, help_text="true: only the archived sessions (to unarchive one)."
+    )
     q = serializers.CharField(
         required=False, allow_blank=True, max_length=MAX_TITLE, help_text="Titles containing this (any case)."
     )
@@ -82,15 +109,6 @@ class AnsweredSerializer(serializers.Serializer[Any]):
         help_text="Every request is answered, but the running-turn limits keep the turn from resuming "
         "yet: why. It resumes as soon as a turn frees up.",
     )
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A BooleanField that takes JSON true and false only, never "yes", 1 or "on"."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
 
 
 class QuestionSerializer(serializers.Serializer[Question]):
@@ -177,6 +195,21 @@ class MessageSentSerializer(serializers.Serializer[Any]):
     meaning = serializers.ChoiceField(choices=["started", "steered", "continued"])
     turn = serializers.IntegerField()
     seq = serializers.IntegerField(allow_null=True)
+
+
+class MessageEditSerializer(StrictSerializer):
+    seq = StrictIntegerField(min_value=1, max_value=MAX_INT, help_text="The message to edit: your last one.")
+    text = StrictCharField(
+        max_length=MAX_MESSAGE_CHARS, trim_whitespace=False, validators=[no_nul_characters]
+    )
+
+
+class RedoneSerializer(serializers.Serializer[Any]):
+    turn = serializers.IntegerField(help_text="The turn it started.")
+    seq = serializers.IntegerField(allow_null=True, help_text="The new message (an edit); null for a retry.")
+    superseded = serializers.ListField(
+        child=serializers.IntegerField(), help_text="The messages no longer sent to the model (kept)."
+    )
 
 
 class StopSerializer(serializers.Serializer[Any]):

@@ -168,6 +168,16 @@ class SteerRetractedFrame(_Envelope):
     text: str
 
 
+class SupersededFrame(_Envelope):
+    """Messages of the transcript the model is no longer sent (kept for the audit trail): the
+    human message its owner ``edited`` and sent again, or the unfinished answer a retry
+    replaces (``retried``); the frames of the new turn follow."""
+
+    type: Literal["superseded"]
+    seqs: list[int]
+    reason: Literal["edited", "retried"]
+
+
 class TitleFrame(_Envelope):
     """The planner named the chat (after its first turn, unless a human named it)."""
 
@@ -198,6 +208,7 @@ Frame: TypeAlias = (
     | RequestResolvedFrame
     | ChangesetFrame
     | SteerRetractedFrame
+    | SupersededFrame
     | TitleFrame
     | ErrorFrame
 )
@@ -291,6 +302,10 @@ def steer_retracted(*, text: str) -> SteerRetractedFrame:
     return {"type": "steer_retracted", "text": text}
 
 
+def superseded(*, seqs: list[int], reason: Literal["edited", "retried"]) -> SupersededFrame:
+    return {"type": "superseded", "seqs": seqs, "reason": reason}
+
+
 def title(*, title: str) -> TitleFrame:
     return {"type": "title", "title": title}
 
@@ -348,6 +363,7 @@ def wire(frame: Frame) -> str:
             | "request_resolved"
             | "changeset"
             | "steer_retracted"
+            | "superseded"
             | "title"
         ):
             body = {k: v for k, v in frame.items() if k != "origin"}

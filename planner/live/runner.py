@@ -34,8 +34,9 @@ from planner.live.inbox import Seen
 from planner.live.turns import LiveTurn
 from planner.models import Question, SessionState
 from planner.selectors import TurnSetup, session_get, work_waiting
-from planner.services import agent_questions, human_requests, sessions
+from planner.services import agent_questions, human_requests, resend, sessions
 from planner.services.human_requests import Resolution
+from planner.services.resend import Redone
 from planner.services.sessions import Begin, TurnsFullError
 from tracker.errors import BalletError, NotFoundError, UnavailableError
 from tracker.models import Project
@@ -89,17 +90,41 @@ class Runner:
         message is refused (503) and nothing is written.
         """
         text = sessions.check_text(text)
+        begun = functools.partial(
+            sessions.session_begin,
+            session_id=session_id,
+            user=user,
+            text=text,
+            question=question,
+            reply=human_requests.requests_reply,
+        )
+        begin, live = await self._beginning(session_id, user, begun)
+        if live is None:
+            steered = self.hub.turns.get(session_id)
+            if steered is not None:
+                steered.steered()  # deliver at the very next model call
+            return begin
+        first = list(begin.frames)
+        if begin.message is not None:
+            kind = "continue" if begin.meaning == "continued" else "human"
+            first.insert(
+                0,
+                frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind),
+            )
+        await self._start(live, begin, first)
+        return begin
+
+    async def _beginning(
+        self, session_id: uuid.UUID, user: User, begun: Callable[[], Begin]
+    ) -> tuple[Begin, LiveTurn | None]:
+        """``begun`` (a service giving a human's action its meaning) on the database threads,
+        serving the session and claiming it here first; the turn it opened, registered here,
+        unless it only steered the running one."""
         await self.hub.relay.serve(session_id)
         live = None
         self.hub.turns.claim(session_id)  # before the commit, so nobody takes the new turn for dead
         try:
-            begin: Begin = await db(sessions.session_begin)(
-                session_id=session_id,
-                user=user,
-                text=text,
-                question=question,
-                reply=human_requests.requests_reply,
-            )
+            begin: Begin = await db(begun)()
             if begin.recovered:
                 await self.hub.publish(session_id, [sessions.recovered_frame()])
             if begin.meaning != "steered":
@@ -115,20 +140,7 @@ class Runner:
             self.hub.turns.release(session_id)
             if live is None:
                 await self.hub.relay.unserve(session_id)
-        if live is None:
-            steered = self.hub.turns.get(session_id)
-            if steered is not None:
-                steered.steered()  # deliver at the very next model call
-            return begin
-        first = list(begin.frames)
-        if begin.message is not None:
-            kind = "continue" if begin.meaning == "continued" else "human"
-            first.insert(
-                0,
-                frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind),
-            )
-        await self._start(live, begin, first)
-        return begin
+        return begin, live
 
     async def _start(self, live: LiveTurn, begin: Begin, first: list[Frame]) -> None:
         """Send ``first`` to the watchers, then run the turn ``begin`` opened, as a task of its own."""
@@ -247,6 +259,41 @@ class Runner:
         text: str = await db(sessions.steering_retract)(session_id=session_id, user=user)
         await self.hub.publish(session_id, [frames.steer_retracted(text=text)])
         return text
+
+    # ------------------------------------------------------------------ retry, edit
+
+    async def retry(self, *, session_id: uuid.UUID, user: User) -> Redone:
+        """Run the session's failed or stopped last turn again (``services/resend.py``): watchers
+        hear what it superseded, then the new turn."""
+        retried = functools.partial(resend.session_retry, session_id=session_id, user=user)
+        return await self._redo(session_id, user, retried, text="")
+
+    async def edit(self, *, session_id: uuid.UUID, user: User, seq: Any, text: Any) -> Redone:
+        """Put ``text`` in place of the human's last message ``seq``, which nothing answered, and
+        start its turn (``services/resend.py``)."""
+        text = sessions.check_text(text)
+        edited = functools.partial(resend.session_edit, session_id=session_id, user=user, seq=seq, text=text)
+        return await self._redo(session_id, user, edited, text=text)
+
+    async def _redo(
+        self, session_id: uuid.UUID, user: User, redo: Callable[[], Redone], *, text: str
+    ) -> Redone:
+        done: list[Redone] = []
+
+        def begun() -> Begin:
+            done.append(redo())
+            return done[0].begin
+
+        begin, live = await self._beginning(session_id, user, begun)
+        assert live is not None  # a retry or an edit never steers
+        first: list[Frame] = []
+        if done[0].superseded:
+            first.append(frames.superseded(seqs=done[0].superseded, reason=done[0].reason))
+        if begin.message is not None:
+            author = user.get_username()
+            first.append(frames.user_message(seq=begin.message.seq, text=text, author=author, kind="human"))
+        await self._start(live, begin, first)
+        return done[0]
 
     # ------------------------------------------------------------------ agents' questions
 

@@ -80,7 +80,7 @@ class SessionIO(TurnIO):
             shared=setup.shared,
         )
         self.records = sessions.StepRecords(project_id=setup.project.pk)
-        self.last_seq = setup.history.messages[-1].seq if setup.history.messages else 0
+        self.last_seq = setup.last_seq  # each save checks that nothing was stored since
         self.ended = False  # the last answer's save ended the turn
 
     async def inputs(self) -> list[ChatMessage]:

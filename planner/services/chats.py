@@ -1,4 +1,5 @@
-"""Naming and archiving chats (docs/protocol.md): the owner renames or archives, the planner proposes.
+"""Naming and archiving chats (docs/protocol.md): the owner renames, archives or unarchives, the
+planner proposes.
 
 A chat's title has a source: none (the first words of its first message, set when
 the first turn starts), ``human`` (given at creation or by a rename) or ``planner``
@@ -7,7 +8,7 @@ replaced by a proposal: the proposal is stored with one conditional UPDATE, so a
 rename that lands while the title call is in flight wins.
 
 Archiving hides a chat from every list; its transcript stays readable by its URL
-and over REST (the audit trail), and it takes no more messages.
+and over REST (the audit trail), and it takes no more messages. Unarchiving undoes it.
 """
 
 from __future__ import annotations
@@ -101,6 +102,18 @@ def session_archive(*, session_id: uuid.UUID, user: User) -> Session:
     if HumanRequest.objects.filter(session=session, status=RequestStatus.PENDING).exists():
         raise InvalidStateError("The planner waits for an answer in this chat: answer it before archiving.")
     session.archived_at = timezone.now()
+    session.save(update_fields=["archived_at", "updated_at"])
+    return session
+
+
+@transaction.atomic
+def session_unarchive(*, session_id: uuid.UUID, user: User) -> Session:
+    """Bring an archived chat back (its owner only): listed again, and it takes messages again.
+    Unarchiving a chat that is not archived changes nothing."""
+    session = _owned(session_id, user)
+    if session.archived_at is None:
+        return session
+    session.archived_at = None
     session.save(update_fields=["archived_at", "updated_at"])
     return session
 

@@ -218,13 +218,21 @@ def session_begin(
 
 
 def _run_here(
-    session: Session, history: History, first: ChatMessage, author: User | None, *, also: tuple[str, ...]
-) -> ChatMessage:
+    session: Session,
+    history: History,
+    first: ChatMessage | None,
+    author: User | None,
+    *,
+    also: tuple[str, ...],
+) -> ChatMessage | None:
     """Store ``first`` (and the change notes since the session last looked) as the turn's next
     messages, in the session and its ``history``, and make this process the turn's runner; the
-    row is saved with the fields in ``also``. The caller holds the session's row lock."""
-    stored = _append(session, first, session.turn_count, author)
-    history.messages.append(stored)
+    row is saved with the fields in ``also``. The caller holds the session's row lock. A retry
+    has no ``first``: its turn answers the history as it stands."""
+    stored = None
+    if first is not None:
+        stored = _append(session, first, session.turn_count, author)
+        history.messages.append(stored)
     if session.project.organization.activity_seq > session.last_seen_seq:
         history.messages.extend(m for m, _ in _append_notes(session, session.turn_count, session.focus))
     session.state = SessionState.RUNNING
@@ -235,19 +243,17 @@ def _run_here(
     return stored
 
 
-def _open(session: Session, history: History, *, continued: bool) -> TurnSetup:
+def _open(session: Session, history: History, *, continued: bool, retry: bool = False) -> TurnSetup:
     """Record ``turn_started`` (with the skill versions of its prompt); the turn's setup."""
     setup = turn_setup(session=session, history=history)
-    Event.objects.create(
-        session=session,
-        kind="turn_started",
-        turn=session.turn_count,
-        data={
-            "continued": continued,
-            "skills": [{"name": n, "version": v} for n, v in setup.skills],
-            "model": setup.settings.model,
-        },
-    )
+    data: dict[str, Any] = {
+        "continued": continued,
+        "skills": [{"name": n, "version": v} for n, v in setup.skills],
+        "model": setup.settings.model,
+    }
+    if retry:
+        data["retry"] = True
+    Event.objects.create(session=session, kind="turn_started", turn=session.turn_count, data=data)
     return setup
 
 

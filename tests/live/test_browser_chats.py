@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.fakes.messages_api import TextReply
+from tests.fakes.messages_api import HangReply, TextReply
 from tests.live.chat_page import CHAT_URL, assistant, new_chat, send
+from tests.live.conftest import VIEWPORTS
 
 pytestmark = pytest.mark.browser
 
@@ -121,3 +122,127 @@ def test_search_the_chat_list_by_title(page):
     page.get_by_role("link", name="Show all chats").click()
     expect(page.get_by_role("link", name=re.compile("Something else"))).to_be_visible()
     assert CHAT_URL.search(page.url) is None
+
+
+def test_an_archived_chat_is_found_among_the_archived_and_unarchived(page, script):
+    script.on("bring-back", TextReply("Back in business."))
+    new_chat(page)
+    rename(page, "Chat to bring back")
+    expect(heading(page)).to_have_text("Chat to bring back")
+    chat_url = page.url
+    page.get_by_role("button", name="Archive", exact=True).click()
+    page.get_by_role("button", name="Yes, archive it").click()
+    page.wait_for_url(LIST_URL)
+    expect(page.get_by_role("link", name=re.compile("Chat to bring back"))).to_have_count(0)
+
+    page.get_by_role("link", name="Archived chats").click()
+    expect(page).to_have_url(re.compile(r"\?archived=1$"))
+    expect(page.get_by_role("link", name=re.compile("Chat to bring back"))).to_be_visible()
+    page.get_by_role("button", name="Unarchive Chat to bring back").click()
+    page.wait_for_url(chat_url)
+    expect(page.get_by_text("This chat was archived on")).to_have_count(0)
+    send(page, "bring-back: are you there?")
+    expect(assistant(page)).to_have_text("Back in business.")
+    page.goto("/projects/DEMO/chat/")
+    expect(page.get_by_role("link", name=re.compile("Chat to bring back"))).to_be_visible()
+
+
+def test_an_archived_chats_own_page_unarchives_it(page):
+    new_chat(page)
+    chat_url = page.url
+    page.get_by_role("button", name="Archive", exact=True).click()
+    page.get_by_role("button", name="Yes, archive it").click()
+    page.wait_for_url(LIST_URL)
+    page.goto(chat_url)
+    expect(page.get_by_label("Message to the planner")).to_have_count(0)
+    page.get_by_role("button", name="Unarchive").click()
+    page.wait_for_url(chat_url)
+    expect(page.get_by_label("Message to the planner")).to_be_visible()
+
+
+def phone(browser: Any, server: Any, signed_in: str) -> Any:
+    context = browser.new_context(base_url=server.url, storage_state=signed_in, viewport=VIEWPORTS["375"])
+    context.set_default_timeout(10_000)
+    return context
+
+
+def test_recent_chats_fold_behind_a_button_on_a_phone(browser, server, signed_in):
+    context = phone(browser, server, signed_in)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    new_chat(tab)
+    rename(tab, "Phone chat one")
+    new_chat(tab)
+    rename(tab, "Phone chat two")
+    expect(heading(tab)).to_have_text("Phone chat two")
+    tab.reload()  # the sidebar is the page's as it loaded: with both titles now
+
+    toggle = tab.get_by_role("button", name="Recent chats")
+    recent = tab.locator("#recent-chats")
+    expect(recent).to_be_hidden()
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    toggle.focus()
+    tab.keyboard.press("Enter")
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    expect(recent).to_be_visible()
+    current = recent.get_by_role("link", name=re.compile("Phone chat two"))
+    expect(current).to_have_attribute("aria-current", "page")
+    other = recent.get_by_role("link", name=re.compile("Phone chat one"))
+    expect(other).not_to_have_attribute("aria-current", "page")
+    tab.keyboard.press("Tab")  # into the list, by keyboard
+    tab.keyboard.press("Escape")
+    expect(recent).to_be_hidden()
+    expect(toggle).to_be_focused()
+    assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")  # no sideways scroll
+
+    toggle.click()
+    other.click()
+    expect(heading(tab)).to_have_text("Phone chat one")
+    context.close()
+    assert not errors, errors
+
+
+def test_recent_chats_sit_beside_the_conversation_on_a_wide_screen(page):
+    new_chat(page)
+    rename(page, "Wide chat")
+    expect(heading(page)).to_have_text("Wide chat")
+    recent = page.locator("#recent-chats")
+    # The open chat's entry follows its heading without a reload.
+    expect(recent.get_by_role("link", name=re.compile("Wide chat"))).to_have_attribute("aria-current", "page")
+    page.reload()
+    expect(page.get_by_role("button", name="Recent chats")).to_be_hidden()
+    expect(recent.get_by_role("link", name=re.compile("Wide chat"))).to_have_attribute("aria-current", "page")
+    sidebar = page.locator("#chat-sidebar").bounding_box()
+    log = page.locator("#chat-log").bounding_box()
+    assert sidebar is not None
+    assert log is not None
+    assert sidebar["x"] + sidebar["width"] <= log["x"]  # beside it, not above it
+
+
+def test_one_send_or_stop_button_on_a_phone(browser, server, signed_in, script):
+    script.on(
+        "phone-stop", HangReply(None, after_deltas=1, reply=TextReply(chunks=["Thinking hard. ", "Done."]))
+    )
+    context = phone(browser, server, signed_in)
+    tab = context.new_page()
+    new_chat(tab)
+    send_button = tab.get_by_role("button", name="Send")
+    stop_button = tab.get_by_role("button", name="Stop")
+    expect(send_button).to_be_visible()
+    expect(stop_button).to_be_hidden()
+    send(tab, "phone-stop: think")
+    expect(assistant(tab)).to_have_text("Thinking hard.")
+    expect(stop_button).to_be_visible()
+    expect(send_button).to_be_hidden()
+    stop_button.click()
+    expect(tab.locator("#chat-log .notice-line.stopped")).to_have_text("Stopped")
+    expect(send_button).to_be_visible()
+    expect(stop_button).to_be_hidden()
+    context.close()
+
+
+def test_both_buttons_on_a_wide_screen(page):
+    new_chat(page)
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    expect(page.get_by_role("button", name="Stop")).to_be_visible()

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.sync_api import expect
 
-from tests.fakes.messages_api import TextReply
+from tests.fakes.messages_api import ErrorReply, TextReply, message_text
 from tests.live.chat_page import assistant, new_chat, send
 
 pytestmark = pytest.mark.browser
@@ -443,3 +443,74 @@ def test_messages_say_when_they_were_sent_and_the_times_move_on(browser, server,
         assert all(text.startswith("yesterday ") for text in expected) or now.hour == 0  # not near midnight
     finally:
         context.close()
+
+
+def failing_once(reply: TextReply) -> Any:
+    """A scripted reply that fails the first model call (the API refuses it, 400) and answers
+    ``reply`` after: the retry's call."""
+    calls: list[int] = []
+
+    def respond(_request: dict[str, Any]) -> Any:
+        calls.append(1)
+        return ErrorReply(400, message="The fake refuses this request.") if len(calls) == 1 else reply
+
+    return respond
+
+
+def test_a_failed_turn_offers_retry_which_answers_the_same_message(page, script):
+    script.on("retry-please", failing_once(TextReply("Second time lucky.")))
+    new_chat(page)
+    send(page, "retry-please: plan the week")
+    expect(page.locator("#chat-log .notice-line.failed")).to_contain_text("The fake refuses this request.")
+    retry = page.get_by_role("button", name="Retry the turn: the planner answers your last message again")
+    retry.focus()
+    page.keyboard.press("Enter")
+    expect(assistant(page)).to_have_text("Second time lucky.")
+    expect(state(page)).to_have_text("Idle")
+    expect(retry).to_have_count(0)
+    expect(page.locator("#chat-log .entry.user .bubble")).to_have_text(["retry-please: plan the week"])
+    page.reload()
+    expect(assistant(page)).to_have_text("Second time lucky.")
+    expect(page.locator("#chat-log .notice-line.failed")).to_have_count(1)  # the failure stays on record
+    expect(page.locator("#chat-log .retry-line")).to_have_count(0)  # but the turn after it completed
+
+
+def test_edit_and_resend_a_message_nothing_answered(page, script):
+    def echo(request: dict[str, Any]) -> TextReply:
+        said = [message_text(m) for m in request["messages"] if m.get("role") == "user"]
+        return TextReply(f"I read: {' | '.join(said)}")
+
+    script.on("edit-typo", ErrorReply(400, message="The fake refuses this request."))
+    script.on("edit-fixed", echo)
+    new_chat(page)
+    send(page, "edit-typo: plan the wek")
+    expect(page.locator("#chat-log .notice-line.failed")).to_be_visible()
+    page.get_by_role("button", name="Edit your message and send it again").click()
+    box = page.get_by_label("Edit your message", exact=True)
+    expect(box).to_be_focused()
+    expect(box).to_have_value("edit-typo: plan the wek")
+    box.fill("edit-fixed: plan the week")
+    page.get_by_role("button", name="Send edited").click()
+    expect(assistant(page)).to_have_text("I read: edit-fixed: plan the week")  # the old one is not sent
+    old = page.locator("#chat-log .entry.user.superseded")
+    expect(old.locator(".bubble")).to_have_text("edit-typo: plan the wek")
+    expect(old).to_contain_text("edited — not sent to the planner")
+    expect(page.get_by_role("button", name="Edit your message and send it again")).to_have_count(0)
+    page.reload()
+    expect(page.locator("#chat-log .entry.user.superseded .bubble")).to_have_text("edit-typo: plan the wek")
+    expect(page.locator("#chat-log .entry.user:not(.superseded) .bubble")).to_have_text(
+        "edit-fixed: plan the week"
+    )
+    expect(page.get_by_role("button", name="Edit your message and send it again")).to_have_count(0)
+
+
+def test_esc_cancels_an_edit(page, script):
+    script.on("edit-cancel", ErrorReply(400, message="The fake refuses this request."))
+    new_chat(page)
+    send(page, "edit-cancel: first")
+    edit = page.get_by_role("button", name="Edit your message and send it again")
+    edit.click()
+    page.get_by_label("Edit your message", exact=True).press("Escape")
+    expect(page.get_by_label("Edit your message", exact=True)).to_have_count(0)
+    expect(edit).to_be_focused()
+    expect(state(page)).to_have_text("Failed")  # Esc there stopped nothing

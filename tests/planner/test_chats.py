@@ -64,7 +64,7 @@ def test_the_owner_renames_a_chat(client_for, session, member):
         ({"title": "\u202eevil"}, "A title is one line without control characters."),
         ({"title": 42}, "Expected a string."),
         ({"title": None}, "This field may not be null."),
-        ({}, "This field is required."),
+        ({}, "Send a title, archived, or both."),
     ],
 )
 def test_a_bad_title_is_refused_with_its_field(client_for, session, member, body, message):

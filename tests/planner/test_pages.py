@@ -133,7 +133,8 @@ def test_the_page_carries_no_inline_script_and_escapes_the_title(signed_in, sess
     response = signed_in(member).get(chat_url(session))
     html = response.content.decode()
     scripts = re.findall(r"<script\b[^>]*>", html)
-    # Only this site's own files; the owner's page also loads the rename and archive controls.
+    # Only this site's own files; the owner's page also loads the rename and archive controls; the
+    # recent chats' fold (chat_nav.js) comes last.
     assert scripts == [
         '<script src="/static/planner/vendor/markdown-it.min.js" defer>',
         '<script src="/static/planner/vendor/highlight.min.js" defer>',
@@ -141,6 +142,7 @@ def test_the_page_carries_no_inline_script_and_escapes_the_title(signed_in, sess
         '<script src="/static/planner/refs.js" defer>',
         '<script src="/static/planner/chat.js" defer>',
         '<script src="/static/planner/chat_manage.js" defer>',
+        '<script src="/static/planner/chat_nav.js" defer>',
     ]
     assert "<img" not in html
     assert "onerror=" not in html.replace("onerror=&quot;", "")

@@ -16,6 +16,8 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from planner.services.chats import session_archive
+from planner.services.sessions import session_create
 from tests.factories import make_key
 from tracker.models import ApiKey, Changeset
 
@@ -277,6 +279,8 @@ SCOPES = {
     "planner-api:session-detail DELETE": P,
     "planner-api:session-messages POST": P,
     "planner-api:session-stop POST": P,
+    "planner-api:session-retry POST": P,
+    "planner-api:session-edit POST": P,
     "planner-api:session-answers POST": P,
     "planner-api:session-usage GET": P,
     "planner-api:question-list GET": R,
@@ -348,6 +352,22 @@ def test_a_plan_key_proposes_and_opens_planner_sessions(member, project):
 
     assert client.post("/api/v1/projects/BAL/changesets/", CHANGESET, format="json").status_code == 201
     assert client.get("/api/v1/planner/sessions/").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)  # the planner's async endpoints read on its database threads
+def test_a_read_key_cannot_retry_edit_or_unarchive_a_chat(member, project):
+    chat = session_create(user=member, project=project)
+    session_archive(session_id=chat.pk, user=member)
+    client = bearer(make_key(member, "read"))
+    base = f"/api/v1/planner/sessions/{chat.pk}"
+    for response in (
+        client.post(f"{base}/retry/"),
+        client.post(f"{base}/edit/", {"seq": 1, "text": "x"}, format="json"),
+        client.patch(base, {"archived": False}, format="json"),
+    ):
+        assert refusal(response, 403)["code"] == "missing_scope"
+    chat.refresh_from_db()
+    assert chat.archived_at is not None
 
 
 def test_a_key_never_goes_beyond_its_users_roles(viewer, owner, project):

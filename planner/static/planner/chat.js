@@ -173,6 +173,7 @@
     statePill.className = `state-pill state-${name}`;
     log.setAttribute("aria-busy", name === "writing" ? "true" : "false");
     refreshControls();
+    refreshRedo();
   }
 
   function setConnection(text, kind) {
@@ -188,6 +189,7 @@
   function refreshControls() {
     if (!form) return;
     const running = RUNNING.has(view.activity);
+    form.classList.toggle("turn-running", running); // on phones one button: Send, or Stop while a turn runs
     stopButton.disabled = !(running && view.activity !== "stopping" && connected());
     sendButton.disabled = socket.closed;
     input.disabled = socket.closed;
@@ -1092,6 +1094,7 @@
     for (const text of queued) queuedEntry(text);
     if (view.retracting !== null && !connected()) retractSettled(data, queued);
     questionStatus(data.about);
+    for (const message of data.messages) if (message.superseded) supersede([message.seq], message.role === "assistant" ? "retried" : "edited");
     showUsage(data.usage);
     if (!log.children.length) {
       log.append(el("p", "chat-placeholder", `Ask the planner about ${config.project}: what can run next, what is blocked, or what to change.`));
@@ -1265,9 +1268,13 @@
     steer_retracted(frame) {
       retracted(frame.text);
     },
+    superseded(frame) {
+      supersede(frame.seqs, frame.reason);
+    },
     error(frame) {
       toast(frame.message || "Something went wrong.");
       answerRefused();
+      redoRefused();
       if (view.retracting !== null) {
         retractRefused(); // the message stays as it was: queued, or read already
         return;
@@ -1506,6 +1513,163 @@
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") reconnectNow();
   });
+
+  // ---------------------------------------------------------------- retry and edit
+  // (docs/protocol.md#retry-and-edit) After a turn that failed or was stopped, its notice offers
+  // Retry (a `retry` frame); while nothing answered the human's last message and no turn runs,
+  // that message offers Edit (an `edit` frame naming its seq). The server checks again and
+  // refuses with an `error` if the chat moved on meanwhile; what a retry or an edit replaced
+  // comes back as a `superseded` frame (or `superseded` in the transcript): shown faded, kept.
+
+  const SUPERSEDED = { edited: "edited — not sent to the planner", retried: "replaced by a retry — not sent to the planner" };
+
+  /** The log's last entry, but for queued messages and the Retry line. */
+  function lastShown() {
+    const nodes = Array.from(log.children).filter((node) => !node.classList.contains("queued") && !node.classList.contains("retry-line"));
+    return nodes.length ? nodes[nodes.length - 1] : null;
+  }
+
+  /** The human's last message, if nothing of the planner's answered it yet. */
+  function unansweredMessage() {
+    const nodes = Array.from(log.children).filter((node) => !node.classList.contains("queued") && !node.classList.contains("superseded"));
+    for (let i = nodes.length - 1; i >= 0; i -= 1) {
+      const node = nodes[i];
+      if (node.matches(".entry.user[data-seq]")) return node;
+      if (node.matches(".entry.assistant, details.tool, .changeset-card, .request-card")) return null;
+    }
+    return null;
+  }
+
+  /** Offer Retry and Edit where they apply now, and nowhere else. */
+  function refreshRedo() {
+    if (!form || !config.canSend) return;
+    const idle = view.activity === "idle" || view.activity === "failed";
+    const last = idle ? lastShown() : null;
+    const retryable = last && last.matches(".notice-line.failed, .notice-line.stopped") ? last : null;
+    const editable = idle ? unansweredMessage() : null;
+    for (const line of log.querySelectorAll(".retry-line")) if (!retryable || line.previousElementSibling !== retryable) line.remove();
+    for (const node of log.querySelectorAll(".edit-actions")) if (node.parentElement !== editable) node.remove();
+    if (retryable && !(retryable.nextElementSibling && retryable.nextElementSibling.classList.contains("retry-line"))) {
+      const line = el("p", "retry-line");
+      line.append(retryButton());
+      retryable.after(line);
+    }
+    if (editable && !editable.querySelector(".edit-actions, .edit-form")) editable.append(editActions(editable));
+  }
+
+  function retryButton() {
+    const button = el("button", "secondary small retry-button", "Retry");
+    button.type = "button";
+    button.setAttribute("aria-label", "Retry the turn: the planner answers your last message again");
+    button.addEventListener("click", () => {
+      if (!connected()) {
+        toast("Not connected yet; try again once the chat is live. Reconnecting…");
+        reconnectNow();
+        return;
+      }
+      socket.ws.send(JSON.stringify({ type: "retry" }));
+      button.disabled = true;
+      button.textContent = "Retrying…";
+    });
+    return button;
+  }
+
+  function editActions(entry) {
+    const box = el("p", "edit-actions");
+    const button = el("button", "secondary small edit-button", "Edit");
+    button.type = "button";
+    button.setAttribute("aria-label", "Edit your message and send it again");
+    button.addEventListener("click", () => openEdit(entry));
+    box.append(button);
+    return box;
+  }
+
+  function openEdit(entry) {
+    const bubble = entry.querySelector(".bubble");
+    const actions = entry.querySelector(".edit-actions");
+    if (actions) actions.remove();
+    const editForm = el("form", "edit-form");
+    const id = `edit-${entry.dataset.seq}`;
+    const label = el("label", "visually-hidden", "Edit your message");
+    label.htmlFor = id;
+    const box = el("textarea");
+    box.id = id;
+    box.rows = 3;
+    box.maxLength = 32000;
+    box.value = bubble.textContent;
+    const send = el("button", null, "Send edited");
+    send.type = "submit";
+    const cancel = el("button", "secondary", "Cancel");
+    cancel.type = "button";
+    const row = el("div", "edit-form-actions");
+    row.append(cancel, send);
+    editForm.append(label, box, row);
+    bubble.hidden = true;
+    entry.insertBefore(editForm, bubble.nextSibling);
+    const close = () => {
+      editForm.remove();
+      bubble.hidden = false;
+      refreshRedo();
+      const again = entry.querySelector(".edit-button");
+      if (again) again.focus();
+    };
+    cancel.addEventListener("click", close);
+    editForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      sendEdit(entry, editForm, box);
+    });
+    box.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation(); // Esc here cancels the edit, it stops nothing
+        close();
+      } else if (event.key === "Enter" && !event.shiftKey && !event.altKey && !event.isComposing) {
+        event.preventDefault();
+        editForm.requestSubmit();
+      }
+    });
+    box.focus();
+    box.setSelectionRange(box.value.length, box.value.length);
+  }
+
+  function sendEdit(entry, editForm, box) {
+    if (!box.value.trim() || editForm.classList.contains("sending")) return;
+    if (!connected()) {
+      toast("Not connected yet; your edit is kept. Reconnecting…");
+      reconnectNow();
+      return;
+    }
+    socket.ws.send(JSON.stringify({ type: "edit", seq: Number(entry.dataset.seq), text: box.value }));
+    editForm.classList.add("sending");
+    for (const control of editForm.querySelectorAll("button, textarea")) control.disabled = true;
+    announce("Sending your edited message…");
+  }
+
+  /** The server refused a retry or an edit (the `error` frame says why): its controls come back. */
+  function redoRefused() {
+    for (const button of log.querySelectorAll(".retry-button")) {
+      button.disabled = false;
+      button.textContent = "Retry";
+    }
+    for (const editForm of log.querySelectorAll(".edit-form.sending")) {
+      editForm.classList.remove("sending");
+      for (const control of editForm.querySelectorAll("button, textarea")) control.disabled = false;
+    }
+  }
+
+  /** Messages the model is no longer sent: faded, labelled, kept. */
+  function supersede(seqs, reason) {
+    const gone = new Set((Array.isArray(seqs) ? seqs : []).map(Number));
+    for (const node of log.querySelectorAll(".entry[data-seq]")) {
+      if (!gone.has(Number(node.dataset.seq)) || node.classList.contains("superseded")) continue;
+      for (const extra of node.querySelectorAll(".edit-form, .edit-actions")) extra.remove();
+      const bubble = node.querySelector(".bubble");
+      if (bubble) bubble.hidden = false;
+      node.classList.add("superseded");
+      node.append(el("p", "meta superseded-note", SUPERSEDED[reason] || SUPERSEDED.edited));
+    }
+    announce("");
+  }
 
   // Exposed for tests of the renderer (markdown.js); nothing on the page calls it.
   window.BalletChat = { renderMarkdown, safeUrl };
