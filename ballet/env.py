@@ -40,7 +40,7 @@ from pydantic_settings import (
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_TITLE_MODEL = "claude-haiku-4-5"  # a chat's title is a few words: the cheapest model will do
-# Who answers in a chat: Claude, or the scripted demo planner that needs no key (docs/planner.md).
+# Who answers in a chat: Claude, or the scripted demo planner that needs no key (README: Configuration).
 PROVIDERS = ("anthropic", "demo")
 
 
@@ -264,15 +264,17 @@ class BalletSettings(BaseSettings):
         """A model with a default price keeps the prices its table does not change."""
         if not isinstance(given, dict):
             return given
-        for model, entry in given.items():
-            if model in DEFAULT_PRICES and isinstance(entry, dict):
-                given[model] = {**dataclasses.asdict(DEFAULT_PRICES[model]), **entry}
-        return {**DEFAULT_PRICES, **given}
+        over = {
+            model: {**dataclasses.asdict(DEFAULT_PRICES[model]), **entry}
+            for model, entry in given.items()
+            if model in DEFAULT_PRICES and isinstance(entry, dict)
+        }
+        return {**DEFAULT_PRICES, **given, **over}
 
 
 def _environment_names() -> dict[tuple[str, str], tuple[str, ...]]:
     """(section, field) → its variables, from the ``Env`` marks on the fields."""
-    names = {}
+    names: dict[tuple[str, str], tuple[str, ...]] = {}
     for section, info in BalletSettings.model_fields.items():
         for name, field_info in getattr(info.annotation, "__pydantic_fields__", {}).items():
             for mark in field_info.metadata:
@@ -427,11 +429,11 @@ def load_planner_config() -> PlannerConfig:
 
 def load_work_config() -> WorkConfig:
     """``[work]`` and ``[questions]`` of ``ballet.toml``, then the environment."""
-    loaded = load_settings()
-    return work_config(loaded)
+    return work_config(load_settings())
 
 
 def work_config(loaded: BalletSettings) -> WorkConfig:
+    """One object for the two tables a project overrides alike."""
     return WorkConfig(**dataclasses.asdict(loaded.work), **dataclasses.asdict(loaded.questions))
 
 
