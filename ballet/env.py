@@ -1,226 +1,172 @@
 """Configuration loading: the only reader of ``os.environ`` and ``ballet.toml``.
 
-Settings come from ``ballet.toml`` (path in ``BALLET_CONFIG``), then environment
-variables; per-project overrides live on the project and are resolved by
-:func:`planner_setting`.
+One pydantic-settings model, :class:`BalletSettings`, holds every setting: its sections are the
+tables of ``ballet.toml`` (path in ``BALLET_CONFIG``), read by pydantic-settings' TOML source, and
+the environment variables named on the fields (``Env``) take precedence over the file. Per-project
+overrides live on the project and are validated by the same fields (:func:`project_setting`,
+:func:`with_overrides`). The keys of docs/trust.md#secrets (generated, kept in ``db/``) and the
+metrics directory are not settings parsing and stay hand-written below.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import os
 import secrets
 import tomllib
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 from cryptography.fernet import Fernet
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
+from pydantic.dataclasses import dataclass
+from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_TITLE_MODEL = "claude-haiku-4-5"  # a chat's title is a few words: the cheapest model will do
+# Who answers in a chat: Claude, or the scripted demo planner that needs no key (README: Configuration).
+PROVIDERS = ("anthropic", "demo")
 
 
 class ConfigError(Exception):
     """The configuration file or a variable cannot be used."""
 
 
-@dataclass(frozen=True)
-class PlannerConfig:
-    model: str = DEFAULT_MODEL
-    compact_at_tokens: int = 100_000
-    max_rounds: int = 25
-    max_output_tokens: int = 8192
-    compaction_model: str | None = None
-    title_model: str = DEFAULT_TITLE_MODEL
-    four_eyes: bool = False
-    skill: str | None = None
-    daily_token_budget: int | None = None  # every token processed per project per UTC day, cached ones too
-    approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval (docs/domain.md)
+class Env:
+    """The environment variables a field is read from, the first one set winning. A field without
+    one is read from ``ballet.toml`` (and the project) only."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
 
 
-# (toml key, environment variable, type) of every planner setting.
-PLANNER_KEYS: dict[str, tuple[str | None, type]] = {
-    "model": ("BALLET_PLANNER_MODEL", str),
-    "compact_at_tokens": ("BALLET_PLANNER_COMPACT_AT_TOKENS", int),
-    "max_rounds": ("BALLET_PLANNER_MAX_ROUNDS", int),
-    "max_output_tokens": ("BALLET_PLANNER_MAX_OUTPUT_TOKENS", int),
-    "compaction_model": ("BALLET_PLANNER_COMPACTION_MODEL", str),
-    "title_model": ("BALLET_PLANNER_TITLE_MODEL", str),
-    "four_eyes": (None, bool),
-    "skill": (None, str),
-    "daily_token_budget": ("BALLET_PLANNER_DAILY_TOKEN_BUDGET", int),
-    "approve_tools": (None, tuple),
-}
+def _refuse(*kinds: type, expected: str) -> BeforeValidator:
+    """Refuse values pydantic's lax mode would convert: TOML's ``true`` is not the integer 1."""
 
-
-def _read_toml() -> dict[str, Any]:
-    path = os.environ.get("BALLET_CONFIG")
-    if not path:
-        return {}
-    try:
-        with Path(path).open("rb") as handle:
-            return tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read BALLET_CONFIG={path}: {exc}") from exc
-
-
-def _names(name: str, value: Any) -> tuple[str, ...]:
-    """A list of names (tool names), each a non-empty string, without repeats."""
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ConfigError(f"{name}: expected a list of names, got {value!r}")
-    return tuple(dict.fromkeys(v.strip() for v in value))
-
-
-def _boolean(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
+    def check(value: Any) -> Any:
+        if isinstance(value, kinds):
+            raise PydanticCustomError(
+                "ballet", "expected {expected}, got {value}", {"expected": expected, "value": repr(value)}
+            )
         return value
-    text = str(value).strip().lower()
-    if text in {"1", "true", "yes", "on"}:
-        return True
-    if text in {"0", "false", "no", "off", ""}:
-        return False
-    raise ConfigError(f"{name}: expected a boolean, got {value!r}")
+
+    return BeforeValidator(check)
 
 
-def _positive(name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ConfigError(f"{name}: expected an integer, got {value!r}")
-    try:
-        number = int(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{name}: expected an integer, got {value!r}") from exc
-    if number <= 0:
-        raise ConfigError(f"{name}: must be positive, got {number}")
-    return number
+def _blank_is_none(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
 
 
-def _fraction(name: str, value: Any) -> float:
-    """A number above 0 and at most 1 (a similarity threshold)."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{name}: expected a number between 0 and 1, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{name}: expected a number between 0 and 1, got {value!r}") from exc
-    if not 0 < number <= 1:
-        raise ConfigError(f"{name}: must be above 0 and at most 1, got {number}")
-    return number
+def _comma_separated(value: Any) -> Any:
+    return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
 
 
-def coerce(name: str, value: Any, kind: type) -> Any:
-    """Convert ``value`` to ``kind`` or raise :class:`ConfigError` naming the setting."""
-    if value is None:
-        return None
-    if kind is bool:
-        return _boolean(name, value)
-    if kind is tuple:
-        return _names(name, value)
-    if kind is int:
-        return _positive(name, value)
-    if kind is float:
-        return _fraction(name, value)
-    text = str(value).strip()
-    return text or None
+def _provider(value: str | None) -> str | None:
+    if value is not None and value.lower() not in PROVIDERS:
+        raise PydanticCustomError("ballet", "expected anthropic or demo, got {value}", {"value": repr(value)})
+    return value and value.lower()
 
 
-def load_planner_config() -> PlannerConfig:
-    """The planner defaults: ``ballet.toml``'s ``[planner]`` table, then the environment."""
-    table = _read_toml().get("planner", {})
-    if not isinstance(table, dict):
-        raise ConfigError("[planner] in ballet.toml must be a table")
-    values: dict[str, Any] = {}
-    for key, (env_name, kind) in PLANNER_KEYS.items():
-        if key in table:
-            values[key] = coerce(f"[planner] {key}", table[key], kind)
-        if env_name and os.environ.get(env_name):
-            values[key] = coerce(env_name, os.environ[env_name], kind)
-    return PlannerConfig(**values)
+Count = Annotated[int, _refuse(bool, expected="an integer"), Field(gt=0)]
+Fraction = Annotated[float, _refuse(bool, expected="a number"), Field(gt=0, le=1)]  # a similarity threshold
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+OptionalText = Annotated[Text | None, BeforeValidator(_blank_is_none)]  # empty: none
+Names = Annotated[tuple[Text, ...], AfterValidator(lambda names: tuple(dict.fromkeys(names)))]  # tool names
+Usd = Annotated[Decimal, _refuse(bool, str, expected="a number"), Field(ge=0, allow_inf_nan=False)]
+Provider = Annotated[OptionalText, AfterValidator(_provider)]
+
+# Every table refuses keys it does not know: a typo silently ignored would be a setting silently lost.
+SECTION = ConfigDict(extra="forbid")
 
 
-@dataclass(frozen=True)
-class WorkConfig:
-    """Settings of work and questions a project may override, as it overrides the planner's."""
+@dataclass(frozen=True, config=SECTION)
+class PlannerConfig:
+    """``[planner]``; a project overrides any of it."""
 
-    claim_minutes: int = 30  # a claim's lease (docs/domain.md#work)
+    model: Annotated[Text, Env("BALLET_PLANNER_MODEL")] = DEFAULT_MODEL
+    compact_at_tokens: Annotated[Count, Env("BALLET_PLANNER_COMPACT_AT_TOKENS")] = 100_000
+    max_rounds: Annotated[Count, Env("BALLET_PLANNER_MAX_ROUNDS")] = 25
+    max_output_tokens: Annotated[Count, Env("BALLET_PLANNER_MAX_OUTPUT_TOKENS")] = 8192
+    compaction_model: Annotated[OptionalText, Env("BALLET_PLANNER_COMPACTION_MODEL")] = None
+    title_model: Annotated[Text, Env("BALLET_PLANNER_TITLE_MODEL")] = DEFAULT_TITLE_MODEL
+    four_eyes: bool = False
+    skill: OptionalText = None
+    # Every token processed per project per UTC day, cached ones too.
+    daily_token_budget: Annotated[Count | None, Env("BALLET_PLANNER_DAILY_TOKEN_BUDGET")] = None
+    approve_tools: Names = ()  # tools whose calls wait for the human's approval (docs/domain.md)
+    # None: automatic, Claude with a credential and the demo planner without one.
+    provider: Annotated[Provider, Env("BALLET_PLANNER_PROVIDER")] = None
+
+
+@dataclass(frozen=True, config=SECTION)
+class WorkTable:
+    """``[work]``."""
+
+    claim_minutes: Annotated[Count, Env("BALLET_WORK_CLAIM_MINUTES")] = (
+        30  # a claim's lease (docs/domain.md#work)
+    )
+
+
+@dataclass(frozen=True, config=SECTION)
+class QuestionsTable:
+    """``[questions]``."""
+
     # How alike (cosine of sentence embeddings) a question must be to an answered one to get its answer
     # back without a model call (docs/domain.md#agents-questions, docs/benchmarks.md#answer-reuse).
-    reuse_threshold: float = 0.90  # bench/reuse.py: no false reuse on the labelled set at 0.88 and up
+    # bench/reuse.py: no false reuse on the labelled set at 0.88 and up.
+    reuse_threshold: Annotated[Fraction, Env("BALLET_QUESTIONS_REUSE_THRESHOLD")] = 0.90
 
 
-# (toml table, environment variable, type) of every work setting; the key is its name in the table.
-WORK_KEYS: dict[str, tuple[str, str, type]] = {
-    "claim_minutes": ("work", "BALLET_WORK_CLAIM_MINUTES", int),
-    "reuse_threshold": ("questions", "BALLET_QUESTIONS_REUSE_THRESHOLD", float),
-}
+@dataclass(frozen=True, config=SECTION)
+class WorkConfig(QuestionsTable, WorkTable):
+    """Settings of work and questions a project may override, as it overrides the planner's."""
 
 
-def load_work_config() -> WorkConfig:
-    """``[work]`` and ``[questions]`` of ``ballet.toml``, then the environment."""
-    toml = _read_toml()
-    values: dict[str, Any] = {}
-    for key, (table_name, env_name, kind) in WORK_KEYS.items():
-        table = toml.get(table_name, {})
-        if not isinstance(table, dict):
-            raise ConfigError(f"[{table_name}] in ballet.toml must be a table")
-        if key in table:
-            values[key] = coerce(f"[{table_name}] {key}", table[key], kind)
-        if os.environ.get(env_name):
-            values[key] = coerce(env_name, os.environ[env_name], kind)
-    return WorkConfig(**values)
-
-
-# Every setting a project may override, with its type: the planner's and work's.
-PROJECT_SETTING_KINDS: dict[str, type] = {
-    **{name: kind for name, (_, kind) in PLANNER_KEYS.items()},
-    **{name: kind for name, (_, _, kind) in WORK_KEYS.items()},
-}
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class LimitsConfig:
     """The abuse limits of docs/trust.md#limits: ``[limits]`` in ballet.toml, ``BALLET_LIMIT_<NAME>``."""
 
-    login_failures: int = 5  # failed logins per username and per IP within the window ...
-    login_window_seconds: int = 900  # ... after which even the right password is refused
-    messages_per_minute: int = 20  # planner messages a user sends, on every surface
-    running_turns_per_user: int = 3
-    running_turns_per_project: int = 10
-    steering_queued: int = 5  # steering messages waiting in one turn ...
-    steering_chars: int = 32_768  # ... and their characters in all
-    frames_per_second: int = 20  # WebSocket frames a connection sends ...
-    frames_excess_seconds: int = 10  # ... and how long it may exceed that before it is closed
-    mcp_requests_per_minute: int = 60  # MCP and question requests per token (docs/trust.md#limits)
+    # Failed logins per username and per IP within the window, after which even the right password is refused.
+    login_failures: Annotated[Count, Env("BALLET_LIMIT_LOGIN_FAILURES")] = 5
+    login_window_seconds: Annotated[Count, Env("BALLET_LIMIT_LOGIN_WINDOW_SECONDS")] = 900
+    # Planner messages a user sends, on every surface.
+    messages_per_minute: Annotated[Count, Env("BALLET_LIMIT_MESSAGES_PER_MINUTE")] = 20
+    running_turns_per_user: Annotated[Count, Env("BALLET_LIMIT_RUNNING_TURNS_PER_USER")] = 3
+    running_turns_per_project: Annotated[Count, Env("BALLET_LIMIT_RUNNING_TURNS_PER_PROJECT")] = 10
+    # Steering messages waiting in one turn, and their characters in all.
+    steering_queued: Annotated[Count, Env("BALLET_LIMIT_STEERING_QUEUED")] = 5
+    steering_chars: Annotated[Count, Env("BALLET_LIMIT_STEERING_CHARS")] = 32_768
+    # WebSocket frames a connection sends, and how long it may exceed that before it is closed.
+    frames_per_second: Annotated[Count, Env("BALLET_LIMIT_FRAMES_PER_SECOND")] = 20
+    frames_excess_seconds: Annotated[Count, Env("BALLET_LIMIT_FRAMES_EXCESS_SECONDS")] = 10
+    # MCP and question requests per token (docs/trust.md#limits).
+    mcp_requests_per_minute: Annotated[Count, Env("BALLET_LIMIT_MCP_REQUESTS_PER_MINUTE")] = 60
 
 
-def load_limits_config() -> LimitsConfig:
-    """The limits: ``ballet.toml``'s ``[limits]`` table, then ``BALLET_LIMIT_*`` variables."""
-    table = _read_toml().get("limits", {})
-    if not isinstance(table, dict):
-        raise ConfigError("[limits] in ballet.toml must be a table")
-    names = set(LimitsConfig.__dataclass_fields__)
-    unknown = sorted(set(table) - names)
-    if unknown:
-        raise ConfigError(f"[limits] has unknown keys: {', '.join(unknown)}")
-    values: dict[str, Any] = {}
-    for name in names:
-        env_name = f"BALLET_LIMIT_{name.upper()}"
-        if name in table:
-            values[name] = coerce(f"[limits] {name}", table[name], int)
-        if os.environ.get(env_name):
-            values[name] = coerce(env_name, os.environ[env_name], int)
-    return LimitsConfig(**values)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class ModelPrice:
     """What one model's tokens cost, in USD per million tokens (``[prices."MODEL-ID"]``)."""
 
-    input: Decimal
-    output: Decimal
-    cache_write: Decimal  # tokens written to the prompt cache (cache_creation_input_tokens)
-    cache_read: Decimal  # tokens read from it (cache_read_input_tokens)
+    input: Usd
+    output: Usd
+    cache_write: Usd  # tokens written to the prompt cache (cache_creation_input_tokens)
+    cache_read: Usd  # tokens read from it (cache_read_input_tokens)
 
 
 PRICE_KEYS: tuple[str, ...] = ("input", "output", "cache_write", "cache_read")
@@ -239,107 +185,302 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "claude-opus-4-5": _price("5", "25", "6.25", "0.50"),
 }
 
-
-def _usd(name: str, value: Any) -> Decimal:
-    """A price: a finite, non-negative number (toml integer or float)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(f"{name}: expected a number of USD per million tokens, got {value!r}")
-    if value < 0:
-        raise ConfigError(f"{name}: must not be negative, got {value!r}")
-    return Decimal(str(value))
+# The planner's database threads (planner/live/bridge.py) keep a connection each while turns run.
+MIN_POOL_SIZE = 10
 
 
-def _model_price(model: str, table: Any, default: ModelPrice | None) -> ModelPrice:
-    where = f'[prices."{model}"]'
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where} in ballet.toml must be a table of {', '.join(PRICE_KEYS)}")
-    unknown = sorted(set(table) - set(PRICE_KEYS))
-    if unknown:
-        raise ConfigError(f"{where} has unknown keys: {', '.join(unknown)} (known: {', '.join(PRICE_KEYS)})")
-    missing = [key for key in PRICE_KEYS if key not in table and default is None]
-    if missing:
-        raise ConfigError(f"{where} misses {', '.join(missing)} (USD per million tokens)")
-    given = {key: _usd(f"{where} {key}", value) for key, value in table.items()}
-    return ModelPrice(**given) if default is None else replace(default, **given)
+def _secret() -> Any:
+    return dataclasses.field(default=None, repr=False)
 
 
-def load_prices() -> dict[str, ModelPrice]:
-    """The price table: the defaults, with ``[prices."MODEL-ID"]`` tables of ballet.toml over them
-    (a table for a model with a default may give only the prices it changes)."""
-    table = _read_toml().get("prices", {})
-    if not isinstance(table, dict):
-        raise ConfigError('[prices] in ballet.toml must hold tables like [prices."claude-sonnet-5-5"]')
-    prices = dict(DEFAULT_PRICES)
-    for model, entry in table.items():
-        if not model.strip():
-            raise ConfigError("[prices] has a table without a model id")
-        prices[model] = _model_price(model, entry, DEFAULT_PRICES.get(model))
-    return prices
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class ServerConfig:
-    """Process-level settings. Secrets and URLs that may carry passwords stay out of its
-    ``repr``: Django's error page prints settings it does not recognise as secret by name."""
+    """Process-level settings, from the environment only. Secrets and URLs that may carry passwords
+    stay out of its ``repr``: Django's error page prints settings it does not recognise as secret."""
 
-    database_url: str | None = field(repr=False)
-    redis_url: str | None = field(repr=False)
-    sqlite_path: str | None
-    secret_key: str | None = field(repr=False)
-    debug: bool | None
-    allowed_hosts: list[str]
-    anthropic_api_key: str | None = field(repr=False)
-    anthropic_base_url: str | None
-    search_embedding_backend: str | None = None  # dotted path of a tracker.search.embeddings backend
-    credential_key: str | None = field(default=None, repr=False)
-    credential_key_fallbacks: tuple[str, ...] = field(default=(), repr=False)
-    static_root: str | None = None  # where collectstatic writes the static files WhiteNoise serves
-    metrics_dir: str | None = None  # the directory in which every process of the host counts its metrics
-    database_pool_size: int = 20  # PostgreSQL connections one process holds at most (production mode)
+    database_url: Annotated[str | None, Env("DATABASE_URL")] = _secret()
+    redis_url: Annotated[str | None, Env("REDIS_URL")] = _secret()
+    sqlite_path: Annotated[str | None, Env("BALLET_SQLITE_PATH")] = None
+    secret_key: Annotated[str | None, Env("DJANGO_SECRET_KEY")] = _secret()
+    debug: Annotated[bool | None, Env("DJANGO_DEBUG")] = None
+    allowed_hosts: Annotated[list[str], BeforeValidator(_comma_separated), Env("DJANGO_ALLOWED_HOSTS")] = (
+        dataclasses.field(default_factory=list)
+    )
+    anthropic_api_key: Annotated[str | None, Env("ANTHROPIC_API_KEY")] = _secret()
+    anthropic_base_url: Annotated[str | None, Env("ANTHROPIC_BASE_URL")] = None
+    # The dotted path of a tracker.search.embeddings backend.
+    search_embedding_backend: Annotated[str | None, Env("BALLET_SEARCH_EMBEDDING_BACKEND")] = None
+    credential_key: Annotated[str | None, Env("BALLET_CREDENTIAL_KEY")] = _secret()
+    credential_key_fallbacks: Annotated[
+        tuple[str, ...], BeforeValidator(_comma_separated), Env("BALLET_CREDENTIAL_KEY_FALLBACKS")
+    ] = dataclasses.field(default=(), repr=False)
+    # Where collectstatic writes the static files WhiteNoise serves.
+    static_root: Annotated[str | None, Env("BALLET_STATIC_ROOT")] = None
+    # The directory in which every process of the host counts its metrics; prometheus_client's own
+    # name for it is honoured too: with it set, the library counts in files.
+    metrics_dir: Annotated[str | None, Env("BALLET_METRICS_DIR", "PROMETHEUS_MULTIPROC_DIR")] = None
+    # PostgreSQL connections one process holds at most (production mode).
+    database_pool_size: Annotated[
+        int, _refuse(bool, expected="an integer"), Field(ge=MIN_POOL_SIZE), Env("BALLET_DATABASE_POOL_SIZE")
+    ] = 20
 
     @property
     def production(self) -> bool:
         return bool(self.database_url and self.redis_url)
 
 
+# The tables of ballet.toml; the server's settings come from the environment only.
+FILE_TABLES = ("planner", "limits", "work", "questions", "prices")
+
+
+class BalletSettings(BaseSettings):
+    """Every setting: ``ballet.toml``'s tables, the environment over them, defaults under both."""
+
+    model_config = SettingsConfigDict(extra="forbid")
+
+    planner: PlannerConfig = PlannerConfig()
+    limits: LimitsConfig = LimitsConfig()
+    work: WorkTable = WorkTable()
+    questions: QuestionsTable = QuestionsTable()
+    # A table for a model with a default price may give only the prices it changes.
+    prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+    server: ServerConfig = ServerConfig()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # First wins: the environment, then the file; no .env file, no secrets directory.
+        return init_settings, EnvironmentSource(settings_cls), TomlFileSource(settings_cls)
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _over_default_prices(cls, given: Any) -> Any:
+        """A model with a default price keeps the prices its table does not change."""
+        if not isinstance(given, dict):
+            return given
+        over = {
+            model: {**dataclasses.asdict(DEFAULT_PRICES[model]), **entry}
+            for model, entry in given.items()
+            if model in DEFAULT_PRICES and isinstance(entry, dict)
+        }
+        return {**DEFAULT_PRICES, **given, **over}
+
+
+def _environment_names() -> dict[tuple[str, str], tuple[str, ...]]:
+    """(section, field) → its variables, from the ``Env`` marks on the fields."""
+    names: dict[tuple[str, str], tuple[str, ...]] = {}
+    for section, info in BalletSettings.model_fields.items():
+        for name, field_info in getattr(info.annotation, "__pydantic_fields__", {}).items():
+            for mark in field_info.metadata:
+                if isinstance(mark, Env):
+                    names[section, name] = mark.names
+    return names
+
+
+def _environment_value(names: tuple[str, ...]) -> tuple[str, str] | None:
+    """The first of ``names`` set to something, with its value: an empty variable is unset."""
+    return next(((name, os.environ[name]) for name in names if os.environ.get(name)), None)
+
+
+class EnvironmentSource(PydanticBaseSettingsSource):
+    """The variables the fields name, and no others: pydantic-settings' own source would also read
+    ``BALLET_PLANNER__FOUR_EYES``-like names and JSON for whole tables, which Ballet never documented."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads every variable at once
+
+    def __call__(self) -> dict[str, Any]:
+        values: dict[str, dict[str, str]] = {}
+        for (section, name), names in ENVIRONMENT.items():
+            found = _environment_value(names)
+            if found:
+                values.setdefault(section, {})[name] = found[1]
+        return values
+
+
+class TomlFileSource(TomlConfigSettingsSource):
+    """``ballet.toml`` at ``BALLET_CONFIG``, its shape checked: a path naming no file is an error
+    (pydantic-settings would read nothing), and so is a table Ballet does not read."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        path = os.environ.get("BALLET_CONFIG") or None
+        if path and not Path(path).expanduser().is_file():
+            raise ConfigError(f"cannot read BALLET_CONFIG={path}: no such file")
+        try:
+            super().__init__(settings_cls, toml_file=path)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read BALLET_CONFIG={path}: {exc}") from exc
+        _check_shape(self.toml_data)
+
+
+def _check_shape(data: dict[str, Any]) -> None:
+    unknown = sorted(set(data) - set(FILE_TABLES))
+    if unknown:
+        raise ConfigError(
+            f"ballet.toml has unknown tables or keys: {', '.join(unknown)} (known: {', '.join(FILE_TABLES)})"
+        )
+    if not isinstance(data.get("prices", {}), dict):
+        raise ConfigError(f'[prices] in ballet.toml must hold tables like [prices."{DEFAULT_MODEL}"]')
+    for table in FILE_TABLES:
+        if not isinstance(data.get(table, {}), dict):
+            raise ConfigError(f"[{table}] in ballet.toml must be a table")
+    for model, entry in data.get("prices", {}).items():
+        if not model.strip():
+            raise ConfigError("[prices] has a table without a model id")
+        if not isinstance(entry, dict):
+            raise ConfigError(f'[prices."{model}"] in ballet.toml must be a table of {", ".join(PRICE_KEYS)}')
+
+
+ENVIRONMENT = _environment_names()
+
+
+def load_settings() -> BalletSettings:
+    """Every setting, or :class:`ConfigError` naming each bad one as the user wrote it."""
+    try:
+        return BalletSettings()
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, _setting_name, _table_keys)) from None
+
+
+def _setting_name(loc: tuple[str | int, ...]) -> str:
+    """A variable's name if the value came from the environment (which wins), else the file's key."""
+    section, *rest = (str(part) for part in loc)
+    if section == "prices":
+        return f'[prices."{rest[0]}"] {" ".join(rest[1:])}'.strip()
+    names = ENVIRONMENT.get((section, rest[0])) if rest else None
+    found = names and _environment_value(names)
+    head = found[0] if found else f"[{section}] {rest[0]}" if rest else f"[{section}]"
+    return head + "".join(f"[{part}]" for part in rest[1:])
+
+
+def _table_keys(loc: tuple[str | int, ...]) -> tuple[str, tuple[str, ...]]:
+    if loc[0] == "prices":
+        return f'[prices."{loc[1]}"]', PRICE_KEYS
+    table = BalletSettings.model_fields[str(loc[0])].annotation
+    return f"[{loc[0]}]", tuple(field.name for field in dataclasses.fields(table))  # type: ignore[arg-type]
+
+
+def describe(
+    exc: ValidationError,
+    name_of: Callable[[tuple[str | int, ...]], str],
+    table_of: Callable[[tuple[str | int, ...]], tuple[str, tuple[str, ...]]],
+) -> str:
+    """One line per bad setting, ``NAME: what is wrong``; unknown and missing keys per table."""
+    lines: list[str] = []
+    unknown: dict[tuple[str | int, ...], list[str]] = {}
+    missing: dict[tuple[str | int, ...], list[str]] = {}
+    for error in exc.errors():
+        loc = error["loc"]
+        if error["type"] in {"extra_forbidden", "unexpected_keyword_argument"}:
+            unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
+        elif error["type"] == "missing":
+            missing.setdefault(loc[:-1], []).append(str(loc[-1]))
+        else:
+            lines.append(f"{name_of(loc)}: {_phrase(error)}")
+    for loc, keys in unknown.items():
+        table, known = table_of(loc)
+        lines.append(f"{table} has unknown keys: {', '.join(keys)} (known: {', '.join(known)})")
+    for loc, keys in missing.items():
+        lines.append(f"{table_of(loc)[0]} misses {', '.join(keys)}")
+    return "\n".join(lines)
+
+
+# Pydantic's errors in the words of a configuration file; others keep pydantic's own message.
+PHRASES = {
+    "int_parsing": "expected an integer, got {input!r}",
+    "int_type": "expected an integer, got {input!r}",
+    "int_from_float": "expected an integer, got {input!r}",
+    "float_parsing": "expected a number, got {input!r}",
+    "float_type": "expected a number, got {input!r}",
+    "decimal_parsing": "expected a number, got {input!r}",
+    "decimal_type": "expected a number, got {input!r}",
+    "finite_number": "expected a finite number, got {input!r}",
+    "bool_parsing": "expected a boolean, got {input!r}",
+    "bool_type": "expected a boolean, got {input!r}",
+    "string_type": "expected a string, got {input!r}",
+    "string_too_short": "must not be empty",
+    "tuple_type": "expected a list of names, got {input!r}",
+    "list_type": "expected a list, got {input!r}",
+    "greater_than": "must be above {gt}, got {input}",
+    "greater_than_zero": "must be positive, got {input}",
+    "greater_than_equal": "must be at least {ge}, got {input}",
+    "greater_than_equal_zero": "must not be negative, got {input}",
+    "less_than_equal": "must be at most {le}, got {input}",
+}
+
+
+def _phrase(error: ErrorDetails) -> str:
+    context = error.get("ctx", {})
+    kind = error["type"] + ("_zero" if 0 in (context.get("gt"), context.get("ge")) else "")
+    template = PHRASES.get(kind)
+    return template.format(input=error.get("input"), **context) if template else error["msg"]
+
+
+def load_planner_config() -> PlannerConfig:
+    """The planner defaults: ``ballet.toml``'s ``[planner]`` table, then the environment."""
+    return load_settings().planner
+
+
+def load_work_config() -> WorkConfig:
+    """``[work]`` and ``[questions]`` of ``ballet.toml``, then the environment."""
+    return work_config(load_settings())
+
+
+def work_config(loaded: BalletSettings) -> WorkConfig:
+    """One object for the two tables a project overrides alike."""
+    return WorkConfig(**dataclasses.asdict(loaded.work), **dataclasses.asdict(loaded.questions))
+
+
+def load_limits_config() -> LimitsConfig:
+    """The limits: ``ballet.toml``'s ``[limits]`` table, then ``BALLET_LIMIT_*`` variables."""
+    return load_settings().limits
+
+
+def load_prices() -> dict[str, ModelPrice]:
+    """The price table: the defaults, with ``[prices."MODEL-ID"]`` tables of ballet.toml over them."""
+    return load_settings().prices
+
+
 def load_server_config() -> ServerConfig:
     """Process-level settings read from the environment."""
-    hosts = os.environ.get("DJANGO_ALLOWED_HOSTS", "")
-    debug = os.environ.get("DJANGO_DEBUG")
-    return ServerConfig(
-        database_url=os.environ.get("DATABASE_URL") or None,
-        sqlite_path=os.environ.get("BALLET_SQLITE_PATH") or None,
-        redis_url=os.environ.get("REDIS_URL") or None,
-        secret_key=os.environ.get("DJANGO_SECRET_KEY") or None,
-        debug=None if debug is None else coerce("DJANGO_DEBUG", debug, bool),
-        allowed_hosts=[host.strip() for host in hosts.split(",") if host.strip()],
-        anthropic_api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
-        anthropic_base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
-        search_embedding_backend=os.environ.get("BALLET_SEARCH_EMBEDDING_BACKEND") or None,
-        credential_key=os.environ.get("BALLET_CREDENTIAL_KEY") or None,
-        credential_key_fallbacks=tuple(
-            key.strip()
-            for key in os.environ.get("BALLET_CREDENTIAL_KEY_FALLBACKS", "").split(",")
-            if key.strip()
-        ),
-        static_root=os.environ.get("BALLET_STATIC_ROOT") or None,
-        # prometheus_client's own name for it is honoured too: with it set, the library counts in files.
-        metrics_dir=os.environ.get("BALLET_METRICS_DIR")
-        or os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-        or None,
-        database_pool_size=_pool_size(os.environ.get("BALLET_DATABASE_POOL_SIZE") or "20"),
-    )
+    return load_settings().server
 
 
-# The planner's database threads (planner/live/bridge.py) keep a connection each while turns run.
-MIN_POOL_SIZE = 10
+# Every setting a project may override: the planner's, work's and questions' (docs/domain.md).
+PROJECT_SETTINGS: dict[str, type[PlannerConfig] | type[WorkConfig]] = {
+    **{field.name: PlannerConfig for field in dataclasses.fields(PlannerConfig)},
+    **{field.name: WorkConfig for field in dataclasses.fields(WorkConfig)},
+}
+Config = TypeVar("Config", bound=PlannerConfig | WorkConfig)
 
 
-def _pool_size(value: str) -> int:
-    size: int = coerce("BALLET_DATABASE_POOL_SIZE", value, int)
-    if size < MIN_POOL_SIZE:
-        raise ConfigError(f"BALLET_DATABASE_POOL_SIZE: must be at least {MIN_POOL_SIZE}, got {size}")
-    return size
+def with_overrides(config: Config, overrides: Mapping[str, Any], *, where: str = "") -> Config:
+    """``config`` with the project's values of its own fields, validated by those fields; a bad one
+    is a :class:`ConfigError` naming it (``where`` before the name)."""
+    own = {field.name for field in dataclasses.fields(config)}
+    try:
+        return dataclasses.replace(
+            config, **{name: value for name, value in overrides.items() if name in own}
+        )
+    except ValidationError as exc:
+        raise ConfigError(
+            describe(
+                exc,
+                lambda loc: where + "".join(f"[{p}]" if i else str(p) for i, p in enumerate(loc)),
+                lambda loc: ("project settings", tuple(own)),
+            )
+        ) from None
+
+
+def project_setting(name: str, value: Any) -> Any:
+    """``value`` as the project setting ``name`` (one of :data:`PROJECT_SETTINGS`) holds it."""
+    return getattr(with_overrides(PROJECT_SETTINGS[name](), {name: value}), name)
 
 
 def share_metrics(server: ServerConfig) -> Path | None:
@@ -357,13 +498,13 @@ def share_metrics(server: ServerConfig) -> Path | None:
     return path
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Keys:
     """The keys of docs/trust.md#secrets: Django's ``SECRET_KEY`` and the credential key (with fallbacks)."""
 
-    secret_key: str = field(repr=False)
-    credential_key: str = field(repr=False)
-    credential_key_fallbacks: tuple[str, ...] = field(default=(), repr=False)
+    secret_key: str = dataclasses.field(repr=False)
+    credential_key: str = dataclasses.field(repr=False)
+    credential_key_fallbacks: tuple[str, ...] = dataclasses.field(default=(), repr=False)
 
 
 def embedded_database_path(server: ServerConfig, default: Path) -> Path:

@@ -128,7 +128,7 @@ def test_prices_from_the_file_add_models_and_change_defaults(tmp_path, monkeypat
         ),
         ('[prices."m"]\ninput = "3"\noutput = 1\ncache_write = 1\ncache_read = 1\n', "expected a number"),
         ('[prices."m"]\ninput = true\noutput = 1\ncache_write = 1\ncache_read = 1\n', "expected a number"),
-        ('[prices."m"]\ninput = nan\noutput = 1\ncache_write = 1\ncache_read = 1\n', "expected a number"),
+        ('[prices."m"]\ninput = nan\noutput = 1\ncache_write = 1\ncache_read = 1\n', "a finite number"),
         ('[prices."m"]\ninput = 1\noutput = 1\n', "misses cache_write, cache_read"),
         ('[prices."claude-sonnet-5-5"]\ninptu = 1\n', "unknown keys: inptu"),
         ("prices = 3\n", "must hold tables"),

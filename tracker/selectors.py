@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 
-from ballet.env import PLANNER_KEYS, WORK_KEYS, PlannerConfig, WorkConfig, coerce
+from ballet.env import PlannerConfig, WorkConfig, with_overrides
 from tracker.errors import NotFoundError, ValidationError
 from tracker.inputs import MAX_BIG_ID, ascii_number
 from tracker.models import (
@@ -52,23 +52,17 @@ from tracker.work_selectors import (  # noqa: F401
 def project_planner_config(project: Project) -> PlannerConfig:
     """The planner settings of ``project``: defaults, then the project's overrides."""
     defaults: PlannerConfig = settings.BALLET_PLANNER
-    values = {name: getattr(defaults, name) for name in PLANNER_KEYS}
-    overrides = project.settings if isinstance(project.settings, dict) else {}
-    for name, (_, kind) in PLANNER_KEYS.items():
-        if name in overrides:
-            values[name] = coerce(f"{project.key} setting {name}", overrides[name], kind)
-    return PlannerConfig(**values)
+    return with_overrides(defaults, _overrides(project), where=f"{project.key} setting ")
 
 
 def project_work_config(project: Project) -> WorkConfig:
     """The work settings of ``project`` (claim lease, answer reuse): defaults, then its overrides."""
     defaults: WorkConfig = settings.BALLET_WORK
-    values = {name: getattr(defaults, name) for name in WORK_KEYS}
-    overrides = project.settings if isinstance(project.settings, dict) else {}
-    for name, (_, _, kind) in WORK_KEYS.items():
-        if name in overrides:
-            values[name] = coerce(f"{project.key} setting {name}", overrides[name], kind)
-    return WorkConfig(**values)
+    return with_overrides(defaults, _overrides(project), where=f"{project.key} setting ")
+
+
+def _overrides(project: Project) -> dict[str, Any]:
+    return project.settings if isinstance(project.settings, dict) else {}
 
 
 def project_get(*, key: str) -> Project:

@@ -14,28 +14,22 @@ import dj_database_url
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from ballet.env import (
-    embedded_database_path,
-    load_keys,
-    load_limits_config,
-    load_planner_config,
-    load_prices,
-    load_server_config,
-    load_work_config,
-    share_metrics,
-)
+from ballet.env import embedded_database_path, load_keys, load_settings, share_metrics, work_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
-SERVER = load_server_config()
+# ballet.toml (BALLET_CONFIG), the environment over it; a bad value stops here, named (ballet/env.py).
+# Lower case: not a Django setting itself, only the parts below are.
+config = load_settings()
+SERVER = config.server
 PRODUCTION_MODE = SERVER.production
 # Before anything imports prometheus_client: with a directory, every process of the host counts
 # in it and /metrics adds them all up (ballet/metrics.py).
 METRICS_DIR = share_metrics(SERVER)
-BALLET_PLANNER = load_planner_config()
-BALLET_LIMITS = load_limits_config()
-BALLET_WORK = load_work_config()
+BALLET_PLANNER = config.planner
+BALLET_LIMITS = config.limits
+BALLET_WORK = work_config(config)
 # USD per million tokens per model id: the estimated cost of metered use (planner/services/spend.py).
-BALLET_PRICES = load_prices()
+BALLET_PRICES = config.prices
 
 # Off unless DJANGO_DEBUG=1, in both modes: the debug pages show code and settings (docs/trust.md#secrets).
 DEBUG = bool(SERVER.debug)

@@ -30,7 +30,7 @@ class Project(models.Model):
     key = models.CharField(max_length=10, unique=True, validators=[PROJECT_KEY_VALIDATOR])
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
-    # Per-project overrides of settings ([planner], [work], [questions]: ballet.env.PROJECT_SETTING_KINDS).
+    # Per-project overrides of settings ([planner], [work], [questions]: ballet.env.PROJECT_SETTINGS).
     settings = models.JSONField(default=dict, blank=True)
     # Fernet token of the project's LLM credential; never returned by any API.
     credential_encrypted = models.TextField(blank=True, editable=False)

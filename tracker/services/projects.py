@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from ballet.env import PROJECT_SETTING_KINDS, ConfigError, coerce
+from ballet.env import PROJECT_SETTINGS, ConfigError, project_setting
 from tracker.crypto import encrypt
 from tracker.errors import NotFoundError, ValidationError
 from tracker.inputs import refuse_nul
@@ -24,14 +24,14 @@ def project_settings_clean(value: Any) -> dict[str, Any]:
     errors: dict[str, list[str]] = {}
     clean: dict[str, Any] = {}
     for name, raw in value.items():
-        if name not in PROJECT_SETTING_KINDS:
-            known = ", ".join(PROJECT_SETTING_KINDS)
+        if name not in PROJECT_SETTINGS:
+            known = ", ".join(PROJECT_SETTINGS)
             errors[f"settings.{name}"] = [f"Unknown setting; expected one of: {known}."]
             continue
         if raw is None:
             continue
         try:
-            clean[name] = coerce(name, raw, PROJECT_SETTING_KINDS[name])
+            clean[name] = project_setting(name, raw)
         except ConfigError as exc:
             errors[f"settings.{name}"] = [str(exc)]
     if errors:
