@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from ballet.api_root import ApiRootApi
 from ballet.metrics import metrics_view
 from ballet.views import favicon, healthz
 
@@ -12,6 +13,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/", ApiRootApi.as_view(), name="api-root"),
     path("api/v1/", include("tracker.urls")),
     path("api/v1/", include("knowledge.urls")),
     path("api/v1/", include("planner.urls")),
