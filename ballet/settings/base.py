@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc, served as static files (no CDN)
     "channels",
     "axes",
     "tracker",
@@ -269,6 +270,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Plan, changesets, skills and knowledge of Ballet Core.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The doc pages' scripts and styles from drf-spectacular-sidecar's static files: they work offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No validator badge: Swagger UI would send the schema to validator.swagger.io.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "COMPONENT_SPLIT_REQUEST": True,
     # Items and knowledge entries both have a "kind"; name their enums apart.
     "ENUM_NAME_OVERRIDES": {
