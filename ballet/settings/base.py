@@ -230,6 +230,10 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 # Task modules beside the apps' tasks.py that autodiscovery finds.
 CELERY_IMPORTS = ("tracker.work_tasks",)
+# Beat keeps its schedule in memory and writes no file (docs/operations.md#celery-beat): every entry
+# runs every few seconds, so a restarted beat has nothing worth remembering, and it needs no
+# writable directory (a read-only checkout or container works).
+CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "recover-dead-planner-turns": {"task": "planner.recover_dead_turns", "schedule": 5.0},
     "start-waiting-planner-work": {"task": "planner.start_waiting_work", "schedule": 10.0},
