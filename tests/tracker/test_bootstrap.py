@@ -119,6 +119,7 @@ def test_an_unset_credential_variable_is_refused_before_anything_is_written(pass
         (("--project-name", "  "), "Expected 1 to 200 characters."),
         (("--organization", "!!!"), "some of them letters or digits"),
         (("--username", "x\x00y"), "username: NUL characters are not allowed."),
+        (("--organization", "A\x00B"), "organization: NUL characters are not allowed."),
     ],
 )
 def test_bad_input_is_refused_and_nothing_is_written(password, change, message):

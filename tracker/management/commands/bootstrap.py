@@ -13,8 +13,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tracker.errors import BalletError, ValidationError
+from tracker.inputs import refuse_nul
 from tracker.services.bootstrap import BootstrapResult, bootstrap
 
+TEXT_OPTIONS = ("username", "email", "organization", "project_key", "project_name")
 PASSWORD_ENV = "DJANGO_SUPERUSER_PASSWORD"  # noqa: S105 - a variable's name; the variable Django's own createsuperuser reads
 
 
@@ -48,8 +50,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         credential = _credential(options["credential_env"])
-        password, generated = self._password(options)
         try:
+            # Before the lookup of the user: PostgreSQL refuses a NUL even in a query.
+            refuse_nul(**{name: options[name] for name in TEXT_OPTIONS})
+            password, generated = self._password(options)
             result = bootstrap(
                 username=options["username"],
                 email=options["email"],
