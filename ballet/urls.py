@@ -3,8 +3,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 
+from ballet.api_docs import RedocDocsPage, SwaggerDocsPage
+from ballet.api_root import ApiRootApi
 from ballet.metrics import metrics_view
 from ballet.views import favicon, healthz
 
@@ -12,12 +14,13 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/", ApiRootApi.as_view(), name="api-root"),
     path("api/v1/", include("tracker.urls")),
     path("api/v1/", include("knowledge.urls")),
     path("api/v1/", include("planner.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/schema/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-docs"),
-    path("api/schema/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="schema-redoc"),
+    path("api/schema/docs/", SwaggerDocsPage.as_view(url_name="schema"), name="schema-docs"),
+    path("api/schema/redoc/", RedocDocsPage.as_view(url_name="schema"), name="schema-redoc"),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     # Browsers ask for /favicon.ico on every page that names no icon (the admin's, the API docs).

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc, served as static files (no CDN)
     "channels",
     "axes",
     "tracker",
@@ -223,6 +224,10 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 # Task modules beside the apps' tasks.py that autodiscovery finds.
 CELERY_IMPORTS = ("tracker.work_tasks",)
+# Beat keeps its schedule in memory and writes no file (docs/operations.md#celery-beat): every entry
+# runs every few seconds, so a restarted beat has nothing worth remembering, and it needs no
+# writable directory (a read-only checkout or container works).
+CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "recover-dead-planner-turns": {"task": "planner.recover_dead_turns", "schedule": 5.0},
     "start-waiting-planner-work": {"task": "planner.start_waiting_work", "schedule": 10.0},
@@ -263,6 +268,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Plan, changesets, skills and knowledge of Ballet Core.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The doc pages' scripts and styles from drf-spectacular-sidecar's static files: they work offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No validator badge: Swagger UI would send the schema to validator.swagger.io.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "COMPONENT_SPLIT_REQUEST": True,
     # Items and knowledge entries both have a "kind"; name their enums apart.
     "ENUM_NAME_OVERRIDES": {

@@ -84,3 +84,24 @@ def test_the_chats_scripts_are_served(server, name):
     assert status == 200
     assert headers["Content-Type"].startswith("text/javascript")
     assert body == (ROOT / "planner" / "static" / name).read_bytes()
+
+
+@pytest.mark.parametrize("path", ["/api/schema/docs/", "/api/schema/redoc/"])
+def test_the_api_doc_pages_name_only_this_server_and_it_serves_their_files(server, path):
+    status, headers, body = get(server, path)
+    assert status == 200
+    assert "script-src 'self';" in headers["Content-Security-Policy"]
+    html = body.decode()
+    assert not re.search(r"https?://", html), html
+    assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert any(url.startswith("/static/drf_spectacular_sidecar/") for url in assets), assets
+    for url in assets:
+        status, headers, content = get(server, url.replace("&amp;", "&"))
+        assert status == 200, url
+        assert headers["Content-Type"].split(";")[0] in {
+            "text/css",
+            "text/javascript",
+            "application/javascript",
+            "image/png",
+        }, url
+        assert content, url
