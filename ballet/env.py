@@ -11,8 +11,10 @@ import math
 import os
 import secrets
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,13 @@ DEFAULT_TITLE_MODEL = "claude-haiku-4-5"  # a chat's title is a few words: the c
 
 class ConfigError(Exception):
     """The configuration file or a variable cannot be used."""
+
+
+class PlannerProvider(StrEnum):
+    """Who answers the planner's model calls (docs/architecture.md#the-demo-planner); unset: automatic."""
+
+    ANTHROPIC = "anthropic"
+    DEMO = "demo"  # a scripted planner built into Ballet: no key, no model
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,7 @@ class PlannerConfig:
     skill: str | None = None
     daily_token_budget: int | None = None  # every token processed per project per UTC day, cached ones too
     approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval (docs/domain.md)
+    provider: str | None = None  # a PlannerProvider; None: demo when no credential is set anywhere
 
 
 # (toml key, environment variable, type) of every planner setting.
@@ -52,6 +62,7 @@ PLANNER_KEYS: dict[str, tuple[str | None, type]] = {
     "skill": (None, str),
     "daily_token_budget": ("BALLET_PLANNER_DAILY_TOKEN_BUDGET", int),
     "approve_tools": (None, tuple),
+    "provider": ("BALLET_PLANNER_PROVIDER", PlannerProvider),
 }
 
 
@@ -109,20 +120,31 @@ def _fraction(name: str, value: Any) -> float:
     return number
 
 
+def _provider(name: str, value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in set(PlannerProvider):
+        raise ConfigError(f"{name}: expected one of {', '.join(PlannerProvider)}, got {value!r}")
+    return text
+
+
 def coerce(name: str, value: Any, kind: type) -> Any:
     """Convert ``value`` to ``kind`` or raise :class:`ConfigError` naming the setting."""
     if value is None:
         return None
-    if kind is bool:
-        return _boolean(name, value)
-    if kind is tuple:
-        return _names(name, value)
-    if kind is int:
-        return _positive(name, value)
-    if kind is float:
-        return _fraction(name, value)
+    convert = _CONVERTERS.get(kind)
+    if convert is not None:
+        return convert(name, value)
     text = str(value).strip()
     return text or None
+
+
+_CONVERTERS: dict[type, Callable[[str, Any], Any]] = {
+    bool: _boolean,
+    tuple: _names,
+    int: _positive,
+    float: _fraction,
+    PlannerProvider: _provider,
+}
 
 
 def load_planner_config() -> PlannerConfig:
