@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from decimal import Decimal
 from io import StringIO
 
 import pytest
@@ -22,6 +23,7 @@ from planner.live.runner import runner
 from planner.models import Event, HumanRequest, Message, Question, Session, ToolCall, UsageRecord
 from planner.selectors import project_provider, turn_setup
 from planner.services.sessions import session_create
+from planner.services.spend import usage_rows_priced
 from tests.fakes.scripted import ScriptedGateway, say
 from tests.planner.api_client import client_for
 from tests.planner.conftest import frames_until, open_socket, sync
@@ -94,6 +96,8 @@ async def test_what_can_run_next_lists_the_runnable_tickets(demo, chat, member, 
     records = await sync(lambda: list(UsageRecord.objects.filter(session=chat)))()
     assert {r.model for r in records} == {DEMO_MODEL}
     assert sum(r.input_tokens + r.output_tokens for r in records) == 0
+    rows = await sync(usage_rows_priced)(project=chat.project)
+    assert [(r["model"], r["estimated_cost"]) for r in rows] == [(DEMO_MODEL, Decimal(0))]
 
 
 async def test_an_item_key_reads_the_item(demo, chat, member, make_item):
