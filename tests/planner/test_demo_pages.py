@@ -12,7 +12,7 @@ from pytest_django.asserts import assertContains, assertNotContains
 from planner.services.sessions import session_create
 from tests.factories import MembershipFactory, UserFactory
 from tracker.crypto import decrypt
-from tracker.models import Project, Role
+from tracker.models import Membership, Project, Role
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
 
@@ -74,6 +74,9 @@ def test_only_owners_open_the_settings_page(client, project, users, other_projec
     elsewhere = UserFactory(username="elsewhere")
     MembershipFactory(project=other_project, user=elsewhere, role=Role.OWNER)
     assert signed_in(elsewhere).get(SETTINGS).status_code == 404
+    owner = signed_in(users["owner"])
+    Membership.objects.filter(user=users["owner"]).delete()  # removed a minute ago
+    assert owner.get(SETTINGS).status_code == 404
 
 
 def test_an_owner_sets_the_credential_which_is_never_shown_back(project, owner):
