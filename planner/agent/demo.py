@@ -24,7 +24,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from planner.agent import demo_replies as replies
 from planner.agent.gateway import CallRecord, Meter, StreamSink
@@ -121,6 +121,8 @@ def script(request: ModelRequest) -> Scripted:
             return Scripted(replies.summary(_first_text(request)))
         case "turn":
             return _turn(request)
+        case unknown:
+            assert_never(unknown)
 
 
 def _first_text(request: ModelRequest) -> str:

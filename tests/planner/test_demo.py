@@ -168,10 +168,13 @@ async def test_anything_else_says_what_the_demo_can_do(demo, chat, member):
 
 
 async def test_the_first_turn_titles_the_chat_from_its_message(demo, chat, member):
-    await turn(chat, member, "Hello there, what should we plan today")
-    await runner.settle()
-    titled = await sync(Session.objects.get)(pk=chat.pk)
-    assert titled.title == "Hello there, what should we plan"
+    ws = await open_socket(chat, member)
+    await ws.send_json_to({"type": "message", "text": "Hello there, what should we plan today"})
+    titled = (await frames_until(ws, "title"))[-1]  # proposed after turn_ended
+    await ws.disconnect()
+    await runner.wait(chat.pk)
+    assert titled["title"] == "Hello there, what should we plan"
+    assert (await sync(Session.objects.get)(pk=chat.pk)).title == "Hello there, what should we plan"
     title_records = await sync(lambda: list(UsageRecord.objects.filter(session=chat, purpose="title")))()
     assert [r.model for r in title_records] == [DEMO_MODEL]
 
