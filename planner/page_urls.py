@@ -1,8 +1,8 @@
-"""Browser pages of the planner: a project's chats and a chat."""
+"""Browser pages of the planner: a project's chats, a chat, and the planner's settings."""
 
 from django.urls import URLPattern, path
 
-from planner import pages
+from planner import pages, settings_pages
 
 urlpatterns: list[URLPattern] = [
     path("projects/<str:key>/chat/", pages.chat_list, name="planner-chat-list"),
@@ -18,4 +18,5 @@ urlpatterns: list[URLPattern] = [
         name="planner-chat-unarchive",
     ),
     path("projects/<str:key>/refs/", pages.refs, name="planner-refs"),
+    path("projects/<str:key>/settings/", settings_pages.project_settings, name="planner-project-settings"),
 ]

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from planner.agent.tools import TOOLS
 from planner.models import QuestionStatus, Session
 from planner.refs import refs_resolve
-from planner.selectors import session_get, session_list, session_waiting_count
+from planner.selectors import project_provider, session_get, session_list, session_waiting_count
 from planner.services.agent_questions import question_answer_human
 from planner.services.chats import session_unarchive
 from planner.services.human_requests import may_decide
@@ -39,6 +39,7 @@ from tracker.page_helpers import page_project, page_user, with_socket_csp
 from tracker.permissions import (
     CHANGESET_APPLY,
     PLANNER_CHAT,
+    PROJECT_ADMIN,
     access_scope,
     has_permission,
 )
@@ -77,6 +78,7 @@ def chat_list(request: HttpRequest, key: str) -> HttpResponse:
         "chart": usage_chart(daily_usage(project=project, days=USAGE_DAYS)),
         "today": today_figures(project_today(project=project)),
         "bar_width": BAR_WIDTH,
+        **_demo_notice(user, project),
     }
     return render(request, "planner/chat_list.html", context)
 
@@ -108,6 +110,7 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
         "api_url": reverse("planner-api:session-detail", kwargs={"session": str(found.pk)}),
         "ws_path": f"/ws/planner/sessions/{found.pk}/",
         "recent": _recent(user, project),
+        **_demo_notice(user, project),
     }
     return render(request, "planner/chat.html", context)
 
@@ -178,6 +181,14 @@ def question_answer(request: HttpRequest, key: str, session: uuid.UUID) -> HttpR
             status=exc.status,
         )
     return HttpResponseRedirect(back)
+
+
+def _demo_notice(user: User, project: Project) -> dict[str, bool]:
+    """Whether the page says the demo planner answers here, and links its reader to the credential."""
+    return {
+        "demo": project_provider(project) == "demo",
+        "can_set_credential": has_permission(user, project, PROJECT_ADMIN),
+    }
 
 
 def _first_error(exc: BalletError) -> str:

@@ -13,8 +13,9 @@ from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, 
 from django.db.models.functions import TruncDate
 
 from planner.agent import compaction
+from planner.agent.demo import DEMO_MODEL
 from planner.agent.loop import History, TurnSettings
-from planner.agent.messages import ChatMessage, block_from_wire
+from planner.agent.messages import ChatMessage, Provider, block_from_wire
 from planner.agent.prompt import system_prompt
 from planner.agent.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS
 from planner.live.histories import Kept
@@ -108,10 +109,24 @@ def session_get(*, user: AnyUser, session_id: uuid.UUID | str) -> Session:
         raise NotFoundError("Session not found.") from exc
 
 
-CREDENTIAL_UNREADABLE = (
-    "This project's Anthropic API key cannot be decrypted (the server's credential key changed). "
-    "An owner must set the project's credential again (PATCH /api/v1/projects/KEY/ with credential)."
-)
+def settings_page(project: Project) -> str:
+    """The page where an owner sets the project's credential (``planner/settings_pages.py``)."""
+    return f"/projects/{project.key}/settings/"
+
+
+def _credential_unreadable(project: Project) -> str:
+    return (
+        "This project's Anthropic API key cannot be decrypted (the server's credential key changed). "
+        f"An owner must set the project's credential again, on {settings_page(project)}."
+    )
+
+
+def _no_credential(project: Project) -> str:
+    return (
+        f"This project has no Anthropic API key. An owner can set one on {settings_page(project)} "
+        "(or the server can set ANTHROPIC_API_KEY); until then the demo planner can answer "
+        "(the project's provider setting: demo)."
+    )
 
 
 @dataclass(frozen=True)
@@ -131,9 +146,23 @@ def project_credential(project: Project) -> Credential:
     if project.credential_encrypted:
         key = decrypt(project.credential_encrypted)
         if key is None:
-            return Credential(api_key=None, error=CREDENTIAL_UNREADABLE)
+            return Credential(api_key=None, error=_credential_unreadable(project))
         return Credential(api_key=key)
-    return Credential(api_key=settings.SERVER.anthropic_api_key)
+    server_key = settings.SERVER.anthropic_api_key
+    return Credential(api_key=server_key, error=None if server_key else _no_credential(project))
+
+
+def project_provider(project: Project) -> Provider:
+    """Who answers the project's planner (docs/architecture.md#the-demo-planner): its ``provider``
+    setting (the project's own, else the server's), or, unset, the demo planner when no credential
+    is set anywhere (neither the project's nor ANTHROPIC_API_KEY), else Anthropic."""
+    match project_planner_config(project).provider:
+        case "demo":
+            return "demo"
+        case "anthropic":
+            return "anthropic"
+    has_credential = bool(project.credential_encrypted or settings.SERVER.anthropic_api_key)
+    return "anthropic" if has_credential else "demo"
 
 
 @dataclass(frozen=True)
@@ -177,10 +206,13 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
     ``history``, the prompt and the project's settings."""
     config = project_planner_config(session.project)
     prompt = system_prompt(session.project)
-    credential = project_credential(session.project)
+    provider = project_provider(session.project)
+    # The demo planner needs no key: it is never given one, nor an error for lacking it.
+    credential = project_credential(session.project) if provider == "anthropic" else Credential(None)
+    model = config.model if provider == "anthropic" else DEMO_MODEL
     turn_settings = TurnSettings(
-        model=config.model,
-        compaction_model=config.compaction_model or config.model,
+        model=model,
+        compaction_model=(config.compaction_model or config.model) if provider == "anthropic" else model,
         max_rounds=config.max_rounds,
         max_tokens=config.max_output_tokens,
         compact_at_tokens=config.compact_at_tokens,
@@ -188,6 +220,7 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         system=prompt.text,
         tools=QUESTION_DEFINITIONS if session.question_id is not None else DEFINITIONS,
         credential_error=credential.error,
+        provider=provider,
     )
     return TurnSetup(
         history=history,

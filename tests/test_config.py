@@ -64,6 +64,33 @@ def test_bad_values_name_the_setting(tmp_path, monkeypatch):
         load_planner_config()
 
 
+def test_the_planner_provider_from_file_then_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("BALLET_PLANNER_PROVIDER", raising=False)
+    monkeypatch.delenv("BALLET_CONFIG", raising=False)
+    assert load_planner_config().provider is None  # automatic: demo when no credential is set anywhere
+    path = tmp_path / "ballet.toml"
+    path.write_text('[planner]\nprovider = "demo"\n')
+    monkeypatch.setenv("BALLET_CONFIG", str(path))
+    assert load_planner_config().provider == "demo"
+    monkeypatch.setenv("BALLET_PLANNER_PROVIDER", "Anthropic")
+    assert load_planner_config().provider == "anthropic"
+
+
+def test_a_bad_planner_provider_names_the_setting(tmp_path, monkeypatch, project, owner):
+    monkeypatch.setenv("BALLET_PLANNER_PROVIDER", "openai")
+    with pytest.raises(ConfigError, match="BALLET_PLANNER_PROVIDER: expected anthropic or demo"):
+        load_planner_config()
+    monkeypatch.delenv("BALLET_PLANNER_PROVIDER")
+    path = tmp_path / "ballet.toml"
+    path.write_text('[planner]\nprovider = "claude"\n')
+    monkeypatch.setenv("BALLET_CONFIG", str(path))
+    with pytest.raises(ConfigError, match=r"\[planner\] provider: expected anthropic or demo"):
+        load_planner_config()
+    with pytest.raises(ValidationError) as refused:
+        project_update(actor=Actor(user=owner), project=project, settings={"provider": "gpt"})
+    assert "expected anthropic or demo" in refused.value.errors["settings.provider"][0]
+
+
 def test_limits_from_file_then_environment(tmp_path, monkeypatch):
     assert load_limits_config().messages_per_minute == 20
     path = tmp_path / "ballet.toml"

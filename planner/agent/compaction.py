@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from planner.agent.messages import (
     ChatMessage,
     ModelRequest,
+    Provider,
     TextBlock,
     ToolDefinition,
     ToolResultBlock,
@@ -124,7 +125,11 @@ def _speaker(kind: str) -> str:
 
 
 def build_summary_request(
-    *, model: str, previous_summary: str, messages: Sequence[ChatMessage]
+    *,
+    model: str,
+    previous_summary: str,
+    messages: Sequence[ChatMessage],
+    provider: Provider = "anthropic",
 ) -> ModelRequest:
     """The request that asks the model for the new summary."""
     parts = []
@@ -139,6 +144,7 @@ def build_summary_request(
         messages=(prompt,),
         max_tokens=SUMMARY_MAX_TOKENS,
         purpose="compaction",
+        provider=provider,
     )
 
 

@@ -224,8 +224,8 @@ class AnthropicGateway:
         if not api_key:
             raise GatewayError(
                 "no_credential",
-                "This project has no Anthropic API key. An owner can set one on the project "
-                "(PATCH /api/v1/projects/KEY/ with credential), or the server can set ANTHROPIC_API_KEY.",
+                "This project has no Anthropic API key. An owner can set one on the project's "
+                "settings page (/projects/KEY/settings/), or the server can set ANTHROPIC_API_KEY.",
             )
         params = request_params(request)
         for attempt in range(STREAM_RETRIES + 1):

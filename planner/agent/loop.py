@@ -32,6 +32,7 @@ from planner.agent.messages import (
     ModelRequest,
     ModelResponse,
     PartialAnswer,
+    Provider,
     StopReason,
     TextBlock,
     ToolDefinition,
@@ -60,7 +61,8 @@ class TurnSettings:
     api_key: str | None = field(repr=False)
     system: str
     tools: tuple[ToolDefinition, ...]
-    credential_error: str | None = None  # why the project's credential is unusable: each call fails
+    credential_error: str | None = None  # why the turn has no usable credential: each call fails
+    provider: Provider = "anthropic"  # who answers the turn's calls (docs/architecture.md#the-demo-planner)
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,7 @@ class TurnLoop:
             messages=compaction.request_messages(h.messages, h.summary, h.summary_up_to),
             max_tokens=self.settings.max_tokens,
             tools=self.settings.tools,
+            provider=self.settings.provider,
         )
 
     async def _call_model(self) -> ModelResponse:
@@ -371,7 +374,10 @@ class TurnLoop:
             m for m in h.messages if (h.summary_up_to is None or m.seq > h.summary_up_to) and m.seq <= cut
         ]
         request = compaction.build_summary_request(
-            model=self.settings.compaction_model, previous_summary=h.summary, messages=folded
+            model=self.settings.compaction_model,
+            previous_summary=h.summary,
+            messages=folded,
+            provider=self.settings.provider,
         )
         try:
             response = await self.gateway.complete(

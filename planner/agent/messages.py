@@ -11,6 +11,9 @@ from functools import cached_property
 from typing import Any, Literal, TypeAlias
 
 Role = Literal["user", "assistant"]
+# Who answers a model call: Anthropic's Messages API, or the demo planner
+# (docs/architecture.md#the-demo-planner).
+Provider = Literal["anthropic", "demo"]
 StopReason = Literal[
     "end_turn",
     "tool_use",
@@ -149,6 +152,7 @@ class ModelRequest:
     max_tokens: int
     tools: tuple[ToolDefinition, ...] = ()
     purpose: Literal["turn", "compaction", "title"] = "turn"
+    provider: Provider = "anthropic"
 
 
 @dataclass(frozen=True)

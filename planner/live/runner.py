@@ -25,8 +25,10 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from planner.agent import frames
+from planner.agent.demo import DemoGateway
 from planner.agent.frames import Frame
 from planner.agent.gateway import AnthropicGateway, Gateway
+from planner.agent.providers import ProviderGateway
 from planner.live import titles, turn
 from planner.live.bridge import db
 from planner.live.hub import Hub, hub
@@ -73,7 +75,9 @@ class Runner:
     @property
     def gateway(self) -> Gateway:
         if self._gateway is None:
-            self._gateway = AnthropicGateway(base_url=settings.SERVER.anthropic_base_url)
+            self._gateway = ProviderGateway(
+                anthropic=AnthropicGateway(base_url=settings.SERVER.anthropic_base_url), demo=DemoGateway()
+            )
         return self._gateway
 
     @gateway.setter

@@ -320,6 +320,9 @@ class BudgetedGateway:
 
 
 def budgeted(gateway: Gateway, io: SessionIO) -> Gateway:
-    """``gateway`` within the project's daily token budget, if it has one."""
+    """``gateway`` within the project's daily token budget, if it has one: the demo planner
+    processes no tokens, so it answers whatever the budget (docs/architecture.md#the-demo-planner)."""
     budget = project_planner_config(io.setup.project).daily_token_budget
-    return gateway if budget is None else BudgetedGateway(gateway, io, budget)
+    if budget is None or io.setup.settings.provider == "demo":
+        return gateway
+    return BudgetedGateway(gateway, io, budget)

@@ -28,12 +28,19 @@ from django.utils import timezone
 
 from ballet.env import DEFAULT_TITLE_MODEL
 from planner.agent import frames
+from planner.agent.demo import DEMO_MODEL
 from planner.agent.frames import Frame
 from planner.agent.gateway import CallRecord, Gateway
 from planner.agent.messages import ChatMessage, ModelRequest, TextBlock
 from planner.live.bridge import db
 from planner.models import Message, MessageKind, Session, TitleSource, UsageRecord
-from planner.selectors import project_credential, tokens_used_since, utc_day_start
+from planner.selectors import (
+    Credential,
+    project_credential,
+    project_provider,
+    tokens_used_since,
+    utc_day_start,
+)
 from planner.services import chats, sessions
 from tracker.selectors import project_planner_config
 
@@ -76,7 +83,8 @@ def title_job(*, session_id: uuid.UUID) -> TitleJob | None:
     if UsageRecord.objects.filter(session=session, purpose="title").count() >= MAX_CALLS:
         return None
     config = project_planner_config(session.project)
-    if config.daily_token_budget is not None:
+    provider = project_provider(session.project)
+    if config.daily_token_budget is not None and provider == "anthropic":
         used = tokens_used_since(project_id=session.project_id, since=utc_day_start(timezone.now()))
         if used >= config.daily_token_budget:
             logger.info("no title for session %s: the project's daily token budget is used up", session_id)
@@ -85,13 +93,14 @@ def title_job(*, session_id: uuid.UUID) -> TitleJob | None:
     if not question or not answer:
         return None
     request = ModelRequest(
-        model=config.title_model or DEFAULT_TITLE_MODEL,
+        model=(config.title_model or DEFAULT_TITLE_MODEL) if provider == "anthropic" else DEMO_MODEL,
         system=TITLE_SYSTEM,
         messages=(ChatMessage(role="user", content=(TextBlock(_prompt(question, answer)),), kind="human"),),
         max_tokens=MAX_TOKENS,
         purpose="title",
+        provider=provider,
     )
-    credential = project_credential(session.project)
+    credential = project_credential(session.project) if provider == "anthropic" else Credential(None)
     return TitleJob(project_id=session.project_id, request=request, api_key=credential.api_key)
 
 

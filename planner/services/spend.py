@@ -24,6 +24,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from ballet.env import ModelPrice
+from planner.agent.demo import DEMO_MODEL
 from planner.models import Session, UsageRecord
 from planner.selectors import context_estimate, usage_by_day, utc_day_start
 from tracker.models import Project
@@ -40,8 +41,14 @@ _FIELDS = {
 _SUMS = {name: Sum(field) for name, field in _FIELDS.items()}
 
 
+FREE = ModelPrice(Decimal(0), Decimal(0), Decimal(0), Decimal(0))
+
+
 def price_of(model: str) -> ModelPrice | None:
-    """The configured price of ``model``; None: unknown, its cost cannot be estimated."""
+    """The configured price of ``model``; None: unknown, its cost cannot be estimated. The demo
+    planner costs nothing (docs/architecture.md#the-demo-planner)."""
+    if model == DEMO_MODEL:
+        return FREE
     prices: dict[str, ModelPrice] = settings.BALLET_PRICES
     return prices.get(model)
 

@@ -187,12 +187,16 @@ async def test_a_missing_credential_is_a_clear_failure(
     planner, session, member, owner, chat_project, settings
 ):
     settings.SERVER = settings.SERVER.__class__(**{**settings.SERVER.__dict__, "anthropic_api_key": None})
-    await sync(project_update)(actor=Actor(user=owner), project=chat_project, credential="")
+    # Anthropic chosen: without a credential the demo planner would answer (docs/architecture.md).
+    await sync(project_update)(
+        actor=Actor(user=owner), project=chat_project, credential="", settings={"provider": "anthropic"}
+    )
     planner.gateway = AnthropicGateway(base_url="http://127.0.0.1:9")
     await drive(planner, session, member, "Hello")
     _, data = (await events_of(session))[-1]
     assert data["reason"] == "failed"
     assert "no Anthropic API key" in data["error"]
+    assert "/projects/BAL/settings/" in data["error"]
 
 
 async def test_a_credential_that_cannot_be_decrypted_fails_the_turn_and_never_bills_the_server(
