@@ -66,6 +66,7 @@ class Deployment:
         *,
         redis_url: str | None = None,
         extra_env: Mapping[str, str] | None = None,
+        unset: tuple[str, ...] = (),
     ) -> Deployment:
         """A migrated, seeded deployment; ``redis_url`` (production mode) puts its channel layer,
         cache, presence and Celery broker on that Redis instead of a database of the shared one."""
@@ -97,6 +98,8 @@ class Deployment:
             env.pop("REDIS_URL", None)
             env["BALLET_SQLITE_PATH"] = str(tmp_path / "live.sqlite3")
         env |= dict(extra_env or {})
+        for name in unset:
+            env.pop(name, None)
         deployment = cls(env=env, cleanup_sql=cleanup, database=name)
         if production_mode():
             # Production mode links hashed names from the manifest (ballet/static.py).
@@ -228,9 +231,13 @@ def served(
     extra_env: Mapping[str, str] | None = None,
     redis_url: str | None = None,
     log: Path | None = None,
+    unset: tuple[str, ...] = (),
 ) -> Iterator[Server]:
-    """One daphne on a deployment of its own in ``home``; stopped, and the deployment dropped, on leaving."""
-    deployment = Deployment.create(home, anthropic_base_url, redis_url=redis_url, extra_env=extra_env)
+    """One daphne on a deployment of its own in ``home`` (without the variables ``unset`` names);
+    stopped, and the deployment dropped, on leaving."""
+    deployment = Deployment.create(
+        home, anthropic_base_url, redis_url=redis_url, extra_env=extra_env, unset=unset
+    )
     server = Server(deployment, log=log or home / "daphne.log")
     try:
         yield server.start()
