@@ -960,6 +960,18 @@
     return `${text}${unpriced ? " + unpriced models" : ""}`;
   }
 
+  /** "12,400 tokens (9,800 cached)": every token, cached input included, the cached said apart — as
+   * the usage chart and the budget count them (planner/usage_chart.py ``tokens_text``). */
+  function tokenFigure(spend) {
+    const tokens = `${NUMBER.format(Number(spend.tokens) || 0)} tokens`;
+    const cached = Number(spend.cached_tokens) || 0;
+    return cached > 0 ? `${tokens} (${NUMBER.format(cached)} cached)` : tokens;
+  }
+
+  function chatTokens(spend) {
+    return typeof spend.tokens === "number" ? `${tokenFigure(spend)}, ` : "";
+  }
+
   /** The session's context against its compaction threshold, the chat's cost, and the project's day. */
   function showUsage(usage) {
     if (!usageBox || !usage || typeof usage !== "object" || !usage.today || !usage.session) return;
@@ -970,8 +982,8 @@
       `${NUMBER.format(usage.context_tokens)} of ${NUMBER.format(usage.compact_at_tokens)} tokens ` +
       `(${PERCENT.format(fraction)}) before the planner summarizes`;
     const today = usage.today;
-    const parts = [`${NUMBER.format(today.tokens)} tokens`, dollars(Number(today.estimated_cost) || 0, today.unpriced)];
-    parts.push(`this chat ${dollars(Number(usage.session.estimated_cost) || 0, usage.session.unpriced)}`);
+    const parts = [tokenFigure(today), dollars(Number(today.estimated_cost) || 0, today.unpriced)];
+    parts.push(`this chat ${chatTokens(usage.session)}${dollars(Number(usage.session.estimated_cost) || 0, usage.session.unpriced)}`);
     const budget = document.getElementById("budget-meter");
     if (typeof today.budget === "number") {
       budget.hidden = false;
