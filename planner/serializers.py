@@ -241,6 +241,9 @@ class TokensTodaySerializer(serializers.Serializer[Any]):
     output_tokens = serializers.IntegerField(source="spend.output_tokens")
     cache_creation_input_tokens = serializers.IntegerField(source="spend.cache_write_tokens")
     cache_read_input_tokens = serializers.IntegerField(source="spend.cache_read_tokens")
+    cached_tokens = serializers.IntegerField(
+        source="spend.cached_tokens", help_text="Of ``tokens``, the input written to or read from the cache."
+    )
     estimated_cost = serializers.FloatField(
         source="spend.cost", help_text="USD of today's tokens of models with a configured price."
     )
@@ -255,6 +258,10 @@ class UsageSerializer(serializers.Serializer[Any]):
 
 
 class SpendSerializer(serializers.Serializer[Any]):
+    tokens = serializers.IntegerField(help_text="Every token, cached input included.")
+    cached_tokens = serializers.IntegerField(
+        help_text="Of ``tokens``, the input written to or read from the cache."
+    )
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
     cache_creation_input_tokens = serializers.IntegerField(source="cache_write_tokens")

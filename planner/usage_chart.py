@@ -15,14 +15,24 @@ from planner.services.spend import DaySpend, Spend, SpendToday
 BAR_STEP = 10  # viewBox units per day: a bar and its gap
 BAR_WIDTH = 8
 PLOT_HEIGHT = 100
+LEFT = 46  # room for the y axis: its title and the tick labels
+TOP = 8  # room for the top tick's label
+BOTTOM = 16  # room for the dates under the bars
+RIGHT = 2
+LABEL_EVERY = 7  # a date under every seventh day, and under the last
 
 
 @dataclass(frozen=True)
 class Bar:
+    """One day: input (not cached) at the bottom, cached input above it, output on top; the three
+    add up to the day's tokens, as the budget counts them."""
+
     day: DaySpend
     x: float
     input_y: float
     input_height: float
+    cached_y: float
+    cached_height: float
     output_y: float
     output_height: float
 
@@ -30,9 +40,26 @@ class Bar:
     def label(self) -> str:
         spend = self.day.spend
         return (
-            f"{self.day.day.isoformat()}: {spend.tokens:,} tokens "
-            f"({spend.input_tokens:,} input, {spend.output_tokens:,} output), {cost_text(spend)}"
+            f"{self.day.day.isoformat()}: {tokens_text(spend)}; {spend.input_tokens:,} input, "
+            f"{spend.cached_tokens:,} cached, {spend.output_tokens:,} output; {cost_text(spend)}"
         )
+
+
+@dataclass(frozen=True)
+class Tick:
+    """A value on the y axis: its label and the height of its grid line."""
+
+    label: str
+    y: float
+
+
+@dataclass(frozen=True)
+class DateLabel:
+    """A date under the bars: where, anchored how (``start``, ``middle``, ``end``)."""
+
+    text: str
+    x: float
+    anchor: str
 
 
 @dataclass(frozen=True)
@@ -40,8 +67,31 @@ class UsageChart:
     bars: list[Bar]
     width: int
     height: int
-    peak: int  # the largest day's tokens: the top of the scale
+    peak: int  # the largest day's tokens
+    top: int  # the scale's top: a round number at or above the peak
+    ticks: list[Tick]
+    dates: list[DateLabel]
     total: Spend  # over every day shown
+
+    @property
+    def plot_bottom(self) -> int:
+        return TOP + PLOT_HEIGHT
+
+    @property
+    def date_y(self) -> int:
+        return TOP + PLOT_HEIGHT + BOTTOM - 3
+
+    @property
+    def axis_x(self) -> int:
+        return LEFT
+
+    @property
+    def tick_x(self) -> int:
+        return LEFT - 3
+
+    @property
+    def axis_title_y(self) -> float:
+        return TOP + PLOT_HEIGHT / 2
 
     @property
     def description(self) -> str:
@@ -50,18 +100,19 @@ class UsageChart:
             return "No days to show."
         first, last = self.bars[0].day.day, self.bars[-1].day.day
         return (
-            f"Stacked bars of input and output tokens per UTC day from {first.isoformat()} to "
-            f"{last.isoformat()}. The busiest day had {self.peak:,} tokens; "
-            f"{self.total.tokens:,} tokens in all, {cost_text(self.total)}."
+            f"Stacked bars of input, cached input and output tokens per UTC day from {first.isoformat()} "
+            f"to {last.isoformat()}, on a scale of 0 to {self.top:,} tokens. The busiest day had "
+            f"{self.peak:,} tokens; {tokens_text(self.total)} in all, {cost_text(self.total)}."
         )
 
     @property
-    def rows(self) -> list[tuple[str, int, int, int, str]]:
-        """Day, input, output, total tokens and cost text: the table behind the chart."""
+    def rows(self) -> list[tuple[str, int, int, int, int, str]]:
+        """Day, input, cached, output and total tokens, and the cost: the table behind the chart."""
         return [
             (
                 bar.day.day.isoformat(),
                 bar.day.spend.input_tokens,
+                bar.day.spend.cached_tokens,
                 bar.day.spend.output_tokens,
                 bar.day.spend.tokens,
                 cost_text(bar.day.spend),
@@ -70,30 +121,80 @@ class UsageChart:
         ]
 
 
-def _scaled(tokens: int, peak: int) -> float:
-    return round(tokens * PLOT_HEIGHT / peak, 2) if peak else 0.0
+def round_top(peak: int) -> int:
+    """The smallest of 1, 2, 4 or 5 times a power of ten at or above ``peak`` (its half is round
+    too), 10 at least."""
+    top = 10
+    while True:
+        for step in (1, 2, 4, 5):
+            if step * top >= peak:
+                return step * top
+        top *= 10
+
+
+def short_number(value: int) -> str:
+    """``value`` for a tick: 0, 800, 5k, 2.5k, 1.2M."""
+    for size, unit in ((1_000_000, "M"), (1_000, "k")):
+        if value >= size:
+            return f"{value / size:.1f}".rstrip("0").rstrip(".") + unit
+    return str(value)
+
+
+def _scaled(tokens: int, top: int) -> float:
+    return round(tokens * PLOT_HEIGHT / top, 2) if top else 0.0
+
+
+def _bar(index: int, day: DaySpend, top: int) -> Bar:
+    spend = day.spend
+    heights = [_scaled(n, top) for n in (spend.input_tokens, spend.cached_tokens, spend.output_tokens)]
+    bottom = TOP + PLOT_HEIGHT
+    ys = [round(bottom - sum(heights[: n + 1]), 2) for n in range(3)]
+    return Bar(
+        day=day,
+        x=LEFT + index * BAR_STEP + (BAR_STEP - BAR_WIDTH) / 2,
+        input_y=ys[0],
+        input_height=heights[0],
+        cached_y=ys[1],
+        cached_height=heights[1],
+        output_y=ys[2],
+        output_height=heights[2],
+    )
+
+
+def _dates(bars: list[Bar]) -> list[DateLabel]:
+    shown = [n for n in range(len(bars)) if n % LABEL_EVERY == 0 and len(bars) - n > 3] + [len(bars) - 1]
+    labels = []
+    for n in shown if bars else []:
+        bar = bars[n]
+        anchor = "start" if n == 0 else "end" if n == len(bars) - 1 else "middle"
+        x = {"start": bar.x, "middle": bar.x + BAR_WIDTH / 2, "end": bar.x + BAR_WIDTH}[anchor]
+        labels.append(DateLabel(text=f"{bar.day.day.day} {bar.day.day:%b}", x=x, anchor=anchor))
+    return labels
 
 
 def usage_chart(days: list[DaySpend]) -> UsageChart:
-    """Stacked bars, input below output, scaled so the busiest day fills the height."""
+    """Stacked bars on a round scale (0, its half, its top) with the days' dates under them."""
     peak = max((day.spend.tokens for day in days), default=0)
-    bars = []
-    total = Spend()
-    for index, day in enumerate(days):
-        input_height = _scaled(day.spend.input_tokens, peak)
-        output_height = _scaled(day.spend.output_tokens, peak)
-        bars.append(
-            Bar(
-                day=day,
-                x=index * BAR_STEP + (BAR_STEP - BAR_WIDTH) / 2,
-                input_y=round(PLOT_HEIGHT - input_height, 2),
-                input_height=input_height,
-                output_y=round(PLOT_HEIGHT - input_height - output_height, 2),
-                output_height=output_height,
-            )
-        )
-        total += day.spend
-    return UsageChart(bars=bars, width=len(days) * BAR_STEP, height=PLOT_HEIGHT, peak=peak, total=total)
+    top = round_top(peak)
+    bars = [_bar(index, day, top) for index, day in enumerate(days)]
+    ticks = [Tick(label=short_number(v), y=TOP + PLOT_HEIGHT - _scaled(v, top)) for v in (0, top // 2, top)]
+    total = sum((day.spend for day in days), Spend())
+    return UsageChart(
+        bars=bars,
+        width=LEFT + len(days) * BAR_STEP + RIGHT,
+        height=TOP + PLOT_HEIGHT + BOTTOM,
+        peak=peak,
+        top=top,
+        ticks=ticks,
+        dates=_dates(bars),
+        total=total,
+    )
+
+
+def tokens_text(spend: Spend) -> str:
+    """ "12,400 tokens (9,800 cached)": every token, the cached input among them said apart."""
+    text = f"{spend.tokens:,} tokens"
+    return f"{text} ({spend.cached_tokens:,} cached)" if spend.cached_tokens else text
 
 
 def usd(amount: Decimal) -> str:
@@ -121,7 +222,7 @@ class TodayFigures:
     @property
     def text(self) -> str:
         today = self.today
-        tokens = f"{today.tokens:,} tokens"
+        tokens = tokens_text(today.spend)
         if today.budget is None:
             return f"{tokens} (no daily budget), {self.cost}."
         return f"{tokens} of the daily budget of {today.budget:,} ({self.percent_used}% used), {self.cost}."

@@ -15,6 +15,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, assert_never
 
+from planner.agent.tool_words import tool_label, tool_stage
+
 TurnEndReason = Literal["completed", "max_rounds", "stopped", "failed"]
 
 
@@ -35,7 +37,7 @@ class UserMessageFrame(_Envelope):
     seq: int
     text: str
     author: str
-    kind: str  # human, steer or continue
+    kind: str  # human, steer, continue, or question (an agent's question opening its sub-chat)
     at: str  # when it was sent: ISO 8601 in UTC, as the transcript's ``created_at`` (the page shows it)
 
 
@@ -59,6 +61,7 @@ class ToolCallFrame(_Envelope):
     id: str
     name: str
     input: dict[str, Any]
+    label: str  # the call in words, running ("Reading DEMO-4…"): ``planner/agent/tool_words.py``
 
 
 class ToolResultFrame(_Envelope):
@@ -67,6 +70,7 @@ class ToolResultFrame(_Envelope):
     name: str
     is_error: bool
     output: Any
+    label: str  # the call in words, done or failed ("Read DEMO-4", "Could not read DEMO-4")
 
 
 class DraftFrame(_Envelope):
@@ -130,6 +134,7 @@ class RequestFrame(_Envelope):
     type: Literal["request"]
     id: str
     kind: Literal["question", "approval"]
+    tool_use_id: str  # the call that waits: the page shows its fold waiting
     question: NotRequired[str]
     options: NotRequired[list[str]]
     tool: NotRequired[str]
@@ -247,11 +252,21 @@ def text_reset() -> TextResetFrame:
 
 
 def tool_call(*, id: str, name: str, input: dict[str, Any]) -> ToolCallFrame:
-    return {"type": "tool_call", "id": id, "name": name, "input": input}
+    label = tool_label(name, input, stage="running")
+    return {"type": "tool_call", "id": id, "name": name, "input": input, "label": label}
 
 
-def tool_result(*, id: str, name: str, is_error: bool, output: Any) -> ToolResultFrame:
-    return {"type": "tool_result", "id": id, "name": name, "is_error": is_error, "output": output}
+def tool_result(*, id: str, name: str, input: dict[str, Any], is_error: bool, output: Any) -> ToolResultFrame:
+    """The call's result; its ``input`` only words the ``label`` (the frame does not repeat it)."""
+    label = tool_label(name, input, stage=tool_stage(is_error=is_error), output=output)
+    return {
+        "type": "tool_result",
+        "id": id,
+        "name": name,
+        "is_error": is_error,
+        "output": output,
+        "label": label,
+    }
 
 
 def draft(*, kind: str, snapshot: dict[str, Any], artifact_id: str) -> DraftFrame:
@@ -269,12 +284,29 @@ def turn_ended(*, reason: TurnEndReason, error: str | None = None) -> TurnEndedF
     return frame
 
 
-def request_question(*, id: str, question: str, options: list[str]) -> RequestFrame:
-    return {"type": "request", "id": id, "kind": "question", "question": question, "options": options}
+def request_question(*, id: str, tool_use_id: str, question: str, options: list[str]) -> RequestFrame:
+    return {
+        "type": "request",
+        "id": id,
+        "kind": "question",
+        "tool_use_id": tool_use_id,
+        "question": question,
+        "options": options,
+    }
 
 
-def request_approval(*, id: str, tool: str, input: dict[str, Any], preview: list[PreviewRow]) -> RequestFrame:
-    return {"type": "request", "id": id, "kind": "approval", "tool": tool, "input": input, "preview": preview}
+def request_approval(
+    *, id: str, tool_use_id: str, tool: str, input: dict[str, Any], preview: list[PreviewRow]
+) -> RequestFrame:
+    return {
+        "type": "request",
+        "id": id,
+        "kind": "approval",
+        "tool_use_id": tool_use_id,
+        "tool": tool,
+        "input": input,
+        "preview": preview,
+    }
 
 
 def request_resolved(*, id: str, outcome: str, by: str, answer: str = "") -> RequestResolvedFrame:

@@ -325,7 +325,9 @@ class TurnLoop:
         self.round.pending.remove(call)
         self.round.results.append(run.result)
         await self.io.emit(
-            frames.tool_result(id=call.id, name=call.name, is_error=run.result.is_error, output=run.output)
+            frames.tool_result(
+                id=call.id, name=call.name, input=call.input, is_error=run.result.is_error, output=run.output
+            )
         )
         for draft in run.drafts:
             await self.io.emit(draft)
@@ -345,7 +347,9 @@ class TurnLoop:
             for call in self.round.pending:
                 self.round.results.append(ToolResultBlock(call.id, pending_error, is_error=True))
                 await self.io.emit(
-                    frames.tool_result(id=call.id, name=call.name, is_error=True, output=pending_error)
+                    frames.tool_result(
+                        id=call.id, name=call.name, input=call.input, is_error=True, output=pending_error
+                    )
                 )
             self.round.pending = []
             await self._save_results()

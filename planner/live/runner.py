@@ -86,8 +86,18 @@ class Runner:
 
     # ------------------------------------------------------------------ send, stop, watch
 
-    async def send(self, *, session_id: uuid.UUID, user: User, text: str, question: bool = False) -> Begin:
-        """Give ``text`` its meaning in the session (start, steer or continue).
+    async def send(
+        self,
+        *,
+        session_id: uuid.UUID,
+        user: User,
+        text: str,
+        question: bool = False,
+        shown: str | None = None,
+    ) -> Begin:
+        """Give ``text`` its meaning in the session (start, steer or continue); watchers see
+        ``shown`` instead when given (a question's first message: the question as asked, not how
+        the model is told to answer it).
 
         A turn must be stoppable from every process, so its control messages are
         served before the message is accepted: with the channel layer down, the
@@ -110,10 +120,11 @@ class Runner:
             return begin
         first = list(begin.frames)
         if begin.message is not None:
-            kind = "continue" if begin.meaning == "continued" else "human"
+            kind = "continue" if begin.meaning == "continued" else "question" if question else "human"
+            seen = text if shown is None else shown
             first.insert(
                 0,
-                frames.user_message(seq=begin.message.seq, text=text, author=user.get_username(), kind=kind),
+                frames.user_message(seq=begin.message.seq, text=seen, author=user.get_username(), kind=kind),
             )
         await self._start(live, begin, first)
         return begin
@@ -336,6 +347,7 @@ class Runner:
                 user=question.asker,
                 text=agent_questions.first_message(question),
                 question=True,
+                shown=question.text,
             )
         except (TurnsFullError, UnavailableError) as exc:  # it waits, recorded, for a later pass
             self.work_waiting = True

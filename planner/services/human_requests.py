@@ -70,9 +70,18 @@ def human_kind(call: ToolUseBlock, approve_tools: tuple[str, ...]) -> RequestKin
 
 def request_frame(request: HumanRequest) -> RequestFrame:
     if request.kind == RequestKind.QUESTION:
-        return frames.request_question(id=str(request.pk), question=request.question, options=request.options)
+        return frames.request_question(
+            id=str(request.pk),
+            tool_use_id=request.tool_use_id,
+            question=request.question,
+            options=request.options,
+        )
     return frames.request_approval(
-        id=str(request.pk), tool=request.tool, input=request.input, preview=request.preview
+        id=str(request.pk),
+        tool_use_id=request.tool_use_id,
+        tool=request.tool,
+        input=request.input,
+        preview=request.preview,
     )
 
 
@@ -364,7 +373,11 @@ def _results(session: Session) -> tuple[ChatMessage, list[Frame]]:
             block = _answered_block(use, request)
             out.append(
                 frames.tool_result(
-                    id=use.id, name=use.name, is_error=block.is_error, output=json.loads(block.content)
+                    id=use.id,
+                    name=use.name,
+                    input=use.input,
+                    is_error=block.is_error,
+                    output=json.loads(block.content),
                 )
             )
         elif (call := ran.get(use.id)) is not None:
@@ -409,7 +422,9 @@ def _run_approved(
     records.tools.append(record)
     outcome = record.outcome
     emitted: list[Frame] = [
-        frames.tool_result(id=use.id, name=use.name, is_error=outcome.is_error, output=outcome.output)
+        frames.tool_result(
+            id=use.id, name=use.name, input=use.input, is_error=outcome.is_error, output=outcome.output
+        )
     ]
     emitted += [
         frames.draft(kind=d.kind, snapshot=d.snapshot, artifact_id=d.artifact_id) for d in context.drafts

@@ -43,7 +43,7 @@ from planner.models import (
 )
 from planner.selectors import TurnSetup, session_history, session_reader, turn_setup
 from planner.services.agent_questions import question_unanswered
-from planner.services.notes import change_notes
+from planner.services.notes import NOTED_EVENT, notes_for, notes_summary, notes_text
 from tracker.errors import (
     ConflictError,
     InvalidStateError,
@@ -407,10 +407,16 @@ def _append_notes(session: Session, turn: int, focus: list[str]) -> list[tuple[C
         return []
     session.last_seen_seq = events[-1].seq
     reader = session_reader(session=session) or session.user
-    notes = change_notes(
+    noted = notes_for(
         events, session_label=f"planner:{session.pk}", project=session.project, user=reader, focus=focus
     )
-    return [(_append(session, _human(notes, MessageKind.CHANGES), turn), "")] if notes else []
+    if not noted:
+        return []
+    message = _append(session, _human(notes_text(noted), MessageKind.CHANGES), turn)
+    # What the note says, in a line for the chat's readers (the transcript's ``summary``).
+    summary = {"seq": message.seq, "summary": notes_summary(noted)}
+    Event.objects.create(session=session, kind=NOTED_EVENT, turn=turn, data=summary)
+    return [(message, "")]
 
 
 def _append_steering(session: Session, turn: int) -> list[tuple[ChatMessage, str]]:

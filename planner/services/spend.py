@@ -93,7 +93,12 @@ class Spend:
     @property
     def tokens(self) -> int:
         """Every token processed, cached input included: what the daily budget counts."""
-        return self.input_tokens + self.output_tokens + self.cache_write_tokens + self.cache_read_tokens
+        return self.input_tokens + self.output_tokens + self.cached_tokens
+
+    @property
+    def cached_tokens(self) -> int:
+        """The input written to and read from the prompt cache (priced apart from plain input)."""
+        return self.cache_write_tokens + self.cache_read_tokens
 
     def __add__(self, other: Spend) -> Spend:
         return Spend(

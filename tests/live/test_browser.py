@@ -72,8 +72,8 @@ def test_a_tool_call_is_folded_and_opens_to_its_input_and_output(page, script):
     expect(assistant(page)).to_have_text("Those can run.")
     fold = page.locator("#chat-log details.tool")
     expect(fold).to_have_count(1)
-    expect(fold.locator("summary")).to_contain_text("list_runnable")
-    expect(fold.locator(".tool-status")).to_have_text("done")
+    expect(fold.locator("summary")).to_have_text("Looked up runnable tickets")  # in words
+    expect(fold).to_have_class("tool done")
     expect(fold.locator(".tool-input")).to_be_hidden()
 
     fold.locator("summary").focus()
@@ -85,8 +85,9 @@ def test_a_tool_call_is_folded_and_opens_to_its_input_and_output(page, script):
     page.reload()  # the transcript pairs the call with its result the same way
     fold = page.locator("#chat-log details.tool")
     expect(fold).to_have_count(1)
-    expect(fold.locator(".tool-status")).to_have_text("done")
+    expect(fold.locator("summary")).to_have_text("Looked up runnable tickets")
     fold.locator("summary").click()
+    expect(fold.locator(".tool-called")).to_have_text("Tool list_runnable")  # its name, inside
     expect(fold.locator(".tool-output")).to_contain_text('"tickets"')
     expect(assistant(page)).to_have_text("Those can run.")
 

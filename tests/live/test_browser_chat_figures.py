@@ -8,6 +8,7 @@ spend figures are those of the usage records.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -100,9 +101,11 @@ def test_the_context_and_spend_figures_are_those_of_the_usage_records(page, scri
     expect(page.locator("#context-meter")).to_have_attribute("value", "0.12345")
     today = page.request.get("/api/v1/projects/DEMO/usage/").json()["today"]
     figure = page.locator("#spend-figure")
-    expect(figure).to_contain_text(f"{today['tokens']:,} tokens · ≈ ${today['estimated_cost']:.2f}")
+    cached = f" ({today['cached_tokens']:,} cached)" if today["cached_tokens"] else ""
+    expect(figure).to_contain_text(f"{today['tokens']:,} tokens{cached} · ≈ ${today['estimated_cost']:.2f}")
     # This chat: 12,000 input and 345 output tokens at 3 and 15 USD per million: $0.04.
-    expect(figure).to_contain_text("this chat ≈ $0.04")
+    # (and the chat's title, proposed after the answer: 30 tokens more once it is metered)
+    expect(figure).to_contain_text(re.compile(r"this chat 12,3[47]5 tokens, ≈ \$0\.04"))
 
     page.reload()  # the transcript carries the same figures
     expect(page.locator("#context-figure")).to_have_text(

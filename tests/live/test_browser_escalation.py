@@ -185,6 +185,10 @@ def test_an_agents_question_escalates_to_another_member_who_answers_in_the_brows
 
     expect(page.locator(".question-banner")).to_contain_text("Question from builder")
     expect(page.locator(".question-banner")).to_contain_text("escalate-db: which database?")
+    first = page.locator("#chat-log .entry").first  # the agent's question as it asked it
+    expect(first.locator(".bubble")).to_have_text("escalate-db: which database?")
+    expect(first.locator(".meta")).to_contain_text("Question from builder")
+    expect(page.locator("#chat-log")).not_to_contain_text("answer_question tool")
     expect(page.locator(".composer-off")).to_contain_text("Only builder, who asked, writes in this chat.")
     expect(page.get_by_label("Message to the planner")).to_have_count(0)
     expect(page.get_by_role("button", name="Stop")).to_have_count(0)
@@ -288,12 +292,15 @@ def test_an_approved_call_runs_once(page, script, demo_api):
     expect(card.locator('.preview-op[data-op="create"] h4')).to_have_text("1. Create: new ticket")
     expect(card.locator(".preview-op .after").first).to_have_text("Approved CSV export: the ticket")
     expect(page.locator("#chat-state")).to_have_text("Waiting for approval")
+    fold = page.locator("#chat-log details.tool")
+    expect(fold.locator(".tool-status")).to_have_text("Waiting for approval")
     assert changesets_titled(demo_api, "Approved CSV export") == 0  # nothing ran yet
 
     card.get_by_role("button", name="Approve").click()
     expect(card.locator(".request-outcome-line")).to_have_text("Approved by demo")
     expect(assistant(page)).to_have_text("Proposed.")
     expect(page.locator("#chat-log .changeset-card .card-title")).to_contain_text("Approved CSV export")
+    expect(fold.locator(".tool-label")).to_have_text(re.compile(r"^Proposed changeset #\d+$"))
     assert changesets_titled(demo_api, "Approved CSV export") == 1
 
     page.reload()

@@ -110,7 +110,9 @@ def test_a_newcomer_walks_the_readme_without_a_key(page, server):
     send(page, "add a ticket for a printable weekly schedule")
     apply = page.get_by_role("button", name=re.compile(r"Apply changeset #\d+"))
     expect(apply).to_be_visible()
-    number = re.search(r"#(\d+)", apply.get_attribute("aria-label") or "").group(1)
+    labelled = re.search(r"#(\d+)", apply.get_attribute("aria-label") or "")
+    assert labelled is not None
+    number = labelled.group(1)
     apply.click()
     card = page.locator(f".changeset-card[data-artifact='changeset:{number}']")
     expect(card).to_have_class(re.compile("status-applied"))

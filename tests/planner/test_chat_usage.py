@@ -109,3 +109,18 @@ def test_only_those_who_read_the_chat_read_its_usage(client_for, chat, users, wh
     user = users.get(who)
     response = client_for(user).get(f"/api/v1/planner/sessions/{chat.pk}/usage/")
     assert response.status_code in ((401, 403) if who == "anonymous" else (404,)), response.content
+
+
+def test_tokens_count_the_cached_apart_and_add_up(client_for, chat, member, project):
+    metered(project, tokens=(2_000, 600, 800, 9_000), session=chat)  # 9,800 cached of 12,400
+    metered(project, tokens=(100, 50))
+
+    usage = usage_of(client_for(member), chat)
+
+    mine, today = usage["session"], usage["today"]
+    assert (mine["tokens"], mine["cached_tokens"]) == (12_400, 9_800)
+    parts = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    assert mine["tokens"] == sum(mine[name] for name in parts)
+    assert mine["cached_tokens"] == mine["cache_creation_input_tokens"] + mine["cache_read_input_tokens"]
+    assert (today["tokens"], today["cached_tokens"]) == (12_550, 9_800)
+    assert today["tokens"] == sum(today[name] for name in parts)

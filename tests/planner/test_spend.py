@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from ballet.env import ModelPrice
-from planner.services.spend import daily_usage, estimated_cost, project_today, record_cost
-from planner.usage_chart import cost_text, usage_chart, usd
+from planner.services.spend import Spend, daily_usage, estimated_cost, project_today, record_cost
+from planner.usage_chart import cost_text, round_top, short_number, tokens_text, usage_chart, usd
 from tests.planner.metering import metered, midnight
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
@@ -81,21 +81,54 @@ def test_other_projects_usage_is_not_counted(project, other_project):
     assert sum(d.spend.tokens for d in daily_usage(project=project)) == 0
 
 
-def test_the_chart_scales_the_busiest_day_to_full_height(project):
-    metered(project, tokens=(300, 100), at=midnight() - timedelta(days=1))
+def test_the_bars_stack_input_cached_and_output_to_each_days_tokens_on_a_round_scale(project):
+    metered(project, tokens=(300, 100, 40, 60), at=midnight() - timedelta(days=1))  # 500, 100 cached
     metered(project, tokens=(100, 100))
     chart = usage_chart(daily_usage(project=project, days=3))
     empty, busiest, today = chart.bars
-    assert (empty.input_height, empty.output_height) == (0, 0)
-    assert (busiest.input_height, busiest.output_height, busiest.output_y) == (75.0, 25.0, 0.0)
-    assert (today.input_height, today.output_height, today.input_y, today.output_y) == (
-        25.0,
-        25.0,
-        75.0,
-        50.0,
-    )
-    assert chart.peak == 400
-    assert [bar.x for bar in chart.bars] == [1.0, 11.0, 21.0]
+    assert (chart.peak, chart.top) == (500, 500)
+    assert (empty.input_height, empty.cached_height, empty.output_height) == (0, 0, 0)
+    assert (busiest.input_height, busiest.cached_height, busiest.output_height) == (60.0, 20.0, 20.0)
+    assert (busiest.input_y, busiest.cached_y, busiest.output_y) == (48.0, 28.0, 8.0)  # stacked up to the top
+    for bar in chart.bars:  # each bar is its day's tokens, cached ones included
+        drawn = bar.input_height + bar.cached_height + bar.output_height
+        assert drawn == pytest.approx(bar.day.spend.tokens * 100 / chart.top)
+    assert (today.input_height, today.output_height) == (20.0, 20.0)
+    assert [bar.x for bar in chart.bars] == [47.0, 57.0, 67.0]
+    assert "500 tokens (100 cached); 300 input, 100 cached, 100 output" in busiest.label
+
+
+def test_the_axes_have_round_ticks_and_dates(project):
+    metered(project, tokens=(12_000, 345))
+    chart = usage_chart(daily_usage(project=project, days=30))
+    assert [(tick.label, tick.y) for tick in chart.ticks] == [("0", 108), ("10k", 58), ("20k", 8)]
+    first, last = chart.bars[0].day.day, chart.bars[-1].day.day
+    dates = [(d.text, d.anchor) for d in chart.dates]
+    assert len(dates) == 5  # every seventh day, and today
+    assert dates[0] == (f"{first.day} {first:%b}", "start")
+    assert dates[-1] == (f"{last.day} {last:%b}", "end")
+    assert "on a scale of 0 to 20,000 tokens" in chart.description
+
+
+@pytest.mark.parametrize(
+    ("peak", "top"), [(0, 10), (7, 10), (11, 20), (345, 400), (401, 500), (12_345, 20_000), (50_001, 100_000)]
+)
+def test_the_scale_tops_out_at_a_round_number(peak, top):
+    assert round_top(peak) == top
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(0, "0"), (800, "800"), (5_000, "5k"), (2_500, "2.5k"), (1_200_000, "1.2M")]
+)
+def test_ticks_are_short(value, text):
+    assert short_number(value) == text
+
+
+def test_tokens_say_the_cached_apart_and_add_up():
+    assert tokens_text(
+        Spend(input_tokens=2_000, output_tokens=600, cache_read_tokens=9_000, cache_write_tokens=800)
+    ) == ("12,400 tokens (9,800 cached)")
+    assert tokens_text(Spend(input_tokens=10, output_tokens=5)) == "15 tokens"
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ async def test_a_turn_answers_and_records_everything(planner, model, session, me
     )
     assert tool_call.output["items"][0]["key"] == "BAL-1"
     kinds = await sync(lambda: list(Event.objects.filter(session=session).values_list("kind", flat=True)))()
-    assert kinds == ["turn_started", "turn_ended"]
+    assert kinds == ["changes_noted", "turn_started", "turn_ended"]  # the note's summary, for people
     refreshed = await sync(Session.objects.get)(pk=session.pk)
     assert refreshed.state == "idle"
     assert len(model.turn_requests) == 2

@@ -35,6 +35,7 @@ def test_usage_shows_today_against_the_budget(client_for, project, owner, member
         "output_tokens": 50,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
+        "cached_tokens": 0,
         "estimated_cost": 0.0015,  # 250 x $3 + 50 x $15 per million
         "unpriced": False,
     }

@@ -211,7 +211,8 @@
     if (seq) entry.dataset.seq = String(seq);
     entry.append(linkRefs(el("div", "bubble", text)));
     const labels = [];
-    if (author && author !== config.user) labels.push(author);
+    if (kind === "question") labels.push(askedBy(author));
+    else if (author && author !== config.user) labels.push(author);
     if (kind === "continue") labels.push("continued the turn");
     if (kind === "steer") labels.push("sent while the planner worked");
     const meta = el("p", "meta");
@@ -220,6 +221,12 @@
     if (labels.length) meta.append(`${when ? " · " : ""}${labels.join(" · ")}`);
     if (meta.firstChild) entry.append(meta);
     return append(entry);
+  }
+
+  /** Who asked the question a sub-chat opened with, and about what: "Question from builder about DEMO-4". */
+  function askedBy(author) {
+    const item = root.dataset.questionItem || "";
+    return `Question from ${author || "an agent"}${item ? ` about ${item}` : ""}`;
   }
 
   /**
@@ -254,15 +261,18 @@
     return JSON.stringify(value === undefined ? null : value, null, 2);
   }
 
-  function toolFold({ id, name, input: args, seq }) {
+  function toolFold({ id, name, input: args, seq, label }) {
     const fold = el("details", "tool pending");
     fold.dataset.toolId = id;
     if (seq) fold.dataset.seq = String(seq);
     const summary = el("summary");
-    summary.append(el("span", "tool-kicker", "Tool"), el("code", "tool-name", name), el("span", "tool-status", "running…"));
+    summary.append(el("span", "tool-label"), el("span", "tool-status"));
     const body = el("div", "tool-body");
-    body.append(el("p", "tool-section", "Input"), scroller(linkRefs(el("pre", "json tool-input", pretty(args ?? {})))));
+    const called = el("p", "tool-called");
+    called.append("Tool ", el("code", "tool-name", name));
+    body.append(called, el("p", "tool-section", "Input"), scroller(linkRefs(el("pre", "json tool-input", pretty(args ?? {})))));
     fold.append(summary, body);
+    setFoldLabel(fold, label, name);
     return append(fold);
   }
 
@@ -280,13 +290,24 @@
     return Array.from(log.querySelectorAll("details.tool")).find((fold) => fold.dataset.toolId === id) || null;
   }
 
-  function setToolOutput(fold, output, isError) {
+  function setToolOutput(fold, output, isError, label) {
     const body = fold.querySelector(".tool-body");
     for (const old of body.querySelectorAll(".tool-output, .tool-section.output")) old.remove();
     body.append(el("p", "tool-section output", isError ? "Error" : "Output"), scroller(linkRefs(el("pre", "json tool-output", pretty(output)))));
-    fold.classList.remove("pending");
+    fold.classList.remove("pending", "waiting");
     fold.classList.toggle("failed", Boolean(isError));
-    fold.querySelector(".tool-status").textContent = isError ? "error" : "done";
+    fold.classList.toggle("done", !isError);
+    setFoldLabel(fold, label);
+    fold.querySelector(".tool-status").textContent = "";
+  }
+
+  // A fold says in words what the call does or did ("Looked up runnable tickets"): the server's
+  // `label` (docs/protocol.md, "Tool calls in words"); the tool's name only from a server without one.
+
+  function setFoldLabel(fold, label, name) {
+    const node = fold.querySelector(".tool-label");
+    if (typeof label === "string" && label) node.textContent = label;
+    else if (!node.textContent) node.textContent = name || fold.querySelector(".tool-name").textContent;
   }
 
   const CHANGESET_STATUS = {
@@ -450,10 +471,16 @@
     if (card) changing(() => setChangesetStatus(card, state));
   }
 
-  function changesNote(text, seq) {
-    const note = el("details", "changes-note");
+  /** Others changed the workspace and the planner was told: what changed in a line (the server's
+   * `summary`, its keys linked), what the planner read in a fold. */
+  function changesNote(text, seq, summary) {
+    const note = el("div", "changes-note");
     note.dataset.seq = String(seq);
-    note.append(el("summary", null, "The workspace changed; the planner was told"), linkRefs(el("pre", null, text)));
+    const line = el("p", "changes-summary");
+    line.append(el("span", "changes-kicker", "Workspace changes: "), typeof summary === "string" && summary ? summary : "others changed the plan");
+    const told = el("details", "changes-told");
+    told.append(el("summary", null, "What the planner was told"), linkRefs(el("pre", null, text)));
+    note.append(linkRefs(line), told);
     return append(note);
   }
 
@@ -652,7 +679,25 @@
     } else {
       append(card);
     }
+    foldWaits(merged);
     refreshWaiting();
+  }
+
+  // The fold of a call that waits for a human (ask_human, an approval) says so until it is settled,
+  // then how it was settled until its result comes; the request names its call (`tool_use_id`).
+
+  function foldWaits(request) {
+    const fold = typeof request.tool_use_id === "string" ? findFold(request.tool_use_id) : null;
+    if (!fold || !(fold.classList.contains("pending") || fold.classList.contains("waiting"))) return;
+    const pending = request.status === "pending";
+    fold.classList.toggle("waiting", pending);
+    fold.classList.toggle("pending", !pending);
+    fold.querySelector(".tool-status").textContent = pending ? waitingWords(request) : OUTCOMES[request.status] || "";
+  }
+
+  function waitingWords(request) {
+    if (request.kind === "approval") return "Waiting for approval";
+    return mayAnswer(request) ? "Waiting for your answer" : "Waiting for an answer";
   }
 
   function resolveRequest(frame) {
@@ -662,6 +707,7 @@
     view.requests.set(frame.id, resolved);
     const card = findCard(frame.id);
     if (card) changing(() => card.replaceWith(requestCard(resolved)));
+    foldWaits(resolved);
     const outcome = frame.outcome;
     if (!pendingRequests().length && outcome !== "cancelled" && (view.activity === "waiting" || view.activity === "paused")) {
       setActivity("thinking"); // the turn resumes with the last answer
@@ -916,6 +962,18 @@
     return `${text}${unpriced ? " + unpriced models" : ""}`;
   }
 
+  /** "12,400 tokens (9,800 cached)": every token, cached input included, the cached said apart — as
+   * the usage chart and the budget count them (planner/usage_chart.py ``tokens_text``). */
+  function tokenFigure(spend) {
+    const tokens = `${NUMBER.format(Number(spend.tokens) || 0)} tokens`;
+    const cached = Number(spend.cached_tokens) || 0;
+    return cached > 0 ? `${tokens} (${NUMBER.format(cached)} cached)` : tokens;
+  }
+
+  function chatTokens(spend) {
+    return typeof spend.tokens === "number" ? `${tokenFigure(spend)}, ` : "";
+  }
+
   /** The session's context against its compaction threshold, the chat's cost, and the project's day. */
   function showUsage(usage) {
     if (!usageBox || !usage || typeof usage !== "object" || !usage.today || !usage.session) return;
@@ -926,8 +984,8 @@
       `${NUMBER.format(usage.context_tokens)} of ${NUMBER.format(usage.compact_at_tokens)} tokens ` +
       `(${PERCENT.format(fraction)}) before the planner summarizes`;
     const today = usage.today;
-    const parts = [`${NUMBER.format(today.tokens)} tokens`, dollars(Number(today.estimated_cost) || 0, today.unpriced)];
-    parts.push(`this chat ${dollars(Number(usage.session.estimated_cost) || 0, usage.session.unpriced)}`);
+    const parts = [tokenFigure(today), dollars(Number(today.estimated_cost) || 0, today.unpriced)];
+    parts.push(`this chat ${chatTokens(usage.session)}${dollars(Number(usage.session.estimated_cost) || 0, usage.session.unpriced)}`);
     const budget = document.getElementById("budget-meter");
     if (typeof today.budget === "number") {
       budget.hidden = false;
@@ -1117,11 +1175,12 @@
     const blocks = Array.isArray(message.content) ? message.content : [];
     const text = messageText(message);
     if (message.kind === "changes") {
-      changesNote(text, message.seq);
+      changesNote(text, message.seq, message.summary);
     } else if (message.role === "assistant") {
+      const labels = message.labels && typeof message.labels === "object" ? message.labels : {};
       for (const block of blocks) {
         if (block.type === "text" && block.text.trim()) assistantEntry(block.text, message.seq, message.created_at);
-        if (block.type === "tool_use") renderToolUse(block, calls.get(block.id), message.seq);
+        if (block.type === "tool_use") renderToolUse(block, calls.get(block.id), message.seq, labels[block.id]);
       }
     } else if (message.kind === "tool_results") {
       for (const block of blocks) {
@@ -1132,14 +1191,14 @@
     }
   }
 
-  function renderToolUse(block, call, seq) {
-    const fold = toolFold({ id: block.id, name: block.name, input: block.input, seq });
-    if (call) setToolOutput(fold, call.output, call.is_error);
+  function renderToolUse(block, call, seq, label) {
+    const fold = toolFold({ id: block.id, name: block.name, input: block.input, seq, label });
+    if (call) setToolOutput(fold, call.output, call.is_error, call.label);
   }
 
   function renderToolResult(block, call, seq) {
     let fold = findFold(block.tool_use_id);
-    if (!fold) fold = toolFold({ id: block.tool_use_id, name: call ? call.name : "tool", input: call ? call.input : {}, seq });
+    if (!fold) fold = toolFold({ id: block.tool_use_id, name: call ? call.name : "tool", input: call ? call.input : {}, seq, label: call ? call.label : "" });
     if (!call) {
       setToolOutput(fold, block.content, block.is_error);
       return;
@@ -1217,7 +1276,7 @@
     tool_result(frame) {
       endStream();
       const fold = findFold(frame.id) || toolFold({ id: frame.id, name: frame.name, input: {} });
-      setToolOutput(fold, frame.output, frame.is_error);
+      setToolOutput(fold, frame.output, frame.is_error, frame.label);
       if (view.answering && view.answering.id === frame.id && !frame.is_error && typeof view.answering.answer === "string") {
         questionStatus({ status: "answered", answer: view.answering.answer, answered_by: "planner:" });
       }
