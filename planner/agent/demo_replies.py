@@ -118,10 +118,14 @@ def _runnable(output: dict[str, Any]) -> str:
     return f"{count} run now (ready, every blocker done):\n\n" + "\n".join(lines)
 
 
+def _article(word: str) -> str:
+    return "An" if word[:1].lower() in ("a", "e", "i", "o", "u") else "A"
+
+
 def _item(output: dict[str, Any]) -> str:
     lines = [
         f"**{output['key']}** · {_inline(output['title'])}",
-        f"A {output['kind']}, *{output['state']}* (version {output['version']})"
+        f"{_article(str(output['kind']))} {output['kind']}, *{output['state']}* (version {output['version']})"
         + (f", in {output['epic']}" if output.get("epic") else "")
         + ".",
     ]
@@ -170,8 +174,8 @@ def _proposed(output: dict[str, Any]) -> str:
     changeset = output.get("changeset") or {}
     return (
         f"I proposed changeset #{changeset.get('number')} ({changeset.get('status')}). Nothing changes "
-        "until a human with changeset.apply applies it: see its card below, or review it at "
-        f"{changeset.get('review_url')}."
+        "until a maintainer or an owner applies it: *Apply* on its card in this chat, or on its "
+        f"review page, {changeset.get('review_url')}."
     )
 
 
