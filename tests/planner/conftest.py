@@ -10,9 +10,11 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
+from django.test import Client
 
 from planner.live.bridge import db
 from planner.live.runner import Runner, runner
+from planner.models import Session
 from planner.routing import websocket_urlpatterns
 from planner.services.sessions import session_create
 from tests.fakes.scripted import ScriptedGateway
@@ -117,3 +119,18 @@ async def drive(planner: Runner, session, user, text: str):
 def sync(fn):
     """``fn`` run on the database threads, as the code under test runs its ORM work."""
     return db(fn)
+
+
+def chat_url(session: Session) -> str:
+    return f"/projects/{session.project.key}/chat/{session.pk}/"
+
+
+@pytest.fixture
+def signed_in(client: Client):
+    """The test client signed in as the user it is given (the pages' tests)."""
+
+    def sign_in(user) -> Client:
+        client.force_login(user)
+        return client
+
+    return sign_in

@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
 from planner.models import Session
 from planner.services.sessions import session_begin, session_create
 from tests.factories import MembershipFactory, UserFactory
+from tests.planner.conftest import chat_url
 
 NEW_CHAT = '<button type="submit" class="new-chat">New chat</button>'
-
-
-def chat_url(session: Session) -> str:
-    return f"/projects/{session.project.key}/chat/{session.pk}/"
-
-
-@pytest.fixture
-def signed_in(client: Client):
-    def sign_in(user) -> Client:
-        client.force_login(user)
-        return client
-
-    return sign_in
 
 
 def test_anonymous_visitors_are_sent_to_sign_in(client: Client, session):

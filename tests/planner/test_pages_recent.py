@@ -6,9 +6,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-import pytest
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django.asserts import assertContains, assertNotContains
@@ -17,23 +15,11 @@ from planner.models import HumanRequest, RequestKind, Session
 from planner.services.chats import session_archive
 from planner.services.sessions import session_create
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
-
-
-def chat_url(session: Session) -> str:
-    return f"/projects/{session.project.key}/chat/{session.pk}/"
+from tests.planner.conftest import chat_url
 
 
 def unarchive_url(session: Session) -> str:
     return f"{chat_url(session)}unarchive/"
-
-
-@pytest.fixture
-def signed_in(client: Client):
-    def sign_in(user) -> Client:
-        client.force_login(user)
-        return client
-
-    return sign_in
 
 
 def titled(user, project, title: str) -> Session:

@@ -5,19 +5,15 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
 from planner.models import HumanRequest, Question, RequestKind, RequestStatus, Session
 from planner.selectors import session_list
 from planner.services.sessions import session_create
 from tests.factories import MembershipFactory, UserFactory
+from tests.planner.conftest import chat_url
 
 WAITING_BADGE = '<span class="badge waiting">waiting for you</span>'
-
-
-def chat_url(session: Session) -> str:
-    return f"/projects/{session.project.key}/chat/{session.pk}/"
 
 
 def sessions_waiting(*, user, project) -> list[Session]:
@@ -55,15 +51,6 @@ def sub_chat(chat_project, agent, make_item):
     session.question = question
     session.save(update_fields=["question"])
     return session
-
-
-@pytest.fixture
-def signed_in(client: Client):
-    def sign_in(user) -> Client:
-        client.force_login(user)
-        return client
-
-    return sign_in
 
 
 def test_a_chat_waiting_for_its_owner_comes_first_and_is_marked(signed_in, session, member, chat_project):
