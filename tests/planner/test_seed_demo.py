@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import timedelta
 from io import StringIO
@@ -314,3 +315,12 @@ def test_the_agent_has_a_key_to_read_ask_and_work_printed_once_and_an_open_quest
     assert agent_reads(new) == 200
     assert agent_reads(key) == 401
     assert [k.status for k in ApiKey.objects.filter(user=agent)] == ["active", "revoked"]
+
+
+def test_the_seed_says_who_answers_the_chats_and_where_a_credential_goes(settings):
+    settings.SERVER = dataclasses.replace(settings.SERVER, anthropic_api_key=None)
+    assert "DEMO's planner: the demo planner (scripted, no AI model)" in seed()
+    assert "/projects/DEMO/settings/" in seed()
+
+    settings.SERVER = dataclasses.replace(settings.SERVER, anthropic_api_key="sk-ant-server")
+    assert "DEMO's planner: Claude." in seed()

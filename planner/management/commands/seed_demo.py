@@ -28,6 +28,7 @@ from django.utils import timezone
 from knowledge.models import KnowledgeEntry
 from knowledge.services import knowledge_create, knowledge_update
 from planner.models import Question, QuestionStatus
+from planner.selectors import project_provider
 from planner.services.demo import demo_question_ensure
 from tracker.errors import BalletError
 from tracker.management import demo_content as content
@@ -105,6 +106,18 @@ class Command(BaseCommand):
         self.stdout.write("\n".join(lines))
         state = "Built" if built else "Already seeded, nothing changed:"
         self.stdout.write(self.style.SUCCESS(f"{state} {_summary(project)}"))
+        self.stdout.write(_planner_line(project))
+
+
+def _planner_line(project: Project) -> str:
+    """Who answers DEMO's chats, and where a credential is set (docs/architecture.md#the-demo-planner)."""
+    if project_provider(project) == "anthropic":
+        return f"{project.key}'s planner: Claude."
+    return (
+        f"{project.key}'s planner: the demo planner (scripted, no AI model), since no credential is set. "
+        "For Claude, set ANTHROPIC_API_KEY, or the project's credential at "
+        f"/projects/{project.key}/settings/."
+    )
 
 
 def _user_ensure(spec: DemoUser, *, password: str | None, reset: bool) -> str:
