@@ -4,22 +4,21 @@ One pydantic-settings model, :class:`BalletSettings`, holds every setting: its s
 tables of ``ballet.toml`` (path in ``BALLET_CONFIG``), read by pydantic-settings' TOML source, and
 the environment variables named on the fields (``Env``) take precedence over the file. Per-project
 overrides live on the project and are validated by the same fields (:func:`project_setting`,
-:func:`with_overrides`). The keys of docs/trust.md#secrets (generated, kept in ``db/``) and the
-metrics directory are not settings parsing and stay hand-written below.
+:func:`with_overrides`); their errors are worded by ``ballet.config_errors``. The keys of
+docs/trust.md#secrets (generated, kept in ``db/``) are ``ballet.keys``'s, and the metrics directory
+is set up by hand below.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import secrets
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from cryptography.fernet import Fernet
 from pydantic import (
     AfterValidator,
     BeforeValidator,
@@ -30,13 +29,15 @@ from pydantic import (
     field_validator,
 )
 from pydantic.dataclasses import dataclass
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from ballet.config_errors import describe
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_TITLE_MODEL = "claude-haiku-4-5"  # a chat's title is a few words: the cheapest model will do
@@ -366,62 +367,6 @@ def _table_keys(loc: tuple[str | int, ...]) -> tuple[str, tuple[str, ...]]:
     return f"[{loc[0]}]", tuple(field.name for field in dataclasses.fields(table))  # type: ignore[arg-type]
 
 
-def describe(
-    exc: ValidationError,
-    name_of: Callable[[tuple[str | int, ...]], str],
-    table_of: Callable[[tuple[str | int, ...]], tuple[str, tuple[str, ...]]],
-) -> str:
-    """One line per bad setting, ``NAME: what is wrong``; unknown and missing keys per table."""
-    lines: list[str] = []
-    unknown: dict[tuple[str | int, ...], list[str]] = {}
-    missing: dict[tuple[str | int, ...], list[str]] = {}
-    for error in exc.errors():
-        loc = error["loc"]
-        if error["type"] in {"extra_forbidden", "unexpected_keyword_argument"}:
-            unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
-        elif error["type"] == "missing":
-            missing.setdefault(loc[:-1], []).append(str(loc[-1]))
-        else:
-            lines.append(f"{name_of(loc)}: {_phrase(error)}")
-    for loc, keys in unknown.items():
-        table, known = table_of(loc)
-        lines.append(f"{table} has unknown keys: {', '.join(keys)} (known: {', '.join(known)})")
-    for loc, keys in missing.items():
-        lines.append(f"{table_of(loc)[0]} misses {', '.join(keys)}")
-    return "\n".join(lines)
-
-
-# Pydantic's errors in the words of a configuration file; others keep pydantic's own message.
-PHRASES = {
-    "int_parsing": "expected an integer, got {input!r}",
-    "int_type": "expected an integer, got {input!r}",
-    "int_from_float": "expected an integer, got {input!r}",
-    "float_parsing": "expected a number, got {input!r}",
-    "float_type": "expected a number, got {input!r}",
-    "decimal_parsing": "expected a number, got {input!r}",
-    "decimal_type": "expected a number, got {input!r}",
-    "finite_number": "expected a finite number, got {input!r}",
-    "bool_parsing": "expected a boolean, got {input!r}",
-    "bool_type": "expected a boolean, got {input!r}",
-    "string_type": "expected a string, got {input!r}",
-    "string_too_short": "must not be empty",
-    "tuple_type": "expected a list of names, got {input!r}",
-    "list_type": "expected a list, got {input!r}",
-    "greater_than": "must be above {gt}, got {input}",
-    "greater_than_zero": "must be positive, got {input}",
-    "greater_than_equal": "must be at least {ge}, got {input}",
-    "greater_than_equal_zero": "must not be negative, got {input}",
-    "less_than_equal": "must be at most {le}, got {input}",
-}
-
-
-def _phrase(error: ErrorDetails) -> str:
-    context = error.get("ctx", {})
-    kind = error["type"] + ("_zero" if 0 in (context.get("gt"), context.get("ge")) else "")
-    template = PHRASES.get(kind)
-    return template.format(input=error.get("input"), **context) if template else error["msg"]
-
-
 def load_planner_config() -> PlannerConfig:
     """The planner defaults: ``ballet.toml``'s ``[planner]`` table, then the environment."""
     return load_settings().planner
@@ -496,70 +441,3 @@ def share_metrics(server: ServerConfig) -> Path | None:
     path.mkdir(parents=True, exist_ok=True)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
     return path
-
-
-@dataclasses.dataclass(frozen=True)
-class Keys:
-    """The keys of docs/trust.md#secrets: Django's ``SECRET_KEY`` and the credential key (with fallbacks)."""
-
-    secret_key: str = dataclasses.field(repr=False)
-    credential_key: str = dataclasses.field(repr=False)
-    credential_key_fallbacks: tuple[str, ...] = dataclasses.field(default=(), repr=False)
-
-
-def embedded_database_path(server: ServerConfig, default: Path) -> Path:
-    """The embedded mode's SQLite file; its folder is created, so a fresh clone's migrate works."""
-    path = Path(server.sqlite_path) if server.sqlite_path else default
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def load_keys(server: ServerConfig, *, embedded_folder: Path) -> Keys:
-    """The keys from the environment. Production mode refuses to start without them; the
-    embedded mode generates them on first run and keeps them in ``embedded_folder`` (mode 0600)."""
-    secret_key, credential_key = server.secret_key, server.credential_key
-    if server.production:
-        named = (("DJANGO_SECRET_KEY", secret_key), ("BALLET_CREDENTIAL_KEY", credential_key))
-        missing = [name for name, value in named if not value]
-        if missing:
-            raise ConfigError(
-                f"{' and '.join(missing)} must be set in production mode (DATABASE_URL and REDIS_URL "
-                "are set); see the README's production setup."
-            )
-    secret_key = secret_key or _kept_key(embedded_folder / "secret_key", secrets.token_urlsafe(50))
-    credential_key = credential_key or _kept_key(
-        embedded_folder / "credential_key", Fernet.generate_key().decode()
-    )
-    _check_fernet_key("BALLET_CREDENTIAL_KEY", credential_key)
-    for key in server.credential_key_fallbacks:
-        _check_fernet_key("BALLET_CREDENTIAL_KEY_FALLBACKS", key)
-    return Keys(secret_key, credential_key, server.credential_key_fallbacks)
-
-
-def _kept_key(path: Path, new_key: str) -> str:
-    """The key stored at ``path``; ``new_key`` is written there (owner-only) if none is."""
-    if path.exists():
-        return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    draft = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
-    descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(new_key + "\n")
-    try:
-        # A hard link never replaces: of two processes starting at once, both keep the first key.
-        os.link(draft, path)
-    except FileExistsError:
-        pass
-    finally:
-        draft.unlink()
-    return path.read_text().strip()
-
-
-def _check_fernet_key(name: str, key: str) -> None:
-    try:
-        Fernet(key)
-    except ValueError as exc:
-        raise ConfigError(
-            f"{name}: expected a Fernet key (32 url-safe base64-encoded bytes); make one with "
-            'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
-        ) from exc

@@ -14,7 +14,8 @@ import dj_database_url
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from ballet.env import embedded_database_path, load_keys, load_settings, share_metrics, work_config
+from ballet.env import load_settings, share_metrics, work_config
+from ballet.keys import embedded_database_path, load_keys
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 # ballet.toml (BALLET_CONFIG), the environment over it; a bad value stops here, named (ballet/env.py).
