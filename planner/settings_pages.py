@@ -20,19 +20,16 @@ from django.views.decorators.http import require_http_methods
 
 from planner.selectors import project_provider
 from tracker.errors import ValidationError
+from tracker.forms import credential_field
 from tracker.page_helpers import page_project, page_user, with_csp
 from tracker.permissions import PROJECT_ADMIN
 from tracker.services.activity import Actor
-from tracker.services.projects import MAX_CREDENTIAL, project_update
+from tracker.services.projects import project_update
 
 
 class CredentialForm(forms.Form):
-    credential = forms.CharField(
-        required=False,
-        max_length=MAX_CREDENTIAL,
-        strip=True,
-        widget=forms.PasswordInput(render_value=False),
-        help_text="The project's Anthropic API key (sk-ant-…). It is stored encrypted and never shown again.",
+    credential = credential_field(
+        "The project's Anthropic API key (sk-ant-…). It is stored encrypted and never shown again."
     )
     remove = forms.BooleanField(required=False, label="Remove the stored credential")
 

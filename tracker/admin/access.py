@@ -13,10 +13,10 @@ from django.http import HttpRequest
 
 from tracker.admin.base import SUPERUSER, BalletAdmin, BalletForm, actor_of, adopt
 from tracker.errors import ValidationError
+from tracker.forms import credential_field
 from tracker.models import Membership, Organization, Project
 from tracker.permissions import PROJECT_ADMIN, TRACKER_READ, project_ids_with, visible_projects
 from tracker.services.projects import (
-    MAX_CREDENTIAL,
     membership_remove,
     membership_set,
     project_settings_clean,
@@ -39,12 +39,8 @@ class OrganizationAdmin(BalletAdmin):
 class ProjectForm(BalletForm):
     """Name, description and planner settings; the credential can be set or removed, never read."""
 
-    credential = forms.CharField(
-        required=False,
-        max_length=MAX_CREDENTIAL,
-        strip=True,
-        widget=forms.PasswordInput(render_value=False),
-        help_text="The project's LLM API key. Leave empty to keep the current one; it is never shown.",
+    credential = credential_field(
+        "The project's LLM API key. Leave empty to keep the current one; it is never shown."
     )
     remove_credential = forms.BooleanField(required=False, help_text="Remove the stored credential.")
 
