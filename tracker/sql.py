@@ -13,15 +13,19 @@ belongs here only when it is on every turn's path and measured to matter
 from __future__ import annotations
 
 import datetime
+import functools
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from django.db import connection
+from django.db.models import Field, Model
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 Row = tuple[Any, ...]
+M = TypeVar("M", bound=Model)
+Converter = Callable[[Any, Any, Any], Any]
 
 
 def rows(sql: str, params: Sequence[Any] = ()) -> list[Row]:
@@ -81,3 +85,83 @@ def datetime_out(value: Any) -> datetime.datetime | None:
     if timezone.is_naive(value):
         value = timezone.make_aware(value, datetime.UTC)
     return value
+
+
+# --- model rows without the query compiler: values prepared and converted by the fields themselves
+
+
+def field(model: type[Model], name: str) -> Field[Any, Any]:
+    found = model._meta.get_field(name)
+    assert isinstance(found, Field), f"{model.__name__}.{name} is a concrete field"
+    return found
+
+
+def prep(model: type[Model], name: str, value: Any) -> Any:
+    """``value`` as a parameter compared with the column of ``model.name``, prepared as the ORM
+    prepares a lookup's value (a UUID is hex text on SQLite, JSON is ``Jsonb`` on PostgreSQL)."""
+    return field(model, name).get_db_prep_value(value, connection, prepared=False)
+
+
+def quoted(name: str) -> str:
+    return str(connection.ops.quote_name(name))
+
+
+def table(model: type[Model]) -> str:
+    return quoted(model._meta.db_table)
+
+
+def columns(model: type[Model], alias: str | None = None) -> str:
+    """Every concrete column of ``model``, in field order, for :func:`load`."""
+    prefix = f"{quoted(alias or model._meta.db_table)}."
+    return ", ".join(prefix + quoted(f.column) for f in model._meta.concrete_fields)
+
+
+@functools.cache
+def _converters(model: type[Model], vendor: str) -> list[tuple[str, Any, list[Converter]]]:
+    """Per concrete field: its attribute and the converters the ORM applies to what the
+    database returns for it (``from_db_value``, the backend's own)."""
+    result = []
+    for f in model._meta.concrete_fields:
+        col = f.get_col(model._meta.db_table)
+        steps = connection.ops.get_db_converters(col) + f.get_db_converters(connection)  # type: ignore[attr-defined]
+        result.append((f.attname, col, steps))
+    return result
+
+
+def load(model: type[M], values: Sequence[Any]) -> M:
+    """A ``model`` instance from the columns :func:`columns` selected, as the ORM would load it."""
+    converters = _converters(model, connection.vendor)
+    names, converted = [], []
+    for (attname, col, steps), raw in zip(converters, values, strict=True):
+        value = raw
+        for convert in steps:
+            value = convert(value, col, connection)
+        names.append(attname)
+        converted.append(value)
+    return model.from_db(connection.alias, names, converted)
+
+
+def insert(objs: Sequence[Model]) -> None:
+    """INSERT ``objs`` (of one model, with database-made ids) in one statement, every field
+    prepared as ``bulk_create`` prepares it (defaults, ``auto_now_add``); ids are not read back."""
+    model = type(objs[0])
+    fields = [f for f in model._meta.concrete_fields if f is not model._meta.auto_field]
+    params: list[Any] = []
+    for obj in objs:
+        params.extend(f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields)
+    row_sql = f"({placeholders(len(fields))})"
+    names = ", ".join(quoted(f.column) for f in fields)
+    values = ", ".join([row_sql] * len(objs))
+    execute(f"INSERT INTO {table(model)} ({names}) VALUES {values}", params)  # noqa: S608 - names from the model
+
+
+def update(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> int:
+    """UPDATE ``model``'s rows that ``where`` (SQL over its columns) selects, setting the fields
+    of ``values`` prepared as the ORM prepares them; the number of rows changed."""
+    sets, prepared = [], []
+    for name, value in values.items():
+        f = field(model, name)
+        sets.append(f"{quoted(f.column)} = %s")
+        prepared.append(f.get_db_prep_save(value, connection))
+    statement = f"UPDATE {table(model)} SET {', '.join(sets)} WHERE {where}"  # noqa: S608 - the caller's SQL
+    return execute(statement, [*prepared, *params])

@@ -18,7 +18,6 @@ from typing import Any, Literal, assert_never
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, transaction
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from ballet.env import LimitsConfig
@@ -44,6 +43,7 @@ from planner.models import (
 from planner.selectors import TurnSetup, session_history, session_reader, turn_setup
 from planner.services.agent_questions import question_unanswered
 from planner.services.notes import NOTED_EVENT, notes_for, notes_summary, notes_text
+from tracker import sql
 from tracker.errors import (
     ConflictError,
     InvalidStateError,
@@ -131,7 +131,7 @@ def _append(session: Session, message: ChatMessage, turn: int, author: User | No
     """Insert ``message`` as the session's next one; the caller holds the transaction."""
     session.last_message_seq += 1
     stored = replace(message, seq=session.last_message_seq)
-    _message_row(session.pk, turn, stored, author).save()
+    sql.insert([_message_row(session.pk, turn, stored, author)])
     return stored
 
 
@@ -238,8 +238,7 @@ def _run_here(
     session.state = SessionState.RUNNING
     session.turn_owner = PROCESS_ID
     session.heartbeat_at = timezone.now()
-    fields = ["last_message_seq", "last_seen_seq", "state", "turn_owner", "heartbeat_at", "updated_at"]
-    session.save(update_fields=[*also, *fields])
+    _save(session, [*also, "last_message_seq", "last_seen_seq", "state", "turn_owner", "heartbeat_at"])
     return stored
 
 
@@ -253,7 +252,7 @@ def _open(session: Session, history: History, *, continued: bool, retry: bool = 
     }
     if retry:
         data["retry"] = True
-    Event.objects.create(session=session, kind="turn_started", turn=session.turn_count, data=data)
+    sql.insert([Event(session=session, kind="turn_started", turn=session.turn_count, data=data)])
     return setup
 
 
@@ -312,12 +311,14 @@ def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> 
     """Refuse a new or continued turn past the running-turn limits of the user and the project."""
     # The project's row serializes turn starts in the project, so two cannot both take the last place
     # (SQLite's transactions here take the database's write lock first: serialized already).
-    if connection.features.has_select_for_update:
-        Project.objects.select_for_update().filter(pk=session.project_id).values_list("pk").get()
-    running = Session.objects.filter(state=SessionState.RUNNING).exclude(pk=session.pk)
-    counts = running.aggregate(
-        mine=Count("pk", filter=Q(user=user)), here=Count("pk", filter=Q(project_id=session.project_id))
-    )
+    sql.row(f"SELECT id FROM tracker_project WHERE id = %s{sql.for_update()}", [session.project_id])  # noqa: S608
+    mine, here = sql.row(
+        "SELECT COALESCE(SUM(CASE WHEN user_id = %s THEN 1 ELSE 0 END), 0),"
+        " COALESCE(SUM(CASE WHEN project_id = %s THEN 1 ELSE 0 END), 0)"
+        " FROM planner_session WHERE state = %s AND id <> %s",
+        [user.pk, session.project_id, SessionState.RUNNING, sql.prep(Session, "id", session.pk)],
+    ) or (0, 0)
+    counts = {"mine": mine, "here": here}
     if counts["mine"] >= limits.running_turns_per_user:
         raise TurnsFullError(
             f"You already have {limits.running_turns_per_user} planner turns running; "
@@ -334,12 +335,7 @@ def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> 
 
 def _lock(session_id: uuid.UUID, user: User) -> Session:
     """The session, locked, for its owner alone: nobody else speaks in someone's session."""
-    session = (
-        Session.objects.select_for_update(of=("self",))
-        .select_related("project__organization")
-        .filter(pk=session_id)
-        .first()
-    )
+    session = _locked(session_id)
     if session is None or (session.user_id != user.pk and session.question_id is None):
         raise NotFoundError("Session not found.")
     require(user, session.project, PLANNER_CHAT)
@@ -352,6 +348,32 @@ def _lock(session_id: uuid.UUID, user: User) -> Session:
         )
     session.user = user
     return session
+
+
+def _locked(session_id: uuid.UUID) -> Session | None:
+    """The session with its project and organization, its row locked, in SQL
+    (docs/architecture.md#the-hot-path-in-sql)."""
+    lock = " FOR UPDATE OF s" if connection.features.has_select_for_update_of else ""
+    selected = f"{sql.columns(Session, 's')}, {sql.columns(Project, 'p')}, {sql.columns(Organization, 'o')}"
+    statement = (
+        f"SELECT {selected} FROM planner_session s JOIN tracker_project p ON p.id = s.project_id"  # noqa: S608
+        f" JOIN tracker_organization o ON o.id = p.organization_id WHERE s.id = %s{lock}"
+    )
+    found = sql.row(statement, [sql.prep(Session, "id", session_id)])
+    if found is None:
+        return None
+    ends = len(Session._meta.concrete_fields), len(Project._meta.concrete_fields)
+    session = sql.load(Session, found[: ends[0]])
+    session.project = sql.load(Project, found[ends[0] : ends[0] + ends[1]])
+    session.project.organization = sql.load(Organization, found[ends[0] + ends[1] :])
+    return session
+
+
+def _save(session: Session, fields: list[str]) -> None:
+    """``session.save(update_fields=fields)`` (with ``updated_at``), without the query compiler."""
+    session.updated_at = timezone.now()
+    values = {name: getattr(session, name) for name in dict.fromkeys([*fields, "updated_at"])}
+    sql.update(Session, values, "id = %s", [sql.prep(Session, "id", session.pk)])
 
 
 def session_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
@@ -372,12 +394,16 @@ def inputs_waiting(*, session_id: uuid.UUID) -> bool:
 
 def _waiting(session_id: uuid.UUID) -> tuple[bool, bool]:
     """Whether steering waits for the session's turn, and whether change notes do."""
-    row = (
-        Session.objects.filter(pk=session_id)
-        .values("steering", "last_seen_seq", "project__organization__activity_seq")
-        .get()
+    found = sql.row(
+        "SELECT s.steering, s.last_seen_seq, o.activity_seq FROM planner_session s"
+        " JOIN tracker_project p ON p.id = s.project_id"
+        " JOIN tracker_organization o ON o.id = p.organization_id WHERE s.id = %s",
+        [sql.prep(Session, "id", session_id)],
     )
-    return bool(row["steering"]), row["project__organization__activity_seq"] > row["last_seen_seq"]
+    if found is None:
+        raise Session.DoesNotExist(f"Session {session_id} not found.")
+    steering, last_seen, activity = found
+    return bool(sql.json_out(steering)), activity > last_seen
 
 
 @transaction.atomic
@@ -453,9 +479,9 @@ class StepRecords:
 
     def write(self, session_id: uuid.UUID, turn: int) -> None:
         if self.usage:
-            UsageRecord.objects.bulk_create([_usage_row(self.project_id, session_id, r) for r in self.usage])
+            sql.insert([_usage_row(self.project_id, session_id, r) for r in self.usage])
         if self.tools:
-            ToolCall.objects.bulk_create([_tool_row(session_id, turn, r) for r in self.tools])
+            sql.insert([_tool_row(session_id, turn, r) for r in self.tools])
         self.usage.clear()
         self.tools.clear()
 
@@ -521,13 +547,11 @@ def message_save(
         changes["focus"] = focus
     ended = _advance(session_id, turn, after_seq, changes, end=last)
     saved = [replace(m, seq=after_seq + i) for i, m in enumerate(stored, start=1)]
-    Message.objects.bulk_create([_message_row(session_id, turn, m) for m in saved])
+    sql.insert([_message_row(session_id, turn, m) for m in saved])
     if records is not None:
         records.write(session_id, turn)
     if ended:
-        Event.objects.create(
-            session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"}
-        )
+        sql.insert([Event(session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"})])
         if question_id is not None:
             question_unanswered(question_id=question_id, reason=UNANSWERED["completed"])
         return Saved(messages=saved, inputs_waiting=False, ended=True)
@@ -544,18 +568,20 @@ def _advance(session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str
     now = timezone.now()
     changes = changes | {"heartbeat_at": now, "updated_at": now}
     # The turn's process is the session's only writer; the seq check proves it.
-    current = Session.objects.filter(
-        pk=session_id, state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=turn
-    )
-    mine = current.filter(last_message_seq=after_seq)
+    current = "id = %s AND state = %s AND turn_owner = %s AND turn_count = %s"
+    params = [sql.prep(Session, "id", session_id), SessionState.RUNNING, PROCESS_ID, turn]
+    mine, mine_params = f"{current} AND last_message_seq = %s", [*params, after_seq]
     ended = end and bool(
         # Ends only if no steering waits: the condition is checked by the statement itself.
-        mine.filter(steering=[]).update(
-            **changes | {"state": _state_after("completed"), "turn_owner": "", "heartbeat_at": None}
+        sql.update(
+            Session,
+            changes | {"state": _state_after("completed"), "turn_owner": "", "heartbeat_at": None},
+            f"{mine} AND steering = %s",
+            [*mine_params, sql.prep(Session, "steering", [])],
         )
     )
-    if not ended and not mine.update(**changes):
-        if not current.exists():
+    if not ended and not sql.update(Session, changes, mine, mine_params):
+        if not sql.row(f"SELECT 1 FROM planner_session WHERE {current}", params):  # noqa: S608
             raise TurnSupersededError(f"Session {session_id} no longer runs turn {turn} here.")
         raise ConflictError(f"Session {session_id} changed under its running turn.")
     return ended

@@ -1,0 +1,124 @@
+"""Hot-path statements in SQL (tracker/sql.py) against their ORM twins, in both databases."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from django.db import transaction
+from django.forms.models import model_to_dict
+from django.utils import timezone
+
+from planner.models import Event, Message, Session, SessionState, ToolCall, UsageRecord
+from planner.services import sessions
+from tracker import sql
+
+pytestmark = pytest.mark.django_db
+
+
+def fields_of(obj) -> dict:
+    """Every concrete field's value (foreign keys by id)."""
+    return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields}
+
+
+@pytest.fixture
+def session(project, member):
+    return Session.objects.create(
+        project=project,
+        user=member,
+        title="Plans",
+        focus=["BAL-1", "BAL-2"],
+        steering=[{"text": 'also ü and "quotes"', "author": member.username}],
+        heartbeat_at=timezone.now(),
+        resume_waiting=True,
+        summary_up_to=None,
+    )
+
+
+def test_a_session_loaded_from_sql_equals_the_orm_s(session):
+    statement = f"SELECT {sql.columns(Session, 's')} FROM planner_session s WHERE s.id = %s"
+    found = sql.row(statement, [sql.prep(Session, "id", session.pk)])
+    assert found is not None
+    loaded = sql.load(Session, found)
+    assert fields_of(loaded) == fields_of(Session.objects.get(pk=session.pk))
+    assert loaded._state.adding is False  # saved through the ORM, it updates rather than inserts
+    assert isinstance(loaded.heartbeat_at, datetime.datetime)
+    assert timezone.is_aware(loaded.heartbeat_at)
+
+
+def test_the_locked_session_comes_with_its_project_and_organization(session):
+    with transaction.atomic():
+        locked = sessions._locked(session.pk)
+    assert locked is not None
+    orm = Session.objects.select_related("project__organization").get(pk=session.pk)
+    assert fields_of(locked) == fields_of(orm)
+    assert fields_of(locked.project) == fields_of(orm.project)
+    assert fields_of(locked.project.organization) == fields_of(orm.project.organization)
+
+
+def test_rows_inserted_in_sql_read_back_as_the_orm_writes_them(session, member):
+    when = timezone.now()
+    twins = {
+        Message: lambda n: Message(
+            session=session, seq=n, role="user", kind="human", content=[{"type": "text", "text": "ü"}], turn=1
+        ),
+        ToolCall: lambda n: ToolCall(
+            session=session,
+            turn=1,
+            tool_use_id="toolu_1",
+            name="get_item",
+            input={"key": "BAL-1"},
+            output={"items": [1, None, "x"]},
+            is_error=True,
+            duration_ms=1.5,
+            actor="planner",
+            on_behalf_of=member,
+        ),
+        UsageRecord: lambda n: UsageRecord(
+            project=session.project, session=session, purpose="turn", model="m", input_tokens=3, outcome="ok"
+        ),
+        Event: lambda n: Event(session=session, kind="turn_started", turn=2, data={"skills": []}),
+    }
+    for model, make in twins.items():
+        sql.insert([make(1), make(2)])
+        make(3).save()
+        ours_a, ours_b, orm = (
+            model_to_dict(row, exclude=["id", "seq"]) for row in model.objects.order_by("pk")
+        )
+        assert ours_a == ours_b == orm, model.__name__
+        assert all(row.created_at >= when for row in model.objects.all())
+
+
+def test_an_update_in_sql_writes_what_the_orm_would(session):
+    now = timezone.now()
+    changed = sql.update(
+        Session,
+        {"focus": ["BAL-9"], "steering": [], "state": SessionState.RUNNING, "heartbeat_at": now},
+        "id = %s AND steering <> %s",
+        [sql.prep(Session, "id", session.pk), sql.prep(Session, "steering", [])],
+    )
+    assert changed == 1
+    session.refresh_from_db()
+    assert (session.focus, session.steering, session.state, session.heartbeat_at) == (
+        ["BAL-9"],
+        [],
+        "running",
+        now,
+    )
+    # JSON compares as the ORM compares it: the emptied queue now matches ``steering = []``.
+    assert Session.objects.filter(pk=session.pk, steering=[]).exists()
+    again = sql.update(
+        Session,
+        {"title": "x"},
+        "id = %s AND steering = %s",
+        [sql.prep(Session, "id", session.pk), sql.prep(Session, "steering", [])],
+    )
+    assert again == 1
+
+
+def test_what_waits_reads_steering_and_the_organization_s_activity(session):
+    assert sessions._waiting(session.pk) == (True, False)
+    session.project.organization.activity_seq = session.last_seen_seq + 1
+    session.project.organization.save()
+    Session.objects.filter(pk=session.pk).update(steering=[])
+    assert sessions._waiting(session.pk) == (False, True)
