@@ -34,7 +34,7 @@ from planner.live import guard
 from planner.live.bridge import db
 from planner.live.hub import hub
 from planner.live.runner import runner
-from planner.selectors import session_get
+from planner.selectors import session_project_seen
 from planner.services.sessions import MAX_MESSAGE_CHARS
 from tracker.errors import (
     BalletError,
@@ -95,11 +95,10 @@ class FrameMeter:
 @db
 def _may_chat(user: User, session_id: str) -> tuple[int | None, int]:
     """(None or the close code saying why ``user`` may not chat in the session, its project id)."""
-    try:
-        session = session_get(user=user, session_id=session_id)
-    except NotFoundError:
+    project_id = session_project_seen(user=user, session_id=session_id)
+    if project_id is None:
         return CLOSE_NOT_FOUND, 0
-    return guard.chat_refusal(user, session.project_id), session.project_id
+    return guard.chat_refusal(user, project_id), project_id
 
 
 class PlannerSessionConsumer(AsyncWebsocketConsumer):

@@ -36,13 +36,16 @@ from planner.models import (
 )
 from planner.services.changesets import changesets_of
 from planner.services.notes import NOTED_EVENT
+from tracker import sql
 from tracker.crypto import decrypt
 from tracker.errors import NotFoundError
 from tracker.models import Project
 from tracker.permissions import (
     PLANNER_CHAT,
+    TRACKER_READ,
     AnyUser,
     Reader,
+    has_permission,
     is_superuser,
     project_ids_with,
     visible_projects,
@@ -111,6 +114,33 @@ def session_get(*, user: AnyUser, session_id: uuid.UUID | str) -> Session:
         return sessions_visible(user=user).select_related("project__organization").get(pk=pk)
     except (Session.DoesNotExist, ValueError) as exc:
         raise NotFoundError("Session not found.") from exc
+
+
+def session_project_seen(*, user: AnyUser, session_id: uuid.UUID | str) -> int | None:
+    """The project of the session if ``user`` may see it, as :func:`sessions_visible` decides,
+    from one statement and the user's access: what every frame of a chat checks
+    (docs/architecture.md#the-hot-path-in-sql)."""
+    try:
+        pk = session_id if isinstance(session_id, uuid.UUID) else uuid.UUID(str(session_id))
+    except ValueError:
+        return None
+    found = sql.row(
+        "SELECT project_id, user_id, question_id FROM planner_session WHERE id = %s",
+        [sql.prep(Session, "id", pk)],
+    )
+    if found is None:
+        return None
+    project_id, owner_id, question_id = found
+    if not has_permission(user, project_id, TRACKER_READ):
+        return None
+    mine = owner_id == (user.pk or 0)
+    if (
+        is_superuser(user)
+        or mine
+        or (question_id is not None and has_permission(user, project_id, PLANNER_CHAT))
+    ):
+        return int(project_id)
+    return None
 
 
 def settings_page(project: Project) -> str:
@@ -498,7 +528,9 @@ def tokens_used_since(*, project_id: int, since: datetime) -> int:
 def work_waiting() -> bool:
     """Whether a question or an answered turn waits for a free turn (after a turn has ended: off
     the path of any frame)."""
-    return (
-        Question.objects.filter(status=QuestionStatus.OPEN, started=False).exists()
-        or Session.objects.filter(state=SessionState.PAUSED, resume_waiting=True).exists()
+    found = sql.row(
+        "SELECT EXISTS (SELECT 1 FROM planner_question WHERE status = %s AND NOT started),"
+        " EXISTS (SELECT 1 FROM planner_session WHERE state = %s AND resume_waiting)",
+        [QuestionStatus.OPEN, SessionState.PAUSED],
     )
+    return found is not None and any(found)
