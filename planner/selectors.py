@@ -31,6 +31,7 @@ from planner.models import (
     RequestStatus,
     Session,
     SessionState,
+    TitleSource,
     ToolCall,
     UsageRecord,
 )
@@ -212,6 +213,7 @@ class TurnSetup:
     shared: Reader | None = None  # a question's sub-chat: what its tools act with (session_reader)
     # The session's last stored message: the history's last, unless a retry superseded that one.
     last_seq: int = 0
+    untitled: bool = False  # nobody named the chat yet: a title may be proposed after the turn
 
 
 def session_reader(*, session: Session) -> Reader | None:
@@ -267,6 +269,7 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         question_id=session.question_id,
         shared=session_reader(session=session),
         last_seq=session.last_message_seq,
+        untitled=session.title_source == TitleSource.NONE and session.question_id is None,
     )
 
 

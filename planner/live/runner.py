@@ -477,7 +477,7 @@ class Runner:
             await live.outbox.close()
             self.hub.turns.end(live)
         await self.start_waiting()  # a turn is free
-        if outcome is not None and titles.wanted(reason=outcome.reason) and live.task:
+        if outcome is not None and setup.untitled and titles.wanted(reason=outcome.reason) and live.task:
             self._titling[live.session_id] = live.task
             try:
                 await titles.propose(
