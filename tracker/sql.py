@@ -141,18 +141,23 @@ def load(model: type[M], values: Sequence[Any]) -> M:
     return model.from_db(connection.alias, names, converted)
 
 
+@functools.cache
+def _insert_into(model: type[Model], vendor: str) -> tuple[list[Field[Any, Any]], str, str]:
+    """The fields an INSERT of ``model`` writes, its statement's head, and one row's placeholders."""
+    fields = [f for f in model._meta.concrete_fields if f is not model._meta.auto_field]
+    names = ", ".join(quoted(f.column) for f in fields)
+    head = f"INSERT INTO {table(model)} ({names}) VALUES "  # noqa: S608 - names from the model
+    return fields, head, f"({placeholders(len(fields))})"
+
+
 def insert(objs: Sequence[Model]) -> None:
     """INSERT ``objs`` (of one model, with database-made ids) in one statement, every field
     prepared as ``bulk_create`` prepares it (defaults, ``auto_now_add``); ids are not read back."""
-    model = type(objs[0])
-    fields = [f for f in model._meta.concrete_fields if f is not model._meta.auto_field]
+    fields, head, row_sql = _insert_into(type(objs[0]), connection.vendor)
     params: list[Any] = []
     for obj in objs:
         params.extend(f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields)
-    row_sql = f"({placeholders(len(fields))})"
-    names = ", ".join(quoted(f.column) for f in fields)
-    values = ", ".join([row_sql] * len(objs))
-    execute(f"INSERT INTO {table(model)} ({names}) VALUES {values}", params)  # noqa: S608 - names from the model
+    execute(head + ", ".join([row_sql] * len(objs)), params)
 
 
 def update(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> int:
