@@ -118,7 +118,7 @@ VALIDATION_ONLY = frozenset(
 
 def model_schema(schema: JsonObject) -> JsonObject:
     """``schema`` as the model is shown it, sent with every model call: without the keywords of
-    :data:`VALIDATION_ONLY`, without empty ``required`` lists, and without a property's
+    :data:`VALIDATION_ONLY`, empty ``required`` lists, a ``type`` beside an ``enum``, and a property's
     description the schema already gave a property of the same name (the create and update
     operations of propose_changeset share their fields). Calls are validated with ``schema``."""
     seen: set[tuple[str, str]] = set()
@@ -131,6 +131,8 @@ def model_schema(schema: JsonObject) -> JsonObject:
         out: JsonObject = {}
         for key, value in node.items():
             if key in VALIDATION_ONLY or (key == "required" and value == []):
+                continue
+            if key == "type" and "enum" in node:  # the values say it
                 continue
             if key == "description" and name is not None:
                 if (name, value) in seen:
