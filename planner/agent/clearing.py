@@ -17,7 +17,7 @@ restart, another process or a retry builds is the same, and nothing is stored.
 
 The replay: after each message that adds tool results, if the results not yet
 cleared hold more than :data:`TRIGGER_TOKENS`, every result but the latest
-:data:`KEEP_RESULTS` (and never one the model has not answered yet, those of
+:data:`KEEP_RESULTS` (and never one the model has not seen yet, those of
 that very message) is cleared at once, provided that frees at least
 :data:`MIN_CLEAR_TOKENS`; otherwise nothing is cleared until it would. A result
 no longer than the stub is left as it is.
