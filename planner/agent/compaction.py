@@ -6,7 +6,8 @@ characters per token where no usage is known. Above ``compact_at_tokens`` it
 summarizes everything before the latest human message (earlier summary
 included) and from then on sends the summary plus the newer messages. The cut
 is always just before a human message that began or continued a turn, so it
-never separates a tool_use from its tool_result.
+never separates a tool_use from its tool_result. Before either, old tool
+results are cleared from what is sent (``planner/agent/clearing.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from planner.agent import clearing
 from planner.agent.messages import (
     ChatMessage,
     ModelRequest,
@@ -151,9 +153,10 @@ def build_summary_request(
 def request_messages(
     messages: Sequence[ChatMessage], summary: str, summary_up_to: int | None
 ) -> tuple[ChatMessage, ...]:
-    """The summary, if any, then every message after the one it covers."""
+    """The summary, if any, then every message after the one it covers, stale tool results
+    cleared (``planner/agent/clearing.py``: replayed from the first message after the summary)."""
     if not summary or summary_up_to is None:
-        return tuple(messages)
+        return clearing.clear_stale_results(messages)
     head = ChatMessage(
         role="user",
         content=(
@@ -165,4 +168,4 @@ def request_messages(
         kind="summary",
         seq=summary_up_to,
     )
-    return (head, *(m for m in messages if m.seq > summary_up_to))
+    return (head, *clearing.clear_stale_results([m for m in messages if m.seq > summary_up_to]))

@@ -68,6 +68,11 @@ kept apart: it takes no reply from the FIFO and is not in ``fake.requests``; it 
 optional ``title_responder(request_json)``, else with ``TextReply(DEFAULT_TITLE)``. Tests that
 script turns are unaffected by it.
 
+Prompt caching. With ``prompt_cache=True`` the usage a reply reports for its input (uncached, cache
+written, cache read) is that of a simulated prefix cache over the requests' ``cache_control``
+breakpoints (``tests/fakes/prompt_cache.py``), also kept in ``record.usage``; the output tokens stay
+as scripted.
+
 The module uses only the standard library; it does not import the SDK.
 """
 
@@ -75,6 +80,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import http
 import json
 import threading
@@ -84,6 +90,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
 from typing import Any, Final, Literal, TypeAlias
+
+from tests.fakes.prompt_cache import PromptCache
 
 __all__ = [
     "BreakOffReply",
@@ -583,6 +591,8 @@ class RecordedRequest:
     json: Any = None
     reply: Reply | None = None
     outcome: Outcome = "pending"
+    usage: Usage | None = None
+    """The usage sent, when the fake simulates the prompt cache (``prompt_cache=True``)."""
     finished: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     @property
@@ -799,8 +809,9 @@ class FakeMessagesAPI:
     Arguments: ``replies`` to enqueue at once; ``responder(request_json)`` asked when the FIFO is empty;
     ``sse_framing`` ``"chunked"`` (keep-alive) or ``"close"`` (connection closed after each stream);
     ``ping`` sends one ``ping`` event per stream like the API; ``default_model`` answers requests
-    without a ``model``. The server starts in the constructor; ``close()`` (idempotent, also on leaving a
-    ``with`` block) stops it and its thread.
+    without a ``model``; ``prompt_cache`` replaces the scripted input and cache token counts with
+    those of a simulated prompt cache (``tests/fakes/prompt_cache.py``). The server starts in the
+    constructor; ``close()`` (idempotent, also on leaving a ``with`` block) stops it and its thread.
     """
 
     def __init__(
@@ -814,8 +825,10 @@ class FakeMessagesAPI:
         sse_framing: Literal["chunked", "close"] = "chunked",
         ping: bool = True,
         default_model: str = DEFAULT_MODEL,
+        prompt_cache: bool = False,
     ) -> None:
         self.responder = responder
+        self.prompt_cache = PromptCache() if prompt_cache else None
         self.title_responder = title_responder
         self.requests: list[RecordedRequest] = []
         self.title_requests: list[RecordedRequest] = []
@@ -1140,6 +1153,15 @@ class FakeMessagesAPI:
                 raise _ClientGoneError
         message_reply = reply.message_reply() if isinstance(reply, BreakOffReply | HangReply) else reply
         stream_reply = message_reply.as_stream_reply()
+        if self.prompt_cache is not None:
+            uncached, written, read = self.prompt_cache.usage(record.json)
+            record.usage = dataclasses.replace(
+                stream_reply.usage,
+                input_tokens=uncached,
+                cache_creation_input_tokens=written,
+                cache_read_input_tokens=read,
+            )
+            stream_reply = dataclasses.replace(stream_reply, usage=record.usage)
         if not record.stream:
             payload = self._message_json(stream_reply, model)
             record.outcome = "completed"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from planner.agent import clearing
 from planner.agent.gateway import GatewayError
 from planner.agent.loop import COMPACTIONS
 from planner.agent.messages import Usage
 from planner.models import Event, Message, Session
 from planner.selectors import transcript
 from planner.services.sessions import session_create
-from tests.fakes.scripted import call, say
+from tests.fakes.scripted import assert_valid_history, call, say, tool_results
 from tests.planner.conftest import drive, sync
 from tests.planner.test_api import client_for
 from tracker.services.activity import Actor
@@ -162,3 +163,38 @@ async def test_a_context_too_long_rejection_with_nothing_to_compact_fails_the_tu
         "error": "The conversation is too long for the model's context window.",
     }
     assert await sync(Message.objects.filter(session=session).count)() == 1
+
+
+async def test_cleared_results_then_a_compaction_keep_every_request_valid(
+    planner, model, compacting_session, member, make_item, monkeypatch
+):
+    monkeypatch.setattr(clearing, "TRIGGER_TOKENS", 0)  # clear whenever a round's results come
+    monkeypatch.setattr(clearing, "KEEP_RESULTS", 1)
+    monkeypatch.setattr(clearing, "MIN_CLEAR_TOKENS", 1)
+    await sync(make_item)(title="Billing export", description="Export the invoices. " * 10)
+    session = compacting_session
+    model.add(call("get_item", {"key": "BAL-1"}), say("One."))
+    await drive(planner, session, member, "One")
+    # Turn two's answer reports a context over the threshold: turn three compacts first.
+    model.add(call("get_item", {"key": "BAL-1"}), say("Two.", usage=Usage(input_tokens=1200)))
+    await drive(planner, session, member, "Two")
+    second_round = model.requests[3]  # turn two's call after its result
+    assert [r.content == clearing.STUB for r in tool_results(second_round)] == [True, False]
+    model.add(say("Summary: BAL-1 was read twice."), call("get_item", {"key": "BAL-1"}), say("Three."))
+    await drive(planner, session, member, "Three")
+    model.add(call("get_item", {"key": "BAL-1"}), say("Four."))
+    await drive(planner, session, member, "Four")
+    turns = [r for r in model.requests if r.purpose == "turn"]
+    for request in turns:
+        assert_valid_history(request)
+    summary = next(r for r in model.requests if r.purpose == "compaction")
+    assert clearing.STUB not in summary.messages[0].text  # the summary is written from the whole results
+    last = turns[-1]
+    assert last.messages[0].kind == "summary"
+    # After the summary the replay starts afresh: turn three's result is cleared by turn four's.
+    assert [r.content == clearing.STUB for r in tool_results(last)] == [True, False]
+    stored = await sync(
+        lambda: [m.content for m in Message.objects.filter(session=session, kind="tool_results")]
+    )()
+    assert len(stored) == 4
+    assert all(clearing.STUB not in block["content"] for content in stored for block in content)

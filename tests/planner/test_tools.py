@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from knowledge.services import knowledge_create
 from planner.agent.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS, ToolContext, call_tool
+from planner.agent.tools.base import VALIDATION_ONLY, input_problem
 from tests.factories import MembershipFactory
 from tracker.models import ActivityEvent, Changeset, Dependency, Item
 from tracker.services.activity import Actor
@@ -82,6 +83,28 @@ def test_the_twelve_tools_ask_human_and_answer_question_have_closed_schemas():
         assert definition.input_schema["type"] == "object"
         assert definition.input_schema["additionalProperties"] is False
         assert len(definition.description) > 30
+
+
+def _keys(node) -> set[str]:
+    if isinstance(node, list):
+        return set().union(*(_keys(child) for child in node))
+    if not isinstance(node, dict):
+        return set()
+    return set(node).union(*(_keys(child) for child in node.values()))
+
+
+def test_the_model_is_shown_the_schemas_without_what_only_the_validator_needs():
+    for definition in QUESTION_DEFINITIONS:
+        assert not _keys(definition.input_schema) & VALIDATION_ONLY, definition.name
+    # The validator still enforces them.
+    assert "pattern" in TOOLS["get_item"].input_schema["properties"]["key"]
+    assert "does not match" in (input_problem(TOOLS["get_item"], {"key": "not a key"}) or "")
+    # The create and update operations share their fields: described once, for create.
+    create, update = (
+        TOOLS["propose_changeset"].definition().input_schema["properties"]["operations"]["items"]["anyOf"][:2]
+    )
+    assert "description" in create["properties"]["fields"]["properties"]["epic"]
+    assert update["properties"]["fields"]["properties"]["epic"] == {"type": ["string", "null"]}
 
 
 def test_list_items_filters(project, member, plan):

@@ -100,10 +100,52 @@ class ToolSpec:
     approver: str = PLANNER_CHAT
 
     def definition(self) -> ToolDefinition:
-        return ToolDefinition(name=self.name, description=self.description, input_schema=self.input_schema)
+        """What the model is shown: the schema without what only validation needs (model_schema)."""
+        return ToolDefinition(
+            name=self.name, description=self.description, input_schema=model_schema(self.input_schema)
+        )
 
     def validator(self) -> Draft202012Validator:
         return _validator(self.name, self.input_schema)
+
+
+# Bounds and patterns the validator enforces and whose breach the model is told in a readable
+# error: the model calls right without reading them. ``maximum`` stays (a limit's upper bound).
+VALIDATION_ONLY = frozenset(
+    {"maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "minProperties", "minimum"}
+)
+
+
+def model_schema(schema: JsonObject) -> JsonObject:
+    """``schema`` as the model is shown it, sent with every model call: without the keywords of
+    :data:`VALIDATION_ONLY`, empty ``required`` lists, a ``type`` beside an ``enum``, and a property's
+    description the schema already gave a property of the same name (the create and update
+    operations of propose_changeset share their fields). Calls are validated with ``schema``."""
+    seen: set[tuple[str, str]] = set()
+
+    def lean(node: Any, name: str | None = None) -> Any:
+        if isinstance(node, list):
+            return [lean(child) for child in node]
+        if not isinstance(node, dict):
+            return node
+        out: JsonObject = {}
+        for key, value in node.items():
+            if key in VALIDATION_ONLY or (key == "required" and value == []):
+                continue
+            if key == "type" and "enum" in node:  # the values say it
+                continue
+            if key == "description" and name is not None:
+                if (name, value) in seen:
+                    continue
+                seen.add((name, value))
+            if key == "properties":
+                out[key] = {prop: lean(sub, prop) for prop, sub in value.items()}
+            else:
+                out[key] = lean(value)
+        return out
+
+    lean_schema: JsonObject = lean(schema)
+    return lean_schema
 
 
 _VALIDATORS: dict[str, Draft202012Validator] = {}

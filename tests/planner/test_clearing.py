@@ -1,0 +1,146 @@
+"""Stale tool results cleared from what a model call sends (planner/agent/clearing.py)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from planner.agent import clearing, compaction
+from planner.agent.gateway import request_params
+from planner.agent.messages import ChatMessage, ModelRequest, TextBlock, ToolResultBlock, ToolUseBlock
+from tests.fakes.messages_api import history_problems
+
+RESULT = "r" * 400  # 100 tokens
+
+
+@pytest.fixture(autouse=True)
+def thresholds(monkeypatch):
+    """Small thresholds: clear over 1,000 tokens of results, keep 3, clear at least 500."""
+    monkeypatch.setattr(clearing, "TRIGGER_TOKENS", 1_000)
+    monkeypatch.setattr(clearing, "KEEP_RESULTS", 3)
+    monkeypatch.setattr(clearing, "MIN_CLEAR_TOKENS", 500)
+
+
+def turn(number: int, seq: int, *, content: str = RESULT, error: bool = False) -> list[ChatMessage]:
+    """A turn of three tool calls (100 tokens of results each) and an answer, from ``seq``."""
+    ids = [f"t{number}_{i}" for i in range(3)]
+    return [
+        ChatMessage("user", (TextBlock(f"turn {number}"),), "human", seq),
+        ChatMessage(
+            "assistant",
+            tuple(ToolUseBlock(i, "get_item", {"key": "BAL-1"}) for i in ids),
+            "assistant",
+            seq + 1,
+        ),
+        ChatMessage(
+            "user", tuple(ToolResultBlock(i, content, is_error=error) for i in ids), "tool_results", seq + 2
+        ),
+        ChatMessage("assistant", (TextBlock(f"answer {number}"),), "assistant", seq + 3),
+    ]
+
+
+def session(turns: int) -> list[ChatMessage]:
+    return [m for n in range(1, turns + 1) for m in turn(n, 4 * n - 3)]
+
+
+def results(messages) -> dict[str, str]:
+    return {b.tool_use_id: b.content for m in messages for b in m.content if isinstance(b, ToolResultBlock)}
+
+
+def sent(messages) -> list[dict]:
+    request = ModelRequest(
+        model="m", system="s", messages=compaction.request_messages(messages, "", None), max_tokens=10
+    )
+    return request_params(request)["messages"]
+
+
+def test_nothing_is_cleared_until_the_results_pass_the_trigger():
+    messages = session(3)  # 900 tokens of results
+    assert compaction.request_messages(messages, "", None) == tuple(messages)
+
+
+def test_an_event_clears_every_result_but_the_latest_round():
+    messages = session(4)  # 1,200 tokens: over the trigger after turn 4's results
+    shown = results(compaction.request_messages(messages, "", None))
+    assert [i for i, c in shown.items() if c == clearing.STUB] == [
+        f"t{n}_{i}" for n in (1, 2, 3) for i in range(3)
+    ]
+    assert [shown[f"t4_{i}"] for i in range(3)] == [RESULT] * 3
+
+
+def test_between_events_the_cleared_set_stays_put():
+    cleared = [clearing.cleared_results(session(n)) for n in range(1, 12)]
+    assert [len(c) for c in cleared] == [0, 0, 0, 9, 9, 9, 18, 18, 18, 27, 27]
+    assert all(a <= b for a, b in itertools.pairwise(cleared))
+
+
+def test_an_event_waits_until_it_frees_the_minimum(monkeypatch):
+    monkeypatch.setattr(clearing, "MIN_CLEAR_TOKENS", 1_000)
+    assert len(clearing.cleared_results(session(4))) == 0  # 900 tokens clearable: not enough
+    assert len(clearing.cleared_results(session(5))) == 12
+
+
+def test_the_results_the_model_has_not_seen_stay_whole(monkeypatch):
+    monkeypatch.setattr(clearing, "KEEP_RESULTS", 1)
+    messages = session(4)
+    shown = results(compaction.request_messages(messages, "", None))
+    assert [shown[f"t4_{i}"] for i in range(3)] == [RESULT] * 3  # one message's results: all kept
+
+
+def test_the_stub_keeps_the_call_its_pairing_and_is_error():
+    messages = [*session(2), *turn(3, 9, error=True), *turn(4, 13)]
+    wire = sent(messages)
+    assert history_problems(wire) == []
+    uses = [b for m in wire for b in m["content"] if b["type"] == "tool_use"]
+    assert len(uses) == 12
+    assert uses[0]["input"] == {"key": "BAL-1"}
+    cleared = [b for m in wire for b in m["content"] if b.get("content") == clearing.STUB]
+    assert len(cleared) == 9
+    assert [b.get("is_error", False) for b in cleared] == [False] * 6 + [True] * 3
+
+
+def test_short_results_are_left_as_they_are():
+    messages = [*turn(1, 1, content="{}"), *session(5)[4:]]
+    shown = results(compaction.request_messages(messages, "", None))
+    assert [shown[f"t1_{i}"] for i in range(3)] == ["{}"] * 3
+
+
+def test_between_events_each_request_begins_with_the_one_before_byte_for_byte():
+    history: list[ChatMessage] = []
+    previous: list[dict] | None = None
+    prefixes_kept = []
+    for number in range(1, 13):
+        for message in turn(number, 4 * number - 3):
+            history.append(message)
+            if message.role == "assistant":
+                continue
+            wire = sent(history)
+            for message_json in wire:
+                message_json["content"] = [
+                    {k: v for k, v in b.items() if k != "cache_control"} for b in message_json["content"]
+                ]
+            if previous is not None:
+                prefixes_kept.append(json.dumps(wire[: len(previous)]) == json.dumps(previous))
+            previous = wire
+    # 23 requests after the first; the results of turns 4, 7 and 10 set off events, whose requests
+    # (those turns' second calls) are the only ones that change what went before.
+    assert len(prefixes_kept) == 23
+    assert [i + 1 for i, kept in enumerate(prefixes_kept) if not kept] == [7, 13, 19]
+
+
+def test_after_a_summary_the_replay_starts_after_it():
+    messages = session(6)
+    sent_messages = compaction.request_messages(messages, "the summary", 12)  # turns 1-3 summarized
+    assert sent_messages[0].kind == "summary"
+    assert all(c == RESULT for c in results(sent_messages).values())  # 900 tokens left: under the trigger
+    assert compaction.pairs_intact(messages, 12)
+
+
+def test_the_stored_messages_are_not_touched():
+    messages = session(6)
+    before = [json.dumps(m.wire_content()) for m in messages]
+    compaction.request_messages(messages, "", None)
+    assert [json.dumps(m.wire_content()) for m in messages] == before
+    assert clearing.STUB not in "".join(before)
