@@ -1,306 +1,229 @@
-"""What Ballet adds to an agent turn over the bare SDK, end to end, and how it grows with the session.
+"""What Ballet adds to an agent turn over the bare SDK, end to end; how it grows with the session;
+how many turns one daphne sustains; and all of it side by side with another commit.
 
 The workload of docs/benchmarks.md: model call → three tool calls → model call → a 20-delta streamed answer.
-A fake Messages API runs in a process of its own (this script, started again with ``--serve-fake``)
-and answers every request by its last message: tool results get the 20-delta answer, anything else
-three tool calls (``list_runnable``, ``get_item``, ``list_items`` on the demo project).
+A fake Messages API runs in a process of its own (``bench/_turns.py``) and answers every request by
+its last message: tool results get the 20-delta answer, anything else three tool calls
+(``list_runnable``, ``get_item``, ``list_items`` on the demo project).
 
 * **Ballet**: one real daphne process (``tests/fakes/servers.py``: its own database, the demo users;
   in production mode PostgreSQL and Redis). A client logged in through the login form sends the
   message over the chat's WebSocket and times the turn until its ``turn_ended`` frame.
+* **Ballet (REV)**, with ``--baseline REV``: the same from a git worktree of REV (``git worktree add
+  --detach`` in a temporary directory, removed at the end; this checkout's ``.venv``): a second
+  daphne on its own deployment (its own SQLite file; in production its own PostgreSQL database and a
+  ``redis-server`` of its own, so the two channel layers never meet).
 * **Bare SDK**: in this process, a hand-written loop on ``AsyncAnthropic`` (aiohttp transport, the
   raw events of ``messages.create(stream=True)``) against the same fake, with the same system prompt,
   tools and tool results as Ballet's requests (copied from the first turn's requests), keeping its
   own history as Ballet keeps the session's.
 
-The two run interleaved, round by round (their order alternating), so both see the same machine.
-
-1. **Overhead**: ``--rounds`` rounds, a fresh session (and a fresh bare history) every 10 turns;
-   median and p90 of (Ballet - bare) per round.
-2. **Growth**: one ``--growth``-turn session on each side; turns 41-50 against turns 1-10 of
-   Ballet and of the bare loop (whose growth is the fake's and the SDK's own work on the longer
-   requests), and what Ballet grows beyond it.
+1. **Overhead**: ``--rounds`` rounds, a fresh session (and a fresh bare history) every 10 turns; each
+   round runs one turn on every side, the order rotating round by round so all see the same machine;
+   median and p90 of (Ballet - bare) per round, for each Ballet, and of their difference.
+2. **Growth**: one ``--growth``-turn session per Ballet; turns 41-50 against turns 1-10. Here the
+   bare client does not keep a history of its own: it *replays Ballet's own requests*. The fake
+   records every request body while the session runs; after Ballet's turn n the bare client sends
+   exactly those bodies, in order (Ballet's turn n, then its replay, always: a replay can only follow
+   the turn it copies, and a fixed order costs nothing here since both sides are compared with
+   themselves, turns 41-50 against 1-10). Whatever Ballet puts in its requests (long histories, or
+   old tool results cleared), the replay sends the same, so the bare growth is the fake's and the
+   SDK's own work on those very requests, and Ballet's growth beyond it is Ballet's.
+3. **Capacity** (``--capacity N``): N sessions, each its own WebSocket client, turning at once
+   through one daphne, ``--capacity-turns`` turns each back to back after two warm-up turns: turns
+   per second sustained, p50/p99 of a turn (send → ``turn_ended``), the CPU share of daphne, of the
+   fake and of this client process (the two others must not be the bottleneck). With ``--baseline``
+   the baseline's daphne is measured the same way right after (one daphne under load at a time),
+   ``--capacity-repeats`` times in alternation.
 
     .venv/bin/python bench/turn_overhead.py                       # SQLite, in-memory channel layer
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ballet REDIS_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python bench/turn_overhead.py                   # PostgreSQL and Redis
+    .venv/bin/python bench/turn_overhead.py --baseline HEAD~1     # and the commit before, side by side
+    .venv/bin/python bench/turn_overhead.py --capacity 50 --rounds 0 --growth 0   # capacity alone
     .venv/bin/python bench/turn_overhead.py --py-spy .venv/bin/py-spy --log-dir /tmp/turns
                                                                   # and profile daphne meanwhile
 
 Targets: overhead median ≤ +10 ms embedded, ≤ +15 ms production; turns 41-50 at most
-5 ms slower than turns 1-10 beyond the bare loop's own growth.
+3 ms slower than turns 1-10 beyond a bare client replaying the same requests.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import contextlib
 import os
+import resource
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import websockets
-from _ws import api, api_token, login_cookie, percentile, raise_fd_limit
+from _turns import TOOL_CALLS, BalletChat, BareLoop, FakeProcess, bare_from, serve_fake
+from _ws import ROOT, api_token, login_cookie, percentile, proc_cpu_seconds, raise_fd_limit
 
-ANSWER_DELTAS = 20
-TOOL_CALLS = (
-    ("list_runnable", {}),
-    ("get_item", {"key": "DEMO-1"}),
-    ("list_items", {"limit": 20}),
-)
+__all__ = ["TOOL_CALLS", "BalletChat", "BareLoop", "FakeProcess", "bare_from", "serve_fake"]
+
 SESSION_TURNS = 10
-DUMPED = 2  # requests the fake keeps: the first turn's two (tools, then tool results)
-
-
-# --- the fake, in its own process ------------------------------------------------------------
-
-
-def serve_fake(dump_dir: Path) -> None:
-    """Run the fake Messages API until stdin closes; print its base URL first."""
-    from tests.fakes.messages_api import FakeMessagesAPI, TextReply, ToolCallSpec, ToolUseReply
-
-    answer = TextReply(" ".join(f"word{i}" for i in range(ANSWER_DELTAS)), chunks=ANSWER_DELTAS)
-    dumped = [0]
-
-    def respond(body: dict[str, Any]) -> Any:
-        if dumped[0] < DUMPED:
-            (dump_dir / f"{dumped[0]}.json").write_text(json.dumps(body))
-            dumped[0] += 1
-        content = body["messages"][-1]["content"]
-        if isinstance(content, list) and any(block.get("type") == "tool_result" for block in content):
-            return answer
-        return ToolUseReply([ToolCallSpec(name, args) for name, args in TOOL_CALLS])
-
-    fake = FakeMessagesAPI(responder=respond)
-    print(fake.base_url, flush=True)
-    try:
-        sys.stdin.read()  # the bench closes it (or dies)
-    finally:
-        fake.close()
-
-
-class FakeProcess:
-    def __init__(self, dump_dir: Path) -> None:
-        self.dump_dir = dump_dir
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve-fake", str(dump_dir)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.base_url = self.process.stdout.readline().strip()
-        if not self.base_url.startswith("http"):
-            raise RuntimeError("the fake Messages API did not start")
-
-    def dumped(self, index: int) -> dict[str, Any]:
-        result: dict[str, Any] = json.loads((self.dump_dir / f"{index}.json").read_text())
-        return result
-
-    def stop(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=10)
-
-
-# --- the bare SDK loop -----------------------------------------------------------------------
+GROWTH_TARGET = 3
+BARE = "bare SDK"
 
 
 @dataclass
-class BareLoop:
-    """The hand-written agent loop on the bare SDK: what Ballet is measured against."""
+class Side:
+    """One Ballet under test: a daphne, its URL and the demo user's credentials."""
 
-    base_url: str
-    system: Any
-    tools: list[dict[str, Any]]
-    results: list[str]
-    model: str
-    max_tokens: int
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    client: Any = None
+    name: str
+    url: str
+    cookie: str
+    token: str
+    pid: int
 
-    async def start(self) -> None:
-        import anthropic
-
-        self.client = anthropic.AsyncAnthropic(
-            api_key="sk-fake", base_url=self.base_url, http_client=anthropic.DefaultAioHttpClient()
-        )
-
-    def new_session(self) -> None:
-        self.messages = []
-
-    async def turn(self, text: str) -> float:
-        started = time.perf_counter()
-        self.messages.append({"role": "user", "content": text})
-        for _ in range(10):
-            content, stop_reason = await self._call()
-            self.messages.append({"role": "assistant", "content": content})
-            if stop_reason != "tool_use":
-                break
-            calls = [block for block in content if block["type"] == "tool_use"]
-            self.messages.append(
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "tool_result", "tool_use_id": call["id"], "content": self.results[i]}
-                        for i, call in enumerate(calls)
-                    ],
-                }
-            )
-        return (time.perf_counter() - started) * 1000
-
-    async def _call(self) -> tuple[list[dict[str, Any]], str]:
-        blocks: list[dict[str, Any]] = []
-        partial: list[str] = []
-        stop_reason = ""
-        stream = await self.client.messages.create(
-            model=self.model,
-            system=self.system,
-            messages=self.messages,
-            tools=self.tools,
-            max_tokens=self.max_tokens,
-            stream=True,
-        )
-        async for event in stream:
-            if event.type == "content_block_start":
-                blocks.append(event.content_block.model_dump(exclude_none=True))
-                partial = []
-            elif event.type == "content_block_delta":
-                if event.delta.type == "text_delta":
-                    blocks[-1]["text"] += event.delta.text
-                elif event.delta.type == "input_json_delta":
-                    partial.append(event.delta.partial_json)
-            elif event.type == "content_block_stop" and blocks[-1]["type"] == "tool_use":
-                blocks[-1]["input"] = json.loads("".join(partial) or "{}")
-            elif event.type == "message_delta":
-                stop_reason = event.delta.stop_reason or ""
-        return blocks, stop_reason
+    def chat(self) -> BalletChat:
+        return BalletChat(self.url, self.cookie, self.token)
 
 
-# --- Ballet over its WebSocket ---------------------------------------------------------------
+# --- overhead and growth ---------------------------------------------------------------------
 
 
-class BalletChat:
-    def __init__(self, base_url: str, cookie: str, token: str) -> None:
-        self.base_url = base_url
-        self.cookie = cookie
-        self.token = token
-        self.ws: websockets.ClientConnection | None = None
-
-    async def new_session(self) -> None:
-        await self.close()
-        session = api(
-            self.base_url, "POST", "/api/v1/planner/sessions/", {"project": "DEMO"}, token=self.token
-        )
-        url = self.base_url.replace("http://", "ws://") + f"/ws/planner/sessions/{session['id']}/"
-        self.ws = await websockets.connect(
-            url,
-            origin=websockets.Origin(self.base_url),
-            additional_headers={"Cookie": self.cookie},
-            ping_interval=None,
-            max_size=None,
-        )
-        first = json.loads(await self.ws.recv())
-        if first.get("type") != "state":
-            raise RuntimeError(f"expected a state frame first, got {first}")
-
-    async def turn(self, text: str) -> float:
-        assert self.ws is not None
-        started = time.perf_counter()
-        await self.ws.send(json.dumps({"type": "message", "text": text}))
-        async with asyncio.timeout(60):
-            async for raw in self.ws:
-                frame = json.loads(raw)
-                if frame["type"] == "turn_ended":
-                    if frame["reason"] != "completed":
-                        raise RuntimeError(f"a Ballet turn ended {frame}")
-                    return (time.perf_counter() - started) * 1000
-                if frame["type"] == "error":
-                    raise RuntimeError(f"Ballet answered an error frame: {frame}")
-        raise RuntimeError("the WebSocket closed mid-turn")
-
-    async def close(self) -> None:
-        if self.ws is not None:
-            await self.ws.close()
-            self.ws = None
-
-
-# --- the measurement -------------------------------------------------------------------------
-
-
-@dataclass
-class Pair:
-    ballet_ms: float
-    bare_ms: float
-
-    @property
-    def overhead_ms(self) -> float:
-        return self.ballet_ms - self.bare_ms
-
-
-async def paired_turns(ballet: BalletChat, bare: BareLoop, turns: int, *, fresh_every: int) -> list[Pair]:
-    pairs = []
+async def rounds(
+    sides: list[Side], chats: list[BalletChat], bare: BareLoop, turns: int
+) -> list[dict[str, float]]:
+    """``turns`` rounds, one turn on every Ballet and on the bare loop, the order rotating."""
+    results = []
+    runners = [*((side.name, chat) for side, chat in zip(sides, chats, strict=True)), (BARE, None)]
     for n in range(turns):
-        if n % fresh_every == 0:
-            await ballet.new_session()
+        if n % SESSION_TURNS == 0:
+            for chat in chats:
+                await chat.new_session()
             bare.new_session()
         text = f"What should we do next? ({n})"
-        if n % 2:
-            bare_ms = await bare.turn(text)
-            ballet_ms = await ballet.turn(text)
-        else:
-            ballet_ms = await ballet.turn(text)
-            bare_ms = await bare.turn(text)
-        pairs.append(Pair(ballet_ms=ballet_ms, bare_ms=bare_ms))
-    return pairs
+        shift = n % len(runners)
+        times = {}
+        for name, chat in runners[shift:] + runners[:shift]:
+            times[name] = await (chat.turn(text) if chat is not None else bare.turn(text))
+        results.append(times)
+    return results
 
 
-def bare_from(fake: FakeProcess) -> BareLoop:
-    """A bare loop sending what Ballet sends: its system prompt, tools and tool results."""
-    first, second = fake.dumped(0), fake.dumped(1)
-    results = [
-        block["content"] for block in second["messages"][-1]["content"] if block.get("type") == "tool_result"
-    ]
-    if len(results) != len(TOOL_CALLS):
-        raise RuntimeError(f"Ballet's first turn sent {len(results)} tool results")
-    return BareLoop(
-        base_url=fake.base_url,
-        system=first["system"],
-        tools=first["tools"],
-        results=results,
-        model=first["model"],
-        max_tokens=first["max_tokens"],
-    )
+async def growth_session(
+    sides: list[Side], chats: list[BalletChat], bare: BareLoop, fake: FakeProcess, turns: int
+) -> dict[str, list[tuple[float, float]]]:
+    """One ``turns``-turn session per Ballet: per turn (Ballet's time, the bare replay's time)."""
+    for chat in chats:
+        await chat.new_session()
+    fake.start_recording()
+    series: dict[str, list[tuple[float, float]]] = {side.name: [] for side in sides}
+    try:
+        for n in range(turns):
+            shift = n % len(sides)
+            for side, chat in (
+                list(zip(sides, chats, strict=True))[shift:] + list(zip(sides, chats, strict=True))[:shift]
+            ):
+                ballet_ms = await chat.turn(f"What should we do next? ({n})")
+                bodies = fake.recorded_since()
+                if not bodies:
+                    raise RuntimeError("the fake recorded none of Ballet's requests")
+                bare_ms = await bare.replay(bodies)
+                fake.skip(len(bodies))
+                series[side.name].append((ballet_ms, bare_ms))
+    finally:
+        fake.stop_recording()
+    return series
 
 
-async def measure(
-    server_url: str, cookie: str, token: str, fake: FakeProcess, args: argparse.Namespace
-) -> None:
-    ballet = BalletChat(server_url, cookie, token)
-    await ballet.new_session()
-    for n in range(3):  # warm-up: first-use costs stay out of the figures (and the requests get dumped)
-        await ballet.turn(f"warm up {n}")
+async def measure(sides: list[Side], fake: FakeProcess, args: argparse.Namespace) -> None:
+    chats = [side.chat() for side in sides]
+    for chat in chats:
+        await chat.new_session()
+        for n in range(3):  # warm-up: first-use costs stay out of the figures (and the requests get dumped)
+            await chat.turn(f"warm up {n}")
     bare = bare_from(fake)
     await bare.start()
-    await paired_turns(ballet, bare, 6, fresh_every=3)
+    await rounds(sides, chats, bare, 6)
 
     profile = start_profile(args, "turns") if args.py_spy else None
-    overhead = await paired_turns(ballet, bare, args.rounds, fresh_every=SESSION_TURNS)
-    growth = await paired_turns(ballet, bare, args.growth, fresh_every=args.growth)
+    overhead = await rounds(sides, chats, bare, args.rounds) if args.rounds else []
+    growth = await growth_session(sides, chats, bare, fake, args.growth) if args.growth else {}
     if profile is not None:
         stop_profile(profile)
-    await ballet.close()
+    for chat in chats:
+        await chat.close()
     await bare.client.close()
-    report(args, overhead, growth)
+    report(args, sides, overhead, growth)
+
+
+# --- capacity --------------------------------------------------------------------------------
+
+
+@dataclass
+class Capacity:
+    side: str
+    turns: int
+    seconds: float
+    turn_ms: list[float]
+    daphne_cpu: float  # CPU seconds over the measured span
+    fake_cpu: float
+    client_cpu: float
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def capacity(side: Side, fake: FakeProcess, sessions: int, turns: int) -> Capacity:
+    chats = [side.chat() for _ in range(sessions)]
+    await asyncio.gather(*(chat.new_session() for chat in chats))
+
+    async def run(chat: BalletChat, label: str, count: int, into: list[float]) -> None:
+        for n in range(count):
+            into.append(await chat.turn(f"{label} ({n})", within_s=300))
+
+    warm: list[float] = []
+    await asyncio.gather(*(run(chat, "warm up", 2, warm) for chat in chats))
+    times: list[float] = []
+    cpu = (proc_cpu_seconds(side.pid), proc_cpu_seconds(fake.process.pid), _own_cpu())
+    started = time.perf_counter()
+    await asyncio.gather(*(run(chat, "What should we do next?", turns, times) for chat in chats))
+    seconds = time.perf_counter() - started
+    after = (proc_cpu_seconds(side.pid), proc_cpu_seconds(fake.process.pid), _own_cpu())
+    await asyncio.gather(*(chat.close() for chat in chats))
+    return Capacity(side.name, len(times), seconds, times, *(b - a for a, b in zip(cpu, after, strict=True)))
+
+
+async def measure_capacity(sides: list[Side], fake: FakeProcess, args: argparse.Namespace) -> None:
+    print(
+        f"capacity · {args.mode} · {args.capacity} sessions turning at once through one daphne, "
+        f"{args.capacity_turns} turns each (after 2 warm-up turns); one daphne under load at a time"
+    )
+    repeats = args.capacity_repeats if len(sides) > 1 else 1
+    for repeat in range(repeats):
+        for side in sides if repeat % 2 == 0 else sides[::-1]:
+            result = await capacity(side, fake, args.capacity, args.capacity_turns)
+            share = {
+                name: f"{100 * used / result.seconds:.0f} %"
+                for name, used in (
+                    ("daphne", result.daphne_cpu),
+                    ("fake", result.fake_cpu),
+                    ("client", result.client_cpu),
+                )
+            }
+            print(
+                f"  {result.side}: {result.turns / result.seconds:.1f} turns/s ({result.turns} turns in "
+                f"{result.seconds:.1f} s); turn p50 {statistics.median(result.turn_ms):.0f} ms, "
+                f"p99 {percentile(result.turn_ms, 0.99):.0f} ms; CPU (of one core) daphne {share['daphne']}, "
+                f"fake {share['fake']}, this client {share['client']}"
+            )
+
+
+# --- profile and report ----------------------------------------------------------------------
 
 
 def start_profile(args: argparse.Namespace, name: str) -> subprocess.Popen[bytes]:
@@ -322,46 +245,114 @@ def _figures(values: list[float]) -> str:
     return f"median {statistics.median(values):+.1f} ms, p90 {percentile(values, 0.9):+.1f} ms"
 
 
-def report(args: argparse.Namespace, overhead: list[Pair], growth: list[Pair]) -> None:
+def report(
+    args: argparse.Namespace,
+    sides: list[Side],
+    overhead: list[dict[str, float]],
+    growth: dict[str, list[tuple[float, float]]],
+) -> None:
+    names = [side.name for side in sides]
     print(f"turn overhead · {args.mode} · end to end over the WebSocket vs the bare SDK, interleaved")
-    print(
-        f"  {len(overhead)} rounds (a fresh session every {SESSION_TURNS}): Ballet - bare "
-        f"{_figures([p.overhead_ms for p in overhead])}  [target median ≤ {args.target:g} ms]"
-    )
-    print(
-        f"    Ballet turn median {statistics.median(p.ballet_ms for p in overhead):.1f} ms, "
-        f"bare SDK turn median {statistics.median(p.bare_ms for p in overhead):.1f} ms"
-    )
-    if len(growth) < 50:
+    if overhead:
+        print(f"  {len(overhead)} rounds (a fresh session every {SESSION_TURNS}, order rotating):")
+        for name in names:
+            print(
+                f"    {name} - bare {_figures([r[name] - r[BARE] for r in overhead])}  "
+                f"[target median ≤ {args.target:g} ms]; its turn median "
+                f"{statistics.median(r[name] for r in overhead):.1f} ms"
+            )
+        print(f"    bare SDK turn median {statistics.median(r[BARE] for r in overhead):.1f} ms")
+        if len(names) == 2:
+            between = [r[names[0]] - r[names[1]] for r in overhead]
+            print(f"    {names[0]} - {names[1]} (same round) {_figures(between)}")
+    if not growth or len(next(iter(growth.values()))) < 50:
         return
-    early, late = growth[:10], growth[40:50]
-
-    def grew(side: Callable[[Pair], float]) -> float:
-        return statistics.median(side(p) for p in late) - statistics.median(side(p) for p in early)
-
-    ballet_grew, bare_grew = grew(lambda p: p.ballet_ms), grew(lambda p: p.bare_ms)
-    print(f"  one {len(growth)}-turn session: turns 41-50 vs 1-10 (medians)")
     print(
-        f"    Ballet {ballet_grew:+.1f} ms, bare SDK {bare_grew:+.1f} ms (the fake's and the SDK's own "
-        f"work on the longer requests): Ballet beyond it {ballet_grew - bare_grew:+.1f} ms  [target ≤ +5 ms]"
+        f"  one {len(next(iter(growth.values())))}-turn session each: turns 41-50 vs 1-10 (medians), "
+        "beside a bare client replaying Ballet's own requests after each turn"
     )
-    print(
-        f"    overhead turns 1-10 {_figures([p.overhead_ms for p in early])}; "
-        f"turns 41-50 {_figures([p.overhead_ms for p in late])}"
+    beyond = {}
+    for name in names:
+        early, late = growth[name][:10], growth[name][40:50]
+        ballet_grew = statistics.median(b for b, _ in late) - statistics.median(b for b, _ in early)
+        bare_grew = statistics.median(r for _, r in late) - statistics.median(r for _, r in early)
+        beyond[name] = ballet_grew - bare_grew
+        print(
+            f"    {name} {ballet_grew:+.1f} ms, its bare replay {bare_grew:+.1f} ms: beyond what a bare "
+            f"client replaying the same requests loses {beyond[name]:+.1f} ms  [target ≤ +{GROWTH_TARGET} ms]"
+        )
+        print(
+            f"      overhead over the replay turns 1-10 {_figures([b - r for b, r in early])}; "
+            f"turns 41-50 {_figures([b - r for b, r in late])}"
+        )
+    if len(names) == 2:
+        between_ms = beyond[names[0]] - beyond[names[1]]
+        print(f"    growth beyond the replay, {names[0]} - {names[1]}: {between_ms:+.1f} ms")
+
+
+# --- set-up ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def checkout(rev: str, tmp: Path) -> Iterator[tuple[Path, str]]:
+    """A detached git worktree of ``rev`` (with this checkout's .venv), removed on leaving."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", f"{rev}^{{commit}}"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    path = tmp / "baseline"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(path), commit], cwd=ROOT, check=True, capture_output=True
+    )
+    try:
+        (path / ".venv").symlink_to((ROOT / ".venv").resolve())
+        yield path, commit
+    finally:
+        subprocess.run(
+            ["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False, capture_output=True
+        )
+
+
+def side_of(name: str, server: object) -> Side:
+    from tests.fakes.servers import PASSWORD, Server
+
+    assert isinstance(server, Server)
+    assert server.process is not None
+    return Side(
+        name=name,
+        url=server.url,
+        cookie=login_cookie(server.url, "demo", PASSWORD),
+        token=api_token(server.url, "demo", PASSWORD),
+        pid=server.process.pid,
     )
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--serve-fake":
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve-fake":  # as before bench/_turns.py ran it
         serve_fake(Path(sys.argv[2]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=60, help="paired turns, a fresh session every 10")
+    parser.add_argument("--rounds", type=int, default=60, help="rounds of turns, a fresh session every 10")
     parser.add_argument("--growth", type=int, default=50, help="turns of the one long session (0: skip)")
+    parser.add_argument("--baseline", metavar="REV", help="also run this commit's daphne, side by side")
+    parser.add_argument(
+        "--capacity",
+        type=int,
+        nargs="?",
+        const=50,
+        default=0,
+        metavar="N",
+        help="N sessions turning at once through one daphne (50 without a value)",
+    )
+    parser.add_argument("--capacity-turns", type=int, default=20, help="turns per session under load")
+    parser.add_argument("--capacity-repeats", type=int, default=2, help="alternations with --baseline")
     parser.add_argument("--log-dir", type=Path, default=None, help="keep daphne's log (and profile) here")
     parser.add_argument("--py-spy", default=None, help="a py-spy binary: profile daphne while the turns run")
     args = parser.parse_args()
-    from tests.fakes.servers import PASSWORD, production_mode, served
+    from tests.fakes.servers import RedisServer, production_mode, served
 
     raise_fd_limit()
     args.mode = "postgresql + redis" if production_mode() else "sqlite + in-memory layer"
@@ -379,18 +370,43 @@ def main() -> None:
         "BALLET_LIMIT_FRAMES_PER_SECOND": many,  # turns back to back outpace a human
     }
     try:
-        with served(
-            tmp,
-            fake.base_url,
-            extra_env=unlimited,
-            redis_url=os.environ.get("REDIS_URL"),
-            log=args.log_dir / "daphne.log",
-        ) as server:
-            assert server.process is not None
-            args.pid = str(server.process.pid)
-            cookie = login_cookie(server.url, "demo", PASSWORD)
-            token = api_token(server.url, "demo", PASSWORD)
-            asyncio.run(measure(server.url, cookie, token, fake, args))
+        with contextlib.ExitStack() as stack:
+            (tmp / "current").mkdir()
+            server = stack.enter_context(
+                served(
+                    tmp / "current",
+                    fake.base_url,
+                    extra_env=unlimited,
+                    redis_url=os.environ.get("REDIS_URL"),
+                    log=args.log_dir / "daphne.log",
+                )
+            )
+            args.pid = str(server.process.pid) if server.process else ""
+            sides = [side_of("Ballet", server)]
+            if args.baseline:
+                root, commit = stack.enter_context(checkout(args.baseline, tmp))
+                redis_url = None
+                if production_mode():
+                    (tmp / "redis").mkdir()
+                    redis_server = RedisServer(tmp / "redis").start()
+                    stack.callback(redis_server.stop)
+                    redis_url = redis_server.url
+                (tmp / "baseline-home").mkdir()
+                baseline = stack.enter_context(
+                    served(
+                        tmp / "baseline-home",
+                        fake.base_url,
+                        extra_env=unlimited,
+                        redis_url=redis_url,
+                        log=args.log_dir / "daphne-baseline.log",
+                        root=root,
+                    )
+                )
+                sides.append(side_of(f"Ballet {args.baseline} ({commit})", baseline))
+            if args.rounds or args.growth:
+                asyncio.run(measure(sides, fake, args))
+            if args.capacity:
+                asyncio.run(measure_capacity(sides, fake, args))
     finally:
         fake.stop()
 

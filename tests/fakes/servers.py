@@ -57,6 +57,7 @@ class Deployment:
     env: dict[str, str]
     cleanup_sql: str | None = None
     database: str | None = None  # the PostgreSQL database's name (production mode)
+    root: Path = ROOT  # the checkout whose code runs (a benchmark may run another commit's)
 
     @classmethod
     def create(
@@ -67,6 +68,7 @@ class Deployment:
         redis_url: str | None = None,
         extra_env: Mapping[str, str] | None = None,
         unset: tuple[str, ...] = (),
+        root: Path = ROOT,
     ) -> Deployment:
         """A migrated, seeded deployment; ``redis_url`` (production mode) puts its channel layer,
         cache, presence and Celery broker on that Redis instead of a database of the shared one."""
@@ -100,7 +102,7 @@ class Deployment:
         env |= dict(extra_env or {})
         for name in unset:
             env.pop(name, None)
-        deployment = cls(env=env, cleanup_sql=cleanup, database=name)
+        deployment = cls(env=env, cleanup_sql=cleanup, database=name, root=root)
         if production_mode():
             # Production mode links hashed names from the manifest (ballet/static.py).
             deployment.manage("collectstatic", "--noinput")
@@ -111,7 +113,7 @@ class Deployment:
     def manage(self, *args: str) -> str:
         result = subprocess.run(
             [PYTHON, "manage.py", *args],
-            cwd=ROOT,
+            cwd=self.root,
             env=self.env,
             capture_output=True,
             text=True,
@@ -174,7 +176,7 @@ class Server:
             self.port = int(listener.getsockname()[1])
             self.process = subprocess.Popen(
                 [DAPHNE, "--fd", str(listener.fileno()), "ballet.asgi:application"],
-                cwd=ROOT,
+                cwd=self.deployment.root,
                 env=self.deployment.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -232,11 +234,12 @@ def served(
     redis_url: str | None = None,
     log: Path | None = None,
     unset: tuple[str, ...] = (),
+    root: Path = ROOT,
 ) -> Iterator[Server]:
-    """One daphne on a deployment of its own in ``home`` (without the variables ``unset`` names);
-    stopped, and the deployment dropped, on leaving."""
+    """One daphne on a deployment of its own in ``home`` (without the variables ``unset`` names),
+    running the code of the checkout ``root``; stopped, and the deployment dropped, on leaving."""
     deployment = Deployment.create(
-        home, anthropic_base_url, redis_url=redis_url, extra_env=extra_env, unset=unset
+        home, anthropic_base_url, redis_url=redis_url, extra_env=extra_env, unset=unset, root=root
     )
     server = Server(deployment, log=log or home / "daphne.log")
     try:
