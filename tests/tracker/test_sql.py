@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import pytest
 from django.db import transaction
@@ -58,7 +59,7 @@ def test_the_locked_session_comes_with_its_project_and_organization(session):
 
 def test_rows_inserted_in_sql_read_back_as_the_orm_writes_them(session, member):
     when = timezone.now()
-    twins = {
+    twins: dict[Any, Any] = {
         Message: lambda n: Message(
             session=session, seq=n, role="user", kind="human", content=[{"type": "text", "text": "ü"}], turn=1
         ),
