@@ -21,6 +21,7 @@ from typing import Final
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
+from tracker import sql
 from tracker.errors import NotFoundError, PermissionDeniedError
 from tracker.models import Project, Role
 
@@ -97,15 +98,20 @@ def access_scope(*, within: bool = False) -> Iterator[None]:
         _scope.reset(token)
 
 
+_ACCESS_SQL = (
+    "SELECT u.id, u.is_active, u.is_superuser, m.project_id, m.role FROM auth_user u"
+    " LEFT JOIN tracker_membership m ON m.user_id = u.id WHERE u.id IN ({ids})"
+)
+
+
 def access_load(user_ids: Iterable[int]) -> dict[int, Access]:
     """The access of several users in one query (unknown ids have none); kept in the scope."""
-    ids = set(user_ids)
+    ids = sorted(set(user_ids))
     found: dict[int, Access] = {}
-    rows = User.objects.filter(pk__in=ids).values_list(
-        "pk", "is_active", "is_superuser", "memberships__project_id", "memberships__role"
-    )
+    # Read on every round of tool calls and every chat frame (docs/architecture.md#the-hot-path-in-sql).
+    rows = sql.rows(_ACCESS_SQL.format(ids=sql.placeholders(len(ids))), ids) if ids else []
     for pk, active, superuser, project_id, role in rows:
-        access = found.setdefault(pk, Access(active=active, superuser=superuser, roles={}))
+        access = found.setdefault(pk, Access(active=bool(active), superuser=bool(superuser), roles={}))
         if project_id is not None:
             access.roles[project_id] = role
     loaded = {pk: found.get(pk, NO_ACCESS) for pk in ids}

@@ -91,7 +91,7 @@ def item_list(
         qs = qs.filter(kind=kind)
     if state:
         qs = qs.filter(state=state)
-    for parent, parent_id in _parent_ids(
+    for parent, parent_id in parent_ids(
         project, {ItemKind.EPIC: epic, ItemKind.MILESTONE: milestone}
     ).items():
         qs = qs.filter(**{f"{parent}_id": parent_id})
@@ -103,7 +103,7 @@ def with_article(word: str) -> str:
     return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 
 
-def _parent_ids(project: Project, keys: dict[str, str | None]) -> dict[str, int]:
+def parent_ids(project: Project, keys: dict[str, str | None]) -> dict[str, int]:
     """The ids of the parents ``keys`` names by kind (epic, milestone), in one query."""
     wanted = {kind: key for kind, key in keys.items() if key}
     if not wanted:

@@ -1,5 +1,7 @@
-"""The planner's read tools and the REST API read through the same selectors: for the same human,
-filters and data they answer the same items, in the same order, and refuse the same filters."""
+"""The planner's read tools and the REST API answer alike: for the same human, filters and data
+they answer the same items, in the same order, and refuse the same filters. The tools a turn calls
+most read in SQL (tracker/plan_rows.py), the API through the ORM's selectors and serializers: these
+tests hold the two to one answer."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_apply, changeset_propose, changeset_reject
 from tracker.services.items import dependency_add
 from tracker.services.skills import skill_version_create
+from tracker.services.work import claim_take, report_add
 
 BAL = "/api/v1/projects/BAL/"
 
@@ -120,6 +123,56 @@ def test_get_item_reads_what_rest_reads(project, viewer, plan, client_for, index
     }
     assert item["blocked_by"] == detail["dependencies"]["blockers"]
     assert item["blocks"] == detail["dependencies"]["blocking"]
+
+
+@pytest.fixture
+def worked(project, member, plan):
+    """The ready ticket claimed by ``member``, with reports (links, details) on it; a done ticket
+    with a report of an ended claim."""
+    actor = Actor(user=member)
+    done = plan["tickets"][6]
+    first = claim_take(actor=actor, project=project, item=done)
+    report_add(actor=actor, claim=first, kind="progress", summary="Half way.", details={"tests": 3})
+    report_add(
+        actor=actor, claim=first, kind="done", summary="Shipped **it**.", links=["https://example.com/pr/1"]
+    )
+    ticket = plan["tickets"][1]
+    ticket.state = "ready"  # unblocked by hand: claimable once its blocker is done
+    ticket.save(update_fields=["state"])
+    dependency_blocker = plan["tickets"][3]
+    dependency_blocker.state = "done"
+    dependency_blocker.save(update_fields=["state"])
+    claim = claim_take(actor=actor, project=project, item=ticket)
+    for n in range(7):  # more than get_item shows
+        report_add(actor=actor, claim=claim, kind="progress", summary=f"Step {n}", links=[], details={"n": n})
+    return {"claimed": (ticket, claim), "done": (done, first)}
+
+
+@pytest.mark.parametrize("which", ["claimed", "done"])
+def test_get_item_shows_the_claim_and_reports_rest_shows(project, viewer, worked, client_for, which):
+    item, claim = worked[which]
+    detail = rest(client_for, viewer, f"{BAL}claims/{claim.pk}/")
+
+    answer = tool(viewer, project, "get_item", {"key": item.key})
+
+    expected_claim = {name: value for name, value in detail.items() if name != "reports"}
+    assert answer["claim"] == (expected_claim if detail["status"] == "active" else None)
+    newest_first = sorted(detail["reports"], key=lambda r: (r["created_at"], r["id"]), reverse=True)
+    assert answer["reports"] == newest_first[:5]
+    assert answer["reports"]
+
+
+def test_list_items_names_the_holders_rest_names(project, viewer, member, worked, client_for):
+    claims = rest(client_for, viewer, f"{BAL}claims/?active=true")["results"]
+
+    items = tool(viewer, project, "list_items", {"kind": "ticket"})["items"]
+
+    holders = {item["key"]: item["claimed_by"] for item in items if "claimed_by" in item}
+    assert (
+        holders
+        == {claim["item"]: claim["holder"] for claim in claims}
+        == {worked["claimed"][0].key: member.username}
+    )
 
 
 def test_dependencies_are_listed_by_key_number(project, viewer, plan):

@@ -6,112 +6,54 @@ from __future__ import annotations
 from typing import Any
 
 from planner.agent.tools.base import Draft, JsonObject, ToolContext, ToolError, ToolSpec
-from planner.briefs import claim_json, report_json
 from planner.services.changesets import review_url
-from tracker.models import Claim, ClaimStatus, Item
+from tracker.errors import NotFoundError
+from tracker.models import ItemKind
 from tracker.models.plan import ALL_STATES
 from tracker.operations import OPERATIONS_SCHEMA
 from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE
+from tracker.plan_rows import item_detail, item_rows, runnable_rows
 from tracker.search import ITEM, SKILL
-from tracker.selectors import (
-    changeset_list,
-    claims_active_by_item,
-    item_dependencies,
-    item_get,
-    item_list,
-    item_number,
-    project_find,
-    reports_on,
-    runnable_tickets,
-)
-from tracker.serializers import linked_item
+from tracker.selectors import changeset_list, item_number, parent_ids, project_find
 from tracker.services.changesets import changeset_propose
 
 ITEM_KEY: JsonObject = {"type": "string", "pattern": "^[A-Z][A-Z0-9]*-[0-9]+$", "maxLength": 30}
-# A list row is read with values(): no model instances for a page of up to 200 items.
-ROW_FIELDS = ("number", "kind", "title", "state", "version", "epic__number", "milestone__number")
 LIMIT: JsonObject = {"type": "integer", "minimum": 1, "maximum": 200}
-REPORTS_SHOWN = 5  # get_item's newest reports on the ticket; get_brief has more
 
-
-def _row(ctx: ToolContext, row: dict[str, Any]) -> JsonObject:
-    key = ctx.project.key
-    return {
-        "key": f"{key}-{row['number']}",
-        "kind": row["kind"],
-        "title": row["title"],
-        "state": row["state"],
-        "version": row["version"],
-        "epic": f"{key}-{row['epic__number']}" if row["epic__number"] else None,
-        "milestone": f"{key}-{row['milestone__number']}" if row["milestone__number"] else None,
-    }
+# The three read tools a turn most often calls read in SQL (tracker/plan_rows.py), and answer
+# what the REST API's selectors and serializers answer.
 
 
 def list_items(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    qs = item_list(
+    parents = parent_ids(
+        ctx.project, {ItemKind.EPIC: args.get("epic"), ItemKind.MILESTONE: args.get("milestone")}
+    )
+    offset = args.get("offset", 0)
+    items, more = item_rows(
         project=ctx.project,
         kind=args.get("kind"),
         state=args.get("state"),
-        epic=args.get("epic"),
-        milestone=args.get("milestone"),
+        parents=parents,
+        limit=args.get("limit", 50),
+        offset=offset,
     )
-    limit, offset = args.get("limit", 50), args.get("offset", 0)
-    rows = list(qs.values(*ROW_FIELDS, "pk")[offset : offset + limit + 1])
-    holders = dict(
-        Claim.objects.filter(
-            item_id__in=[row["pk"] for row in rows[:limit]], status=ClaimStatus.ACTIVE
-        ).values_list("item_id", "holder__username")
-    )
-    items = [
-        {**_row(ctx, row), **({"claimed_by": holders[row["pk"]]} if row["pk"] in holders else {})}
-        for row in rows[:limit]
-    ]
-    return {"items": items, "offset": offset, "more": len(rows) > limit}
+    return {"items": items, "offset": offset, "more": more}
 
 
 def get_item(ctx: ToolContext, args: JsonObject) -> JsonObject:
     key = args["key"]
-    if item_number(ctx.project, key) is None:
+    number = item_number(ctx.project, key)
+    if number is None:
         raise ToolError("invalid_input", f"key: {key} is not an item key of project {ctx.project.key}.")
-    item = item_get(project=ctx.project, key=key)
-    dependencies = item_dependencies(item=item)
+    item = item_detail(project=ctx.project, number=number)
+    if item is None:
+        raise NotFoundError(f"Item {key} not found in project {ctx.project.key}.")
     ctx.follow(key)
-    return {
-        **_item_row(item),
-        "description": item.description,
-        "acceptance_criteria": item.acceptance_criteria,
-        "policy": item.policy,
-        "blocked_by": [dict(linked_item(blocker)) for blocker in dependencies.blockers],
-        "blocks": [dict(linked_item(blocked)) for blocked in dependencies.blocking],
-        **_work(item),
-    }
-
-
-def _work(item: Item) -> JsonObject:
-    """The ticket's active claim and its latest reports (docs/domain.md#work): a worker's words, data."""
-    claim = claims_active_by_item(item_ids=[item.pk]).get(item.pk)
-    return {
-        "claim": claim_json(claim) if claim else None,
-        "reports": [report_json(report) for report in reports_on(item=item, limit=REPORTS_SHOWN)],
-    }
-
-
-def _item_row(item: Item) -> JsonObject:
-    return {
-        "key": item.key,
-        "kind": item.kind,
-        "title": item.title,
-        "state": item.state,
-        "version": item.version,
-        "epic": item.epic.key if item.epic else None,
-        "milestone": item.milestone.key if item.milestone else None,
-    }
+    return item
 
 
 def list_runnable(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    limit = args.get("limit", 50)
-    rows = runnable_tickets(project=ctx.project).values(*ROW_FIELDS)[:limit]
-    return {"tickets": [_row(ctx, row) for row in rows]}
+    return {"tickets": runnable_rows(project=ctx.project, limit=args.get("limit", 50))}
 
 
 def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:

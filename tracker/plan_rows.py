@@ -1,0 +1,200 @@
+"""The plan as the planner's read tools show it, read in SQL (docs/architecture.md#the-hot-path-in-sql).
+
+``list_items``, ``get_item`` and ``list_runnable`` run in most turns; composed by the ORM and
+serialized by DRF they cost several times what the database spends answering them. Here each is
+one to three statements read into the tools' JSON directly. What they return is what the ORM
+path returns (``tracker.selectors``, the REST serializers): a claim and a report read exactly as
+``ClaimSerializer`` and ``ReportSerializer`` show them, which a test holds them to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from tracker import sql
+from tracker.models import ClaimStatus, Project
+from tracker.models.plan import RESOLVED_STATES
+
+JsonObject = dict[str, Any]
+
+_DATETIME = serializers.DateTimeField()  # the REST API's date-time format, with its time zone
+
+# An item's list row: the parents' numbers are keys of the item's own project (docs/domain.md).
+_ROW = "i.number, i.kind, i.title, i.state, i.version, e.number, m.number"
+_ROW_FROM = (
+    " FROM tracker_item i"
+    " LEFT JOIN tracker_item e ON e.id = i.epic_id"
+    " LEFT JOIN tracker_item m ON m.id = i.milestone_id"
+)
+
+
+def _list_row(key: str, row: sql.Row) -> JsonObject:
+    number, kind, title, state, version, epic, milestone = row[:7]
+    return {
+        "key": f"{key}-{number}",
+        "kind": kind,
+        "title": title,
+        "state": state,
+        "version": version,
+        "epic": f"{key}-{epic}" if epic else None,
+        "milestone": f"{key}-{milestone}" if milestone else None,
+    }
+
+
+def item_rows(
+    *,
+    project: Project,
+    kind: str | None,
+    state: str | None,
+    parents: dict[str, int],
+    limit: int,
+    offset: int,
+) -> tuple[list[JsonObject], bool]:
+    """A page of the project's items by number, each with the holder of its active claim, and
+    whether more follow; ``parents`` filters by parent id (``{"epic": 3}``), in one statement."""
+    where: list[str] = ["i.project_id = %s"]
+    params: list[Any] = [project.pk]
+    for column, value in (("kind", kind), ("state", state)):
+        if value:
+            where.append(f"i.{column} = %s")
+            params.append(value)
+    for parent, parent_id in parents.items():
+        where.append(f"i.{parent}_id = %s")
+        params.append(parent_id)
+    found = sql.rows(
+        f"SELECT {_ROW}, u.username{_ROW_FROM}"
+        " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
+        " LEFT JOIN auth_user u ON u.id = c.holder_id"
+        f" WHERE {' AND '.join(where)} ORDER BY i.number LIMIT %s OFFSET %s",
+        [ClaimStatus.ACTIVE, *params, limit + 1, offset],
+    )
+    items = []
+    for row in found[:limit]:
+        item = _list_row(project.key, row)
+        if row[7] is not None:
+            item["claimed_by"] = row[7]
+        items.append(item)
+    return items, len(found) > limit
+
+
+def runnable_rows(*, project: Project, limit: int) -> list[JsonObject]:
+    """The project's runnable tickets by number (:func:`tracker.selectors.runnable_tickets`), in one
+    statement."""
+    found = sql.rows(
+        f"SELECT {_ROW}{_ROW_FROM}"  # noqa: S608 - fixed columns; values are parameters
+        " WHERE i.project_id = %s AND i.kind = 'ticket' AND i.state = 'ready'"
+        " AND NOT EXISTS (SELECT 1 FROM tracker_dependency d JOIN tracker_item b ON b.id = d.blocker_id"
+        f" WHERE d.blocked_id = i.id AND b.state NOT IN ({sql.placeholders(len(RESOLVED_STATES))}))"
+        " AND NOT EXISTS (SELECT 1 FROM tracker_claim c WHERE c.item_id = i.id AND c.status = %s)"
+        " ORDER BY i.number LIMIT %s",
+        [project.pk, *RESOLVED_STATES, ClaimStatus.ACTIVE, limit],
+    )
+    return [_list_row(project.key, row) for row in found]
+
+
+def item_detail(*, project: Project, number: int) -> JsonObject | None:
+    """The item numbered ``number`` in ``project`` as ``get_item`` shows it (its dependencies, its
+    active claim and its newest ``reports`` reports), in three statements; None if there is none."""
+    found = sql.row(
+        "SELECT i.id, i.kind, i.title, i.state, i.version, ep.key, e.number, mp.key, m.number,"
+        " i.description, i.acceptance_criteria, i.policy,"
+        " c.id, u.username, c.status, c.created_at, c.renewed_at, c.expires_at, c.ended_at, c.end_reason"
+        " FROM tracker_item i"
+        " LEFT JOIN tracker_item e ON e.id = i.epic_id LEFT JOIN tracker_project ep ON ep.id = e.project_id"
+        " LEFT JOIN tracker_item m ON m.id = i.milestone_id"
+        " LEFT JOIN tracker_project mp ON mp.id = m.project_id"
+        " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
+        " LEFT JOIN auth_user u ON u.id = c.holder_id"
+        " WHERE i.project_id = %s AND i.number = %s",
+        [ClaimStatus.ACTIVE, project.pk, number],
+    )
+    if found is None:
+        return None
+    item_id, kind, title, state, version, epic_project, epic, milestone_project, milestone = found[:9]
+    description, criteria, policy = found[9:12]
+    key = f"{project.key}-{number}"
+    blocked_by, blocks = _dependencies(item_id)
+    return {
+        "key": key,
+        "kind": kind,
+        "title": title,
+        "state": state,
+        "version": version,
+        "epic": f"{epic_project}-{epic}" if epic is not None else None,
+        "milestone": f"{milestone_project}-{milestone}" if milestone is not None else None,
+        "description": description,
+        "acceptance_criteria": sql.json_out(criteria),
+        "policy": sql.json_out(policy),
+        "blocked_by": blocked_by,
+        "blocks": blocks,
+        "claim": _claim(key, title, found[12:]),
+        "reports": _reports(key, item_id),
+    }
+
+
+REPORTS_SHOWN = 5  # get_item's newest reports on the ticket; get_brief has more
+
+
+def _dependencies(item_id: int) -> tuple[list[JsonObject], list[JsonObject]]:
+    """The items blocking ``item_id`` and those it blocks, each as a dependency names it, by number."""
+    blocked_by: list[JsonObject] = []
+    blocks: list[JsonObject] = []
+    for blocker_id, other_key, number, title, state in sql.rows(
+        "SELECT d.blocker_id, p.key, o.number, o.title, o.state FROM tracker_dependency d"
+        " JOIN tracker_item o ON o.id = CASE WHEN d.blocked_id = %s THEN d.blocker_id ELSE d.blocked_id END"
+        " JOIN tracker_project p ON p.id = o.project_id"
+        " WHERE d.blocked_id = %s OR d.blocker_id = %s ORDER BY o.number, o.id",
+        [item_id, item_id, item_id],
+    ):
+        linked = {"key": f"{other_key}-{number}", "title": title, "state": state}
+        (blocks if blocker_id == item_id else blocked_by).append(linked)
+    return blocked_by, blocks
+
+
+def _claim(key: str, title: str, columns: sql.Row) -> JsonObject | None:
+    """The active claim read beside its item, as ``ClaimSerializer`` shows it."""
+    claim_id, holder, status, created, renewed, expires, ended, end_reason = columns
+    if claim_id is None:
+        return None
+    return {
+        "id": claim_id,
+        "item": key,
+        "item_title": title,
+        "holder": holder,
+        "status": status,
+        "created_at": _datetime(created),
+        "renewed_at": _datetime(renewed),
+        "expires_at": _datetime(expires),
+        "ended_at": _datetime(ended),
+        "end_reason": end_reason,
+    }
+
+
+def _reports(key: str, item_id: int) -> list[JsonObject]:
+    """The newest reports on the item, newest first, as ``ReportSerializer`` shows them."""
+    return [
+        {
+            "id": report_id,
+            "claim": claim_id,
+            "item": key,
+            "author": author,
+            "kind": kind,
+            "summary": summary,
+            "links": sql.json_out(links),
+            "details": sql.json_out(details),
+            "created_at": _datetime(created),
+        }
+        for report_id, claim_id, author, kind, summary, links, details, created in sql.rows(
+            "SELECT r.id, r.claim_id, u.username, r.kind, r.summary, r.links, r.details, r.created_at"
+            " FROM tracker_report r JOIN auth_user u ON u.id = r.author_id"
+            " WHERE r.item_id = %s ORDER BY r.created_at DESC, r.id DESC LIMIT %s",
+            [item_id, REPORTS_SHOWN],
+        )
+    ]
+
+
+def _datetime(value: Any) -> str | None:
+    moment = sql.datetime_out(value)
+    return None if moment is None else _DATETIME.to_representation(moment)
