@@ -15,7 +15,9 @@ from __future__ import annotations
 import datetime
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from django.db import connection
@@ -157,16 +159,102 @@ def insert(objs: Sequence[Model]) -> None:
     params: list[Any] = []
     for obj in objs:
         params.extend(f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields)
-    execute(head + ", ".join([row_sql] * len(objs)), params)
+    write(head + ", ".join([row_sql] * len(objs)), params)
 
 
 def update(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> int:
     """UPDATE ``model``'s rows that ``where`` (SQL over its columns) selects, setting the fields
     of ``values`` prepared as the ORM prepares them; the number of rows changed."""
+    return execute(*_update(model, values, where, params))
+
+
+def update_later(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> None:
+    """:func:`update` when nobody reads how many rows it changed: within :func:`batched`, sent
+    with the next statement."""
+    write(*_update(model, values, where, params))
+
+
+def _update(
+    model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]
+) -> tuple[str, list[Any]]:
     sets, prepared = [], []
     for name, value in values.items():
         f = field(model, name)
         sets.append(f"{quoted(f.column)} = %s")
         prepared.append(f.get_db_prep_save(value, connection))
     statement = f"UPDATE {table(model)} SET {', '.join(sets)} WHERE {where}"  # noqa: S608 - the caller's SQL
-    return execute(statement, [*prepared, *params])
+    return statement, [*prepared, *params]
+
+
+# --- writes nobody reads, sent with the next statement: one round trip where there were several
+
+Statement = tuple[str, Sequence[Any]]
+_queued: ContextVar[list[Statement] | None] = ContextVar("ballet_sql_queued", default=None)
+
+
+def write(sql: str, params: Sequence[Any] = ()) -> None:
+    """Run ``sql``, whose result nobody reads: at once, or within :func:`batched` with the next
+    statement the connection runs (the ORM's too), or when the batch ends."""
+    queue = _queued.get()
+    if queue is None:
+        execute(sql, params)
+    else:
+        queue.append((sql, params))
+
+
+@contextmanager
+def batched() -> Iterator[None]:
+    """Within: what :func:`write` (so :func:`insert`, :func:`update_later`) writes waits, and goes
+    to PostgreSQL in one round trip with the next statement the connection runs, in order; what
+    still waits at the end goes then. The caller's transaction holds them all: a failing one
+    fails the statement it went with. PostgreSQL takes several statements in one execute with the
+    client-side binding Django uses; SQLite, in the process, pays no round trip and runs each at
+    once. Nest it inside the transaction, never around one: the commit must follow the flush."""
+    if connection.vendor != "postgresql" or _queued.get() is not None:
+        yield
+        return
+    queue: list[Statement] = []
+    token = _queued.set(queue)
+    try:
+        with connection.execute_wrapper(_with_queued(queue)):
+            yield
+            if queue:
+                statements = list(queue)
+                queue.clear()
+                with connection.cursor() as cursor:
+                    _send(cursor, statements)
+    finally:
+        _queued.reset(token)
+
+
+def _with_queued(queue: list[Statement]) -> Callable[..., Any]:
+    """An execute wrapper sending what waits in ``queue`` with the statement at hand."""
+
+    def wrapper(
+        execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
+    ) -> Any:
+        if not queue:
+            return execute(sql, params, many, context)
+        statements = list(queue)
+        queue.clear()
+        if many or params is None:  # its SQL is not to be interpolated: what waits goes first, alone
+            _send(context["cursor"], statements, execute, context)
+            return execute(sql, params, many, context)
+        return _send(context["cursor"], [*statements, (sql, params)], execute, context)
+
+    return wrapper
+
+
+def _send(
+    cursor: Any,
+    statements: Sequence[Statement],
+    execute: Callable[..., Any] | None = None,
+    context: dict[str, Any] | None = None,
+) -> Any:
+    """Run ``statements`` as one execute; leave the cursor on the last one's result."""
+    sql = "; ".join(s for s, _ in statements)
+    params = [p for _, ps in statements for p in ps]
+    result = cursor.execute(sql, params) if execute is None else execute(sql, params, False, context)
+    while cursor.nextset():
+        pass
+    return result

@@ -171,6 +171,7 @@ Reply = Callable[[Session, User, str], "Begin | None"]
 
 
 @transaction.atomic
+@sql.batched()  # its writes go to the database with the statements that follow them
 def session_begin(
     *, session_id: uuid.UUID, user: User, text: str, question: bool = False, reply: Reply | None = None
 ) -> Begin:
@@ -373,7 +374,7 @@ def _save(session: Session, fields: list[str]) -> None:
     """``session.save(update_fields=fields)`` (with ``updated_at``), without the query compiler."""
     session.updated_at = timezone.now()
     values = {name: getattr(session, name) for name in dict.fromkeys([*fields, "updated_at"])}
-    sql.update(Session, values, "id = %s", [sql.prep(Session, "id", session.pk)])
+    sql.update_later(Session, values, "id = %s", [sql.prep(Session, "id", session.pk)])
 
 
 def session_inputs(*, session_id: uuid.UUID, turn: int, focus: list[str]) -> list[tuple[ChatMessage, str]]:
@@ -514,6 +515,7 @@ class Saved:
 
 
 @transaction.atomic
+@sql.batched()  # the step's inserts go with the statement that reads what waits
 def message_save(
     *,
     session_id: uuid.UUID,

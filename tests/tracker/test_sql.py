@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime
+import uuid
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.forms.models import model_to_dict
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from planner.models import Event, Message, Session, SessionState, ToolCall, UsageRecord
@@ -123,3 +125,81 @@ def test_what_waits_reads_steering_and_the_organization_s_activity(session):
     session.project.organization.save()
     Session.objects.filter(pk=session.pk).update(steering=[])
     assert sessions._waiting(session.pk) == (False, True)
+
+
+# --- writes sent with the next statement (sql.batched)
+
+
+def event(session, kind: str) -> Event:
+    return Event(session=session, kind=kind, turn=1, data={"n": kind})
+
+
+def kinds(session) -> list[str]:
+    return list(Event.objects.filter(session=session).order_by("pk").values_list("kind", flat=True))
+
+
+def test_batched_writes_go_with_the_next_read_in_one_round_trip_on_postgresql(session):
+    with transaction.atomic(), CaptureQueriesContext(connection) as sent, sql.batched():
+        sql.insert([event(session, "a")])
+        sql.insert([event(session, "b"), event(session, "c")])
+        counted = sql.row(
+            "SELECT COUNT(*) FROM planner_event WHERE session_id = %s", [sql.prep(Session, "id", session.pk)]
+        )
+    assert counted == (3,)  # the read ran after the writes
+    assert kinds(session) == ["a", "b", "c"]
+    # SQLite runs in the process: no round trip to save, each statement runs at once.
+    assert len(sent) == (1 if connection.vendor == "postgresql" else 3)
+
+
+def test_an_orm_statement_sends_what_waits_first_and_sees_it(session):
+    with transaction.atomic(), sql.batched():
+        sql.insert([event(session, "queued")])
+        seen = kinds(session)  # through the ORM
+        sql.update_later(Session, {"title": "Renamed"}, "id = %s", [sql.prep(Session, "id", session.pk)])
+        title = Session.objects.values_list("title", flat=True).get(pk=session.pk)
+    assert (seen, title) == (["queued"], "Renamed")
+
+
+def test_what_waits_at_the_end_of_the_batch_is_written(session):
+    with transaction.atomic():
+        with sql.batched():
+            sql.insert([event(session, "last")])
+        assert kinds(session) == ["last"]
+
+
+def test_an_update_after_waiting_writes_counts_its_own_rows(session):
+    where, params = "id = %s", [sql.prep(Session, "id", session.pk)]
+    with transaction.atomic(), sql.batched():
+        sql.insert([event(session, "a"), event(session, "b")])
+        changed = sql.update(Session, {"title": "Once"}, where, params)
+        missed = sql.update(Session, {"title": "Never"}, "id = %s", [sql.prep(Session, "id", uuid.uuid4())])
+    assert (changed, missed) == (1, 0)
+
+
+def test_a_savepoint_rolled_back_undoes_the_writes_that_waited_inside_it(session):
+    def inner() -> None:
+        with transaction.atomic():
+            sql.insert([event(session, "undone")])
+            raise RuntimeError("the inner block fails")
+
+    with transaction.atomic(), sql.batched():
+        sql.insert([event(session, "kept")])
+        with pytest.raises(RuntimeError):
+            inner()
+        assert kinds(session) == ["kept"]
+
+
+def test_a_failing_write_fails_the_statement_it_went_with_and_nothing_is_kept(session):
+    def message() -> Message:
+        return Message(session=session, seq=1, role="user", kind="human", content=[], turn=1)
+
+    def step() -> None:
+        with transaction.atomic(), sql.batched():
+            sql.insert([event(session, "lost")])
+            sql.insert([message()])
+            sql.insert([message()])  # the same seq again
+            sql.row("SELECT 1")
+
+    with pytest.raises(IntegrityError):
+        step()
+    assert (kinds(session), Message.objects.filter(session=session).count()) == ([], 0)
