@@ -193,8 +193,9 @@ _queued: ContextVar[list[Statement] | None] = ContextVar("ballet_sql_queued", de
 
 
 def write(sql: str, params: Sequence[Any] = ()) -> None:
-    """Run ``sql``, whose result nobody reads: at once, or within :func:`batched` with the next
-    statement the connection runs (the ORM's too), or when the batch ends."""
+    """Run ``sql``, whose result nobody reads (a write, or a row lock taken for what follows): at
+    once, or within :func:`batched` with the next statement the connection runs (the ORM's too),
+    or when the batch ends."""
     queue = _queued.get()
     if queue is None:
         execute(sql, params)

@@ -311,8 +311,9 @@ def check_running_turns(session: Session) -> None:
 def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> None:
     """Refuse a new or continued turn past the running-turn limits of the user and the project."""
     # The project's row serializes turn starts in the project, so two cannot both take the last place
-    # (SQLite's transactions here take the database's write lock first: serialized already).
-    sql.row(f"SELECT id FROM tracker_project WHERE id = %s{sql.for_update()}", [session.project_id])  # noqa: S608
+    # (SQLite's transactions here take the database's write lock first: serialized already). Nobody
+    # reads the lock's row: in a batch it goes with the count, in one round trip.
+    sql.write(f"SELECT id FROM tracker_project WHERE id = %s{sql.for_update()}", [session.project_id])  # noqa: S608
     mine, here = sql.row(
         "SELECT COALESCE(SUM(CASE WHEN user_id = %s THEN 1 ELSE 0 END), 0),"
         " COALESCE(SUM(CASE WHEN project_id = %s THEN 1 ELSE 0 END), 0)"
