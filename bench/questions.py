@@ -272,7 +272,12 @@ def main() -> None:
     args.log_dir = args.log_dir or tmp
     args.log_dir.mkdir(parents=True, exist_ok=True)
     many = "100000"
-    limits = {"BALLET_LIMIT_MCP_REQUESTS_PER_MINUTE": many}  # one token asks the REST questions
+    limits = {
+        "BALLET_LIMIT_MCP_REQUESTS_PER_MINUTE": many,  # one token asks the REST questions
+        # The questions differ by a tag only: each is to reach the planner, never an earlier answer
+        # reused (docs/domain.md#agents-questions), which would be measured instead.
+        "BALLET_QUESTIONS_REUSE_THRESHOLD": "1",
+    }
     if not args.keep_turn_limits:
         limits |= {
             "BALLET_LIMIT_RUNNING_TURNS_PER_USER": many,
