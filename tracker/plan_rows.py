@@ -2,9 +2,10 @@
 
 ``list_items``, ``get_item`` and ``list_runnable`` run in most turns; composed by the ORM and
 serialized by DRF they cost several times what the database spends answering them. Here each is
-one to three statements read into the tools' JSON directly. What they return is what the ORM
-path returns (``tracker.selectors``, the REST serializers): a claim and a report read exactly as
-``ClaimSerializer`` and ``ReportSerializer`` show them, which a test holds them to.
+one statement (``get_item``: three, sent at once), read straight into the tools' JSON. What
+they return is what the ORM path returns (``tracker.selectors``, the REST serializers): a claim
+and a report read exactly as ``ClaimSerializer`` and ``ReportSerializer`` show them, which a
+test holds them to.
 """
 
 from __future__ import annotations
@@ -94,28 +95,54 @@ def runnable_rows(*, project: Project, limit: int) -> list[JsonObject]:
     return [_list_row(project.key, row) for row in found]
 
 
+_ITEM_ID = "(SELECT id FROM tracker_item WHERE project_id = %s AND number = %s)"
+
+
 def item_detail(*, project: Project, number: int) -> JsonObject | None:
     """The item numbered ``number`` in ``project`` as ``get_item`` shows it (its dependencies, its
-    active claim and its newest ``reports`` reports), in three statements; None if there is none."""
-    found = sql.row(
-        "SELECT i.id, i.kind, i.title, i.state, i.version, ep.key, e.number, mp.key, m.number,"
-        " i.description, i.acceptance_criteria, i.policy,"
-        " c.id, u.username, c.status, c.created_at, c.renewed_at, c.expires_at, c.ended_at, c.end_reason"
-        " FROM tracker_item i"
-        " LEFT JOIN tracker_item e ON e.id = i.epic_id LEFT JOIN tracker_project ep ON ep.id = e.project_id"
-        " LEFT JOIN tracker_item m ON m.id = i.milestone_id"
-        " LEFT JOIN tracker_project mp ON mp.id = m.project_id"
-        " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
-        " LEFT JOIN auth_user u ON u.id = c.holder_id"
-        " WHERE i.project_id = %s AND i.number = %s",
-        [ClaimStatus.ACTIVE, project.pk, number],
+    active claim and its newest reports), in three statements sent at once; None if there is none."""
+    at = [project.pk, number]
+    item_rows_, dependency_rows, report_rows = sql.result_sets(
+        [
+            (
+                "SELECT i.id, i.kind, i.title, i.state, i.version, ep.key, e.number, mp.key, m.number,"
+                " i.description, i.acceptance_criteria, i.policy, c.id, u.username, c.status,"
+                " c.created_at, c.renewed_at, c.expires_at, c.ended_at, c.end_reason"
+                " FROM tracker_item i"
+                " LEFT JOIN tracker_item e ON e.id = i.epic_id"
+                " LEFT JOIN tracker_project ep ON ep.id = e.project_id"
+                " LEFT JOIN tracker_item m ON m.id = i.milestone_id"
+                " LEFT JOIN tracker_project mp ON mp.id = m.project_id"
+                " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
+                " LEFT JOIN auth_user u ON u.id = c.holder_id"
+                " WHERE i.project_id = %s AND i.number = %s",
+                [ClaimStatus.ACTIVE, *at],
+            ),
+            (
+                # Each dependency with the item at its other end, and whether this item blocks it.
+                f"WITH it AS {_ITEM_ID}"  # noqa: S608 - fixed SQL; values are parameters
+                " SELECT d.blocker_id = it.id, p.key, o.number, o.title, o.state"
+                " FROM it JOIN tracker_dependency d ON d.blocked_id = it.id OR d.blocker_id = it.id"
+                " JOIN tracker_item o ON o.id = CASE WHEN d.blocked_id = it.id THEN d.blocker_id"
+                " ELSE d.blocked_id END"
+                " JOIN tracker_project p ON p.id = o.project_id ORDER BY o.number, o.id",
+                at,
+            ),
+            (
+                "SELECT r.id, r.claim_id, u.username, r.kind, r.summary, r.links, r.details, r.created_at"  # noqa: S608
+                " FROM tracker_report r JOIN auth_user u ON u.id = r.author_id"
+                f" WHERE r.item_id = {_ITEM_ID} ORDER BY r.created_at DESC, r.id DESC LIMIT %s",
+                [*at, REPORTS_SHOWN],
+            ),
+        ]
     )
-    if found is None:
+    if not item_rows_:
         return None
-    item_id, kind, title, state, version, epic_project, epic, milestone_project, milestone = found[:9]
+    (found,) = item_rows_
+    kind, title, state, version, epic_project, epic, milestone_project, milestone = found[1:9]
     description, criteria, policy = found[9:12]
     key = f"{project.key}-{number}"
-    blocked_by, blocks = _dependencies(item_id)
+    blocked_by, blocks = _dependencies(dependency_rows)
     return {
         "key": key,
         "kind": kind,
@@ -130,26 +157,20 @@ def item_detail(*, project: Project, number: int) -> JsonObject | None:
         "blocked_by": blocked_by,
         "blocks": blocks,
         "claim": _claim(key, title, found[12:]),
-        "reports": _reports(key, item_id),
+        "reports": [_report(key, row) for row in report_rows],
     }
 
 
 REPORTS_SHOWN = 5  # get_item's newest reports on the ticket; get_brief has more
 
 
-def _dependencies(item_id: int) -> tuple[list[JsonObject], list[JsonObject]]:
-    """The items blocking ``item_id`` and those it blocks, each as a dependency names it, by number."""
+def _dependencies(rows: list[sql.Row]) -> tuple[list[JsonObject], list[JsonObject]]:
+    """The items blocking the item and those it blocks, each as a dependency names it, by number."""
     blocked_by: list[JsonObject] = []
     blocks: list[JsonObject] = []
-    for blocker_id, other_key, number, title, state in sql.rows(
-        "SELECT d.blocker_id, p.key, o.number, o.title, o.state FROM tracker_dependency d"
-        " JOIN tracker_item o ON o.id = CASE WHEN d.blocked_id = %s THEN d.blocker_id ELSE d.blocked_id END"
-        " JOIN tracker_project p ON p.id = o.project_id"
-        " WHERE d.blocked_id = %s OR d.blocker_id = %s ORDER BY o.number, o.id",
-        [item_id, item_id, item_id],
-    ):
+    for blocks_it, other_key, number, title, state in rows:
         linked = {"key": f"{other_key}-{number}", "title": title, "state": state}
-        (blocks if blocker_id == item_id else blocked_by).append(linked)
+        (blocks if blocks_it else blocked_by).append(linked)
     return blocked_by, blocks
 
 
@@ -172,27 +193,20 @@ def _claim(key: str, title: str, columns: sql.Row) -> JsonObject | None:
     }
 
 
-def _reports(key: str, item_id: int) -> list[JsonObject]:
-    """The newest reports on the item, newest first, as ``ReportSerializer`` shows them."""
-    return [
-        {
-            "id": report_id,
-            "claim": claim_id,
-            "item": key,
-            "author": author,
-            "kind": kind,
-            "summary": summary,
-            "links": sql.json_out(links),
-            "details": sql.json_out(details),
-            "created_at": _datetime(created),
-        }
-        for report_id, claim_id, author, kind, summary, links, details, created in sql.rows(
-            "SELECT r.id, r.claim_id, u.username, r.kind, r.summary, r.links, r.details, r.created_at"
-            " FROM tracker_report r JOIN auth_user u ON u.id = r.author_id"
-            " WHERE r.item_id = %s ORDER BY r.created_at DESC, r.id DESC LIMIT %s",
-            [item_id, REPORTS_SHOWN],
-        )
-    ]
+def _report(key: str, row: sql.Row) -> JsonObject:
+    """A report on the item, as ``ReportSerializer`` shows it."""
+    report_id, claim_id, author, kind, summary, links, details, created = row
+    return {
+        "id": report_id,
+        "claim": claim_id,
+        "item": key,
+        "author": author,
+        "kind": kind,
+        "summary": summary,
+        "links": sql.json_out(links),
+        "details": sql.json_out(details),
+        "created_at": _datetime(created),
+    }
 
 
 def _datetime(value: Any) -> str | None:

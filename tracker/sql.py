@@ -229,7 +229,8 @@ def batched() -> Iterator[None]:
 
 
 def _with_queued(queue: list[Statement]) -> Callable[..., Any]:
-    """An execute wrapper sending what waits in ``queue`` with the statement at hand."""
+    """An execute wrapper sending what waits in ``queue`` before the statement at hand, in the
+    same execute, and leaving the cursor on the statement at hand's (first) result."""
 
     def wrapper(
         execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
@@ -241,7 +242,7 @@ def _with_queued(queue: list[Statement]) -> Callable[..., Any]:
         if many or params is None:  # its SQL is not to be interpolated: what waits goes first, alone
             _send(context["cursor"], statements, execute, context)
             return execute(sql, params, many, context)
-        return _send(context["cursor"], [*statements, (sql, params)], execute, context)
+        return _send(context["cursor"], [*statements, (sql, params)], execute, context, skip=len(statements))
 
     return wrapper
 
@@ -251,11 +252,27 @@ def _send(
     statements: Sequence[Statement],
     execute: Callable[..., Any] | None = None,
     context: dict[str, Any] | None = None,
+    skip: int | None = None,
 ) -> Any:
-    """Run ``statements`` as one execute; leave the cursor on the last one's result."""
+    """Run ``statements`` as one execute; leave the cursor past ``skip`` results (all but the last
+    when None)."""
     sql = "; ".join(s for s, _ in statements)
     params = [p for _, ps in statements for p in ps]
     result = cursor.execute(sql, params) if execute is None else execute(sql, params, False, context)
-    while cursor.nextset():
-        pass
+    for _ in range(len(statements) - 1 if skip is None else skip):
+        cursor.nextset()
     return result
+
+
+def result_sets(statements: Sequence[Statement]) -> list[list[Row]]:
+    """Every row of each of ``statements``, in order: in one round trip on PostgreSQL (several
+    statements in one execute, their results read one after another), each at once on SQLite."""
+    if connection.vendor != "postgresql":
+        return [rows(sql, params) for sql, params in statements]
+    with connection.cursor() as cursor:
+        cursor.execute("; ".join(s for s, _ in statements), [p for _, ps in statements for p in ps])
+        found = [cursor.fetchall()]
+        for _ in statements[1:]:
+            cursor.nextset()
+            found.append(cursor.fetchall())
+    return found

@@ -203,3 +203,31 @@ def test_a_failing_write_fails_the_statement_it_went_with_and_nothing_is_kept(se
     with pytest.raises(IntegrityError):
         step()
     assert (kinds(session), Message.objects.filter(session=session).count()) == ([], 0)
+
+
+def test_result_sets_reads_each_statement_s_rows_in_one_round_trip_on_postgresql(session):
+    where = [sql.prep(Session, "id", session.pk)]
+    with CaptureQueriesContext(connection) as sent:
+        found = sql.result_sets(
+            [
+                ("SELECT title FROM planner_session WHERE id = %s", where),
+                ("SELECT 1 WHERE 1 = 0", []),
+                ("SELECT 2 UNION ALL SELECT 3 ORDER BY 1", []),
+            ]
+        )
+    assert found == [[("Plans",)], [], [(2,), (3,)]]
+    assert len(sent) == (1 if connection.vendor == "postgresql" else 3)
+
+
+def test_result_sets_after_waiting_writes_reads_its_own_results_and_sees_the_writes(session):
+    where = [sql.prep(Session, "id", session.pk)]
+    with transaction.atomic(), sql.batched():
+        sql.insert([event(session, "a"), event(session, "b")])
+        sql.update_later(Session, {"title": "Renamed"}, "id = %s", where)
+        found = sql.result_sets(
+            [
+                ("SELECT title FROM planner_session WHERE id = %s", where),
+                ("SELECT kind FROM planner_event WHERE session_id = %s ORDER BY id", where),
+            ]
+        )
+    assert found == [[("Renamed",)], [("a",), ("b",)]]
