@@ -13,8 +13,9 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache, caches
+from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
 from django.core.cache.backends.redis import RedisCache
+from django.utils.connection import ConnectionProxy
 from redis import RedisError
 from redis.commands.core import Script
 
@@ -34,7 +35,8 @@ def rate_hit(*, scope: str, key: object, limit: int, window_seconds: int) -> boo
     window = int(now // window_seconds)
     current, previous = f"ballet:rate:{scope}:{key}:{window}", f"ballet:rate:{scope}:{key}:{window - 1}"
     elapsed = (now % window_seconds) / window_seconds
-    backend = caches["default"]
+    # ``cache`` is Django's proxy of the default cache (or what a test puts in its place).
+    backend = caches[DEFAULT_CACHE_ALIAS] if isinstance(cache, ConnectionProxy) else cache
     if isinstance(backend, RedisCache):  # production: one round trip
         keys = [backend.make_and_validate_key(current), backend.make_and_validate_key(previous)]
         client = backend._cache.get_client(write=True)  # type: ignore[attr-defined]  # the cache's own pool
