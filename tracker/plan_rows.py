@@ -95,6 +95,7 @@ def runnable_rows(*, project: Project, limit: int) -> list[JsonObject]:
     return [_list_row(project.key, row) for row in found]
 
 
+REPORTS_SHOWN = 5  # get_item's newest reports on the ticket; get_brief has more
 _ITEM_ID = "(SELECT id FROM tracker_item WHERE project_id = %s AND number = %s)"
 
 
@@ -159,9 +160,6 @@ def item_detail(*, project: Project, number: int) -> JsonObject | None:
         "claim": _claim(key, title, found[12:]),
         "reports": [_report(key, row) for row in report_rows],
     }
-
-
-REPORTS_SHOWN = 5  # get_item's newest reports on the ticket; get_brief has more
 
 
 def _dependencies(rows: list[sql.Row]) -> tuple[list[JsonObject], list[JsonObject]]:

@@ -270,7 +270,7 @@ def result_sets(statements: Sequence[Statement]) -> list[list[Row]]:
     if connection.vendor != "postgresql":
         return [rows(sql, params) for sql, params in statements]
     with connection.cursor() as cursor:
-        cursor.execute("; ".join(s for s, _ in statements), [p for _, ps in statements for p in ps])
+        _send(cursor, statements, skip=0)
         found = [cursor.fetchall()]
         for _ in statements[1:]:
             cursor.nextset()
