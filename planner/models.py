@@ -62,6 +62,11 @@ class Session(models.Model):
     # Every request of the paused turn is answered, but the running-turn limits keep it from
     # resuming: it resumes, oldest first, as soon as a turn frees up.
     resume_waiting = models.BooleanField(default=False)
+    # The session is idle, but human messages its last turn never read wait for an answer: steering
+    # accepted for a turn whose process died. A turn that answers them starts in whichever process
+    # recovered the session, or the next that has a free turn
+    # (docs/architecture.md#when-a-process-redis-or-the-database-fails).
+    answer_waiting = models.BooleanField(default=False)
     # The session's last message seq when a message was last superseded (an edit, a retry): a
     # history a process kept from before then may still hold it, and is read again.
     superseded_through = models.IntegerField(default=0)

@@ -529,11 +529,12 @@ def tokens_used_since(*, project_id: int, since: datetime) -> int:
 
 
 def work_waiting() -> bool:
-    """Whether a question or an answered turn waits for a free turn (after a turn has ended: off
-    the path of any frame)."""
+    """Whether a question, an answered turn or steering a dead turn never read waits for a free
+    turn (after a turn has ended: off the path of any frame)."""
     found = sql.row(
         "SELECT EXISTS (SELECT 1 FROM planner_question WHERE status = %s AND NOT started),"
-        " EXISTS (SELECT 1 FROM planner_session WHERE state = %s AND resume_waiting)",
-        [QuestionStatus.OPEN, SessionState.PAUSED],
+        " EXISTS (SELECT 1 FROM planner_session WHERE state = %s AND resume_waiting),"
+        " EXISTS (SELECT 1 FROM planner_session WHERE state = %s AND answer_waiting)",
+        [QuestionStatus.OPEN, SessionState.PAUSED, SessionState.IDLE],
     )
     return found is not None and any(found)

@@ -13,7 +13,7 @@ from planner.live.bridge import db
 from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.selectors import work_waiting
-from planner.services.sessions import recovered_frame, sessions_recover_dead
+from planner.services.sessions import sessions_recover_dead
 
 logger = logging.getLogger(__name__)
 
@@ -21,12 +21,15 @@ logger = logging.getLogger(__name__)
 @shared_task(name="planner.recover_dead_turns", ignore_result=True)
 def recover_dead_turns() -> int:
     """Recover every running session whose process died, even if nobody opens it, and tell
-    the sessions' watchers in every process that the turn ended."""
+    the sessions' watchers in every process that the turn ended; then answer, here, the steering
+    those turns never read (docs/architecture.md#when-a-process-redis-or-the-database-fails)."""
     recovered = sessions_recover_dead()
     if recovered:
         logger.info("recovered %d planner session(s) whose turn died", len(recovered))
-        for session_id in recovered:
-            hub.publish_from_sync(session_id, [recovered_frame()])
+        for found in recovered:
+            hub.publish_from_sync(found.session_id, list(found.frames))
+    if any(found.answer_waiting for found in recovered):
+        async_to_sync(_run_waiting)()
     return len(recovered)
 
 
@@ -56,8 +59,10 @@ async def _run_waiting() -> int:
             if not running:
                 break
             await asyncio.wait(running, timeout=SWEEP_SECONDS)
-            for session_id in await db(sessions_recover_dead)():
-                await hub.publish(session_id, [recovered_frame()])
+            for found in await db(sessions_recover_dead)():
+                await hub.publish(found.session_id, list(found.frames))
+                if found.answer_waiting:
+                    await runner.start_waiting(force=True)
         await runner.settle()
     if started:
         logger.info("started %d planner turn(s) that waited for a free turn", len(started))

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol, assert_never
+from typing import Any, Literal, Protocol, assert_never
 
 from prometheus_client import Counter
 
@@ -267,9 +267,14 @@ class TurnLoop:
         if self.settings.credential_error:
             raise GatewayError("no_credential", self.settings.credential_error)
         sink = _Sink(self.io, self.round.partial)
-        self._call = asyncio.ensure_future(
+        return await self._cancellable(
             self.gateway.complete(request, api_key=self.settings.api_key, sink=sink, meter=self.io.meter)
         )
+
+    async def _cancellable(self, call: Coroutine[Any, Any, ModelResponse]) -> ModelResponse:
+        """Await a model call (a turn's or a compaction's) that :meth:`stop` cancels at once; the
+        gateway meters what a cancelled call used."""
+        self._call = asyncio.ensure_future(call)
         try:
             return await self._call
         except asyncio.CancelledError:
@@ -383,9 +388,10 @@ class TurnLoop:
             messages=folded,
             provider=self.settings.provider,
         )
+        self._check_stop()
         try:
-            response = await self.gateway.complete(
-                request, api_key=self.settings.api_key, sink=None, meter=self.io.meter
+            response = await self._cancellable(
+                self.gateway.complete(request, api_key=self.settings.api_key, sink=None, meter=self.io.meter)
             )
         except GatewayError as exc:
             logger.warning("compaction failed, going on uncompacted: %s", exc.message)

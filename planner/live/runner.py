@@ -141,7 +141,7 @@ class Runner:
         try:
             begin: Begin = await db(begun)()
             if begin.recovered:
-                await self.hub.publish(session_id, [sessions.recovered_frame()])
+                await self.hub.publish(session_id, list(begin.recovered))
             if begin.meaning != "steered":
                 live = LiveTurn(
                     session_id=session_id,
@@ -263,7 +263,7 @@ class Runner:
             session = await db(session_get)(user=user, session_id=session_id)  # resumed meanwhile?
         if self.hub.turns.stop(session_id):
             return True
-        if session.state != SessionState.RUNNING or await self.recover(session_id):
+        if session.state != SessionState.RUNNING or await self.recover(session_id, answer=False):
             return False
         await self.hub.relay.stop(session_id)
         return True
@@ -370,11 +370,44 @@ class Runner:
         started: list[uuid.UUID] = []
         full = _FullLimits()
         try:
+            await self._answer_waiting(full, started)
             await self._resume_waiting(full, started)
             await self._start_questions(full, started)
         except UnavailableError:  # the channel layer is down: a later pass starts them
             self.work_waiting = True
         return started
+
+    async def _answer_waiting(self, full: _FullLimits, started: list[uuid.UUID]) -> None:
+        for session_id, owner, project in await db(sessions.sessions_answer_waiting)():
+            if full.holds(owner, project):
+                continue
+            answered = await self._answer(session_id)
+            if answered is True:
+                started.append(session_id)
+            elif answered:
+                full.add(answered, owner, project)
+                self.work_waiting = True
+
+    async def _answer(self, session_id: uuid.UUID) -> TurnsFullError | bool:
+        """Start the turn that answers the steering a dead turn never read: True if it started
+        here, False if nothing waits for it any more, the limit that holds it else."""
+        await self.hub.relay.serve(session_id)
+        live, begin = None, None
+        self.hub.turns.claim(session_id)
+        try:
+            begin = await db(sessions.turn_answer)(session_id=session_id)
+            if begin is not None:
+                live = await self._live(session_id, begin, owner_id=None)
+        except TurnsFullError as held:
+            return held
+        finally:
+            self.hub.turns.release(session_id)
+            if live is None:
+                await self.hub.relay.unserve(session_id)
+        if live is None or begin is None:
+            return False
+        await self._start(live, begin, [])
+        return True
 
     async def _resume_waiting(self, full: _FullLimits, started: list[uuid.UUID]) -> None:
         for session_id, owner, project in await db(human_requests.sessions_resume_waiting)():
@@ -408,12 +441,17 @@ class Runner:
             await self.stop(session_id=done.session_id, user=done.question.asker)
         return done.question
 
-    async def recover(self, session_id: uuid.UUID) -> bool:
-        """Recover the session if its turn's process died, and tell its watchers; True if it did."""
-        recovered: bool = await db(sessions.session_recover_if_dead)(session_id=session_id)
-        if recovered:
-            await self.hub.publish(session_id, [sessions.recovered_frame()])
-        return recovered
+    async def recover(self, session_id: uuid.UUID, *, answer: bool = True) -> bool:
+        """Recover the session if its turn's process died, and tell its watchers; True if it did.
+        Steering the dead turn never read is answered by a turn started here at once (not when
+        its owner stops it: ``answer`` false)."""
+        recovered = await db(sessions.session_recover_if_dead)(session_id=session_id, answer=answer)
+        if recovered is None:
+            return False
+        await self.hub.publish(session_id, list(recovered.frames))
+        if recovered.answer_waiting and await self._answer(session_id) is not True:
+            self.work_waiting = True  # held by a limit: a later pass starts it
+        return True
 
     async def wait(self, session_id: uuid.UUID) -> None:
         """Wait for the session's local turn to end, and the title proposed after it (tests,

@@ -53,8 +53,10 @@ async def drive(
         ended = await db(sessions.turn_end)(
             session_id=live.session_id, turn=live.turn, reason="failed", error=CRASHED
         )
-        if ended == "superseded":
+        if ended.status == "superseded":
             outcome = None
+        else:
+            await hub.publish(live.session_id, sessions.steering_frames(ended.steering))
     finally:
         if outcome is not None and outcome.reason != "paused":  # a paused turn has not ended
             TURNS.labels(outcome.reason).inc()
@@ -85,19 +87,13 @@ async def _rounds(live: LiveTurn, io: SessionIO, hub: Hub) -> TurnOutcome | None
     """Run the loop until the turn ends; steering that arrived as it completed runs it on."""
     assert live.loop is not None
     outcome = TurnOutcome("completed")
-    for _ in range(MAX_RESTARTS):
+    for restart in range(MAX_RESTARTS):
         outcome = await live.loop.run()
         if outcome.reason == "paused":  # stored as paused by the round's save; it waits for answers
             hub.histories.keep(live.session_id, live.loop.history)
             return outcome
         if not io.ended:  # its last answer's save ends a completed turn by itself
-            ended = await db(sessions.turn_end)(
-                session_id=live.session_id,
-                turn=live.turn,
-                reason=outcome.reason,
-                error=outcome.error,
-                records=io.records,
-            )
+            ended = await _end(live, io, hub, outcome, final=restart == MAX_RESTARTS - 1)
             if ended == "superseded":
                 return None
             if ended == "steered":
@@ -105,7 +101,23 @@ async def _rounds(live: LiveTurn, io: SessionIO, hub: Hub) -> TurnOutcome | None
                 continue
         hub.histories.keep(live.session_id, live.loop.history)
         return outcome
+    raise AssertionError("unreachable: the last restart's end is final")
+
+
+async def _end(live: LiveTurn, io: SessionIO, hub: Hub, outcome: TurnOutcome, *, final: bool) -> str:
+    """Store how the loop's run ended (``final``: even with steering waiting) and show the
+    steering the turn never read, stored before its end; "ended", "steered" or "superseded"."""
+    assert outcome.reason != "paused"
     ended = await db(sessions.turn_end)(
-        session_id=live.session_id, turn=live.turn, reason="completed", error=None, records=io.records
+        session_id=live.session_id,
+        turn=live.turn,
+        reason=outcome.reason,
+        error=outcome.error,
+        records=io.records,
+        final=final,
     )
-    return None if ended == "superseded" else outcome
+    if ended.steering:
+        assert live.loop is not None
+        live.loop.history.messages.extend(message for message, _ in ended.steering)
+        await hub.publish(live.session_id, sessions.steering_frames(ended.steering))
+    return ended.status

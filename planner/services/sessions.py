@@ -55,7 +55,7 @@ from tracker.errors import (
 from tracker.inputs import refuse_nul
 from tracker.limits import rate_hit
 from tracker.models import Organization, Project
-from tracker.permissions import PLANNER_CHAT, require
+from tracker.permissions import PLANNER_CHAT, has_permission, require
 from tracker.selectors import activity_since
 
 MAX_MESSAGE_CHARS = 32_000
@@ -158,7 +158,7 @@ class Begin:
     meaning: Meaning
     turn: int
     message: ChatMessage | None  # None when steering: delivered at the next model call
-    recovered: bool = False  # a dead turn of the session was recovered first
+    recovered: tuple[Frame, ...] = ()  # a dead turn of the session was recovered first: what to tell
     setup: TurnSetup | None = None  # where the turn it started or continued starts from
     # To send before the turn's own: the requests a reply resolved, the approved calls it ran.
     frames: tuple[Frame, ...] = ()
@@ -239,7 +239,9 @@ def _run_here(
     session.state = SessionState.RUNNING
     session.turn_owner = PROCESS_ID
     session.heartbeat_at = timezone.now()
-    _save(session, [*also, "last_message_seq", "last_seen_seq", "state", "turn_owner", "heartbeat_at"])
+    session.answer_waiting = False  # the turn answers the history as it stands
+    fields = ["last_message_seq", "last_seen_seq", "state", "turn_owner", "heartbeat_at", "answer_waiting"]
+    _save(session, [*also, *fields])
     return stored
 
 
@@ -611,12 +613,13 @@ def turn_close(session: Session, results: ChatMessage, *, reason: TurnEndReason)
     """End the session's paused turn for ``reason`` (stopped): store the round's ``results`` so the
     history stays valid. The caller holds the session's row lock."""
     _append(session, results, session.turn_count)
+    _append_steering(session, session.turn_count)  # before the end, as turn_end stores it
     session.state = _state_after(reason)
     session.turn_owner = ""
     session.heartbeat_at = None
     session.resume_waiting = False
     fields = ["last_message_seq", "focus", "state", "turn_owner", "heartbeat_at", "resume_waiting"]
-    session.save(update_fields=[*fields, "updated_at"])
+    session.save(update_fields=[*fields, "steering", "updated_at"])
     Event.objects.create(session=session, kind="turn_ended", turn=session.turn_count, data={"reason": reason})
     _question_left(session, reason)
     transaction.on_commit(TURNS.labels(reason).inc)
@@ -665,6 +668,17 @@ def _check_current(session: Session, turn: int) -> None:
         raise TurnSupersededError(f"Session {session.pk} no longer runs turn {turn} here.")
 
 
+@dataclass(frozen=True)
+class TurnEnd:
+    """What :func:`turn_end` did: ``status`` "ended", "steered" (a completed turn has steering
+    waiting, and goes on) or "superseded" (the session was recovered meanwhile); the steering the
+    turn never read, stored before its end, with its authors' names
+    (docs/architecture.md#stopping-pausing-answering)."""
+
+    status: Ended
+    steering: list[tuple[ChatMessage, str]] = field(default_factory=list)
+
+
 @transaction.atomic
 def turn_end(
     *,
@@ -673,12 +687,15 @@ def turn_end(
     reason: TurnEndReason,
     error: str | None,
     records: StepRecords | None = None,
-) -> Ended:
+    final: bool = False,
+) -> TurnEnd:
     """Record the end of a turn, if it is still the session's running turn in this process.
 
-    ``records`` (usage already paid for, tool calls that ran) are written in any case.
-    "steered": a completed turn has steering waiting, and goes on. "superseded": the
-    session was recovered meanwhile; nothing about it changes.
+    ``records`` (usage already paid for, tool calls that ran) are written in any case. A
+    completed turn with steering waiting goes on ("steered"), unless it is ``final`` (it went on
+    as often as it may). Steering the turn ends without reading is stored as its authors'
+    messages before the end: it comes before anything sent later, in the history the next turn
+    answers.
     """
     session = Session.objects.select_for_update().get(pk=session_id)
     if records is not None:
@@ -686,19 +703,27 @@ def turn_end(
     try:
         _check_current(session, turn)
     except TurnSupersededError:
-        return "superseded"
-    if reason == "completed" and session.steering:
-        return "steered"
+        return TurnEnd("superseded")
+    if reason == "completed" and session.steering and not final:
+        return TurnEnd("steered")
+    steering = _append_steering(session, turn)
     session.state = _state_after(reason)
     session.turn_owner = ""
     session.heartbeat_at = None
-    session.save(update_fields=["state", "turn_owner", "heartbeat_at", "updated_at"])
+    session.save(
+        update_fields=["state", "turn_owner", "heartbeat_at", "steering", "last_message_seq", "updated_at"]
+    )
     data: dict[str, Any] = {"reason": reason}
     if error:
         data["error"] = error
     Event.objects.create(session_id=session_id, kind="turn_ended", turn=turn, data=data)
     _question_left(session, reason, error)
-    return "ended"
+    return TurnEnd("ended", steering)
+
+
+def steering_frames(steering: list[tuple[ChatMessage, str]]) -> list[Frame]:
+    """The frames that show watchers steering stored for a turn that ended without reading it."""
+    return [frames.user_message(seq=m.seq, text=m.text, author=a, kind="steer") for m, a in steering]
 
 
 UNANSWERED: dict[TurnEndReason, str] = {
@@ -763,19 +788,20 @@ def _recovered_results(session: Session, pending: list[str]) -> ChatMessage:
     return ChatMessage(role="user", content=tuple(blocks), kind=MessageKind.TOOL_RESULTS)
 
 
-def _recover(session: Session) -> None:
+def _recover(session: Session, *, answer: bool = True) -> tuple[Frame, ...]:
     """Close a turn whose process died: answer pending calls, keep the steering it never read,
-    log the failure, go idle.
+    log the failure, go idle; the frames that tell watchers so.
 
-    Steering accepted for the dead turn is stored as the humans' messages, so the
-    next turn reads them: a message the server accepted is never lost.
+    Steering accepted for the dead turn is stored as the humans' messages, and the session waits
+    for a turn that answers them (``answer_waiting``; not when its owner stops it, ``answer``
+    false): a message the server accepted is never lost, nor left unanswered.
     """
     last = Message.objects.filter(session=session).order_by("-seq").first()
     if last is not None and last.role == "assistant":
         pending = [b["id"] for b in last.content if b.get("type") == "tool_use"]
         if pending:
             _append(session, _recovered_results(session, pending), last.turn)
-    _append_steering(session, session.turn_count)
+    steering = _append_steering(session, session.turn_count)
     Event.objects.create(
         session=session,
         kind="turn_ended",
@@ -785,13 +811,14 @@ def _recover(session: Session) -> None:
     session.state = SessionState.IDLE
     session.turn_owner = ""
     session.heartbeat_at = None
-    session.save(
-        update_fields=["state", "turn_owner", "heartbeat_at", "steering", "last_message_seq", "updated_at"]
-    )
+    session.answer_waiting = answer and bool(steering)
+    fields = ["state", "turn_owner", "heartbeat_at", "steering", "last_message_seq", "answer_waiting"]
+    session.save(update_fields=[*fields, "updated_at"])
     _question_left(session, "failed", RECOVERED)
     # Its process died before counting it: the turn is counted here, by whichever process
     # recovers it (the Celery sweep, or a daphne the session is opened in), once committed.
     transaction.on_commit(TURNS.labels("failed").inc)
+    return (*steering_frames(steering), recovered_frame())
 
 
 def recovered_frame() -> frames.TurnEndedFrame:
@@ -799,23 +826,66 @@ def recovered_frame() -> frames.TurnEndedFrame:
     return frames.turn_ended(reason="failed", error=RECOVERED)
 
 
-def _recover_if_dead(session: Session) -> bool:
+def _recover_if_dead(session: Session, *, answer: bool = True) -> tuple[Frame, ...]:
+    """:func:`_recover` if the session's turn lost its process; what to tell its watchers
+    (nothing: it did not)."""
     if session.state != SessionState.RUNNING:
-        return False
+        return ()
     if owner_alive(session_id=session.pk, owner=session.turn_owner, heartbeat_at=session.heartbeat_at):
-        return False
-    _recover(session)
-    return True
+        return ()
+    return _recover(session, answer=answer)
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """A session recovered from a dead turn: what to tell its watchers, and whether a turn must
+    answer the steering the dead turn never read (:func:`turn_answer`)."""
+
+    session_id: uuid.UUID
+    frames: tuple[Frame, ...]
+    answer_waiting: bool
 
 
 @transaction.atomic
-def session_recover_if_dead(*, session_id: uuid.UUID) -> bool:
-    """Recover the session if its turn's process died (docs/architecture.md); True if it did."""
+def session_recover_if_dead(*, session_id: uuid.UUID, answer: bool = True) -> Recovered | None:
+    """Recover the session if its turn's process died (docs/architecture.md); None if it did not."""
     session = Session.objects.select_for_update().filter(pk=session_id).first()
-    return session is not None and _recover_if_dead(session)
+    told = _recover_if_dead(session, answer=answer) if session is not None else ()
+    if session is None or not told:
+        return None
+    return Recovered(session.pk, told, session.answer_waiting)
 
 
-def sessions_recover_dead() -> list[uuid.UUID]:
+def sessions_recover_dead() -> list[Recovered]:
     """Recover every running session whose process died; the periodic sweep calls this."""
     running = Session.objects.filter(state=SessionState.RUNNING).values_list("pk", flat=True)
-    return [pk for pk in list(running) if session_recover_if_dead(session_id=pk)]
+    return [found for pk in list(running) if (found := session_recover_if_dead(session_id=pk))]
+
+
+@transaction.atomic
+def turn_answer(*, session_id: uuid.UUID) -> Begin | None:
+    """Start, in this process, the turn that answers the steering a dead turn never read
+    (:func:`_recover`); None if nothing waits for it any more (a later message or another
+    process started a turn, its owner lost ``planner.chat``, the chat was archived). Past the
+    running-turn limits it raises :class:`TurnsFullError` and keeps waiting."""
+    session = _locked(session_id)
+    if session is None or session.state != SessionState.IDLE or not session.answer_waiting:
+        return None
+    session.user = User.objects.get(pk=session.user_id)
+    if session.archived_at is not None or not has_permission(session.user, session.project, PLANNER_CHAT):
+        session.answer_waiting = False
+        _save(session, ["answer_waiting"])
+        return None
+    _check_running_turns(session, session.user, settings.BALLET_LIMITS)
+    session.turn_count += 1
+    history = session_history(session=session)
+    _run_here(session, history, None, session.user, also=("turn_count",))
+    setup = _open(session, history, continued=False)
+    return Begin("started", session.turn_count, None, setup=setup)
+
+
+def sessions_answer_waiting(*, limit: int = 100) -> list[tuple[uuid.UUID, int, int]]:
+    """Sessions whose steering waits for a turn to answer it, longest waiting first: (id, owner,
+    project)."""
+    waiting = Session.objects.filter(state=SessionState.IDLE, answer_waiting=True).order_by("updated_at")
+    return list(waiting.values_list("pk", "user_id", "project_id")[:limit])

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes.client import Client, frames_until
 from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply, ToolCallSpec, ToolUseReply
-from tests.fakes.servers import PASSWORD, Deployment, Server, production_mode
+from tests.fakes.servers import PASSWORD, Deployment, Server, Worker, production_mode
 
 pytestmark = pytest.mark.live
 
@@ -81,6 +81,67 @@ def test_a_process_killed_mid_turn_is_recovered_after_a_restart(tmp_path, fake, 
         assert [m["role"] for m in sent_history] == ["user"]  # both human messages, merged: a valid history
     finally:
         restarted.stop()
+
+
+@pytest.mark.skipif(
+    not production_mode(), reason="several processes share state only with PostgreSQL and Redis"
+)
+def test_a_message_sent_just_after_a_restart_is_answered(tmp_path, fake, deployment):
+    """The restarted page asks while the killed turn still looks alive (its heartbeat is fresh):
+    the message is taken as steering. The worker's sweep recovers the dead turn and answers it."""
+    worker = Worker(deployment, tmp_path).start()
+    server = start(deployment, tmp_path, "killed")
+    try:
+        client = Client(server.url, "demo", PASSWORD)
+        session = client.post("/api/v1/planner/sessions/", {"project": "DEMO"})["id"]
+        fake.enqueue(HangReply(after_deltas=2, reply=TextReply("Thinking hard about it", chunks=4)))
+        client.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": "Plan the beta"})
+        wait_streaming(fake)
+        server.kill()
+    finally:
+        server.stop()
+    restarted = start(deployment, tmp_path, "restarted")
+    try:
+        fake.enqueue(TextReply("Yes, still here.", chunks=3))
+        seen = asyncio.run(_ask_after_the_restart(Client(restarted.url, "demo", PASSWORD), session))
+        ended = [f for f in seen if f["type"] == "turn_ended"]
+        assert [(f["reason"], f.get("error", "")[:11]) for f in ended] == [
+            ("failed", "The process"),
+            ("completed", ""),
+        ]
+        steer = next(f for f in seen if f["type"] == "user_message")
+        assert (steer["kind"], steer["text"]) == ("steer", "Are you still there?")
+        assert seen.index(steer) < seen.index(ended[0])  # stored before the recovered end, shown so
+        texts = [f["text"] for f in seen[seen.index(ended[0]) :] if f["type"] == "text_delta"]
+        assert "".join(texts) == "Yes, still here."
+        body = Client(restarted.url, "demo", PASSWORD).transcript(session)
+        assert [m["kind"] for m in body["messages"]] == ["human", "steer", "assistant"]
+        assert [e["data"]["reason"] for e in body["events"] if e["kind"] == "turn_ended"] == [
+            "failed",
+            "completed",
+        ]
+        (asked,) = fake.requests[-1].json["messages"]  # both human messages, merged: a valid history
+        assert "Are you still there?" in json.dumps(asked)
+    finally:
+        restarted.stop()
+        worker.stop()
+
+
+async def _ask_after_the_restart(client: Client, session: str) -> list[dict]:
+    """The page reconnects and asks at once; every frame until the answer's turn ends (within 30 s
+    of the message, or the wait fails)."""
+    async with client.websocket(session) as ws:
+        state = json.loads(await ws.recv())
+        assert (state["type"], state["state"]) == ("state", "running")  # not known dead yet
+        sent = await asyncio.to_thread(
+            client.post, f"/api/v1/planner/sessions/{session}/messages/", {"text": "Are you still there?"}
+        )
+        assert sent["meaning"] == "steered"
+        seen: list[dict] = []
+        async with asyncio.timeout(30):
+            while not any(f["type"] == "turn_ended" and f["reason"] == "completed" for f in seen):
+                seen.append(json.loads(await ws.recv()))
+        return seen
 
 
 @pytest.mark.skipif(

@@ -72,7 +72,13 @@ async def test_steer_and_stop_over_rest(scripted, chat_project, member):
     await runner.wait(uuid.UUID(session_id))
     body = (await client.get(f"/api/v1/planner/sessions/{session_id}/")).json()
     assert body["events"][-1]["data"]["reason"] == "stopped"
-    assert body["messages"][-1]["content"] == [{"type": "text", "text": "Thinking…"}]
+    # The partial answer is kept, and the steering the stopped turn never read is stored after it,
+    # before anything sent later.
+    assert [m["content"] for m in body["messages"][-2:]] == [
+        [{"type": "text", "text": "Thinking…"}],
+        [{"type": "text", "text": "Faster"}],
+    ]
+    assert body["messages"][-1]["kind"] == "steer"
     again = await client.post(f"/api/v1/planner/sessions/{session_id}/stop/")
     assert again.json() == {"stopped": False}
 

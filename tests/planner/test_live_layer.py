@@ -65,7 +65,7 @@ def test_the_end_and_the_writes_of_a_superseded_turn_change_nothing(chat_project
     answer = ChatMessage(role="assistant", content=(TextBlock("late"),), kind="assistant")
     with pytest.raises(TurnSupersededError):
         message_save(session_id=session.pk, turn=1, after_seq=1, message=answer)
-    assert turn_end(session_id=session.pk, turn=1, reason="completed", error=None) == "superseded"
+    assert turn_end(session_id=session.pk, turn=1, reason="completed", error=None).status == "superseded"
     row = Session.objects.get(pk=session.pk)
     assert (row.state, row.last_message_seq) == ("idle", 1)
     assert [e.data["reason"] for e in Event.objects.filter(session=session, kind="turn_ended")] == ["failed"]

@@ -117,7 +117,7 @@ async def test_a_sub_chat_whose_process_died_leaves_it_to_the_humans(chat_projec
     waiting = asyncio.ensure_future(client.get(f"{QUESTIONS}{question.pk}/?wait=20"))
     await asyncio.sleep(0.2)  # the wait has begun
 
-    assert await sync(sessions_recover_dead)() == [question.session.pk]  # the periodic sweep
+    assert [r.session_id for r in await sync(sessions_recover_dead)()] == [question.session.pk]  # the sweep
     body = (await waiting).json()
 
     assert body["status"] == "needs_human"
