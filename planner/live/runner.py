@@ -441,17 +441,21 @@ class Runner:
             await self.stop(session_id=done.session_id, user=done.question.asker)
         return done.question
 
-    async def recover(self, session_id: uuid.UUID, *, answer: bool = True) -> bool:
+    async def recover(self, session_id: uuid.UUID, *, answer: bool = True, start: bool = True) -> bool:
         """Recover the session if its turn's process died, and tell its watchers; True if it did.
-        Steering the dead turn never read is answered by a turn started here at once (not when
-        its owner stops it: ``answer`` false)."""
+        Steering the dead turn never read waits for an answer (not when its owner stops it:
+        ``answer`` false), started here at once unless the caller starts it (``start`` false)."""
         recovered = await db(sessions.session_recover_if_dead)(session_id=session_id, answer=answer)
         if recovered is None:
             return False
         await self.hub.publish(session_id, list(recovered.frames))
-        if recovered.answer_waiting and await self._answer(session_id) is not True:
-            self.work_waiting = True  # held by a limit: a later pass starts it
+        if recovered.answer_waiting and start:
+            await self._answer_now(session_id)
         return True
+
+    async def _answer_now(self, session_id: uuid.UUID) -> None:
+        if await self._answer(session_id) is not True:
+            self.work_waiting = True  # held by a limit (or started elsewhere): a later pass sees
 
     async def wait(self, session_id: uuid.UUID) -> None:
         """Wait for the session's local turn to end, and the title proposed after it (tests,
@@ -482,7 +486,7 @@ class Runner:
         if (
             session.state == SessionState.RUNNING
             and not self.hub.turns.runs(session_id)
-            and await self.recover(session_id)
+            and await self.recover(session_id, start=False)
         ):
             session = await db(session_get)(user=user, session_id=session_id)
         async with self.hub.watching(session_id) as (inbox, here):
@@ -494,6 +498,8 @@ class Runner:
             if not here and session.state == SessionState.PAUSED:
                 for frame in await db(_pending_frames)(session_id):
                     yield frame
+            if session.state == SessionState.IDLE and session.answer_waiting:
+                await self._answer_now(session_id)  # once this watcher hears it from the start
             seen = Seen()
             while True:
                 # Everything waiting, with runs of text deltas joined: a watcher behind a busy

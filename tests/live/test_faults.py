@@ -162,6 +162,14 @@ def _reason(frame: Frame | None, timeout: float) -> str:
     return frame["reason"] if frame is not None else f"no turn_ended within {timeout:.0f} s"
 
 
+def _last_answer(body: dict[str, Any]) -> str:
+    """The text of the transcript's last message if the planner wrote it, else ""."""
+    messages = body["messages"]
+    if not messages or messages[-1]["role"] != "assistant":
+        return ""
+    return "".join(b.get("text", "") for b in messages[-1]["content"] if b.get("type") == "text")
+
+
 def _texts(body: dict[str, Any]) -> list[tuple[str, str]]:
     """(kind, text) of each human-side message of a transcript."""
     return [
@@ -439,9 +447,18 @@ def test_a_message_sent_as_the_turn_s_process_dies_is_never_lost(cluster: Cluste
     cluster.wait_requests(hang)
     cluster.a.kill()
     cluster.a.start(wait=False)  # back for the next test
+    # The turn that answers the steering sees both messages, merged into one: the hang's keyword
+    # must not hang it too.
+    cluster.script.on(hang, TextReply("Taking your note into account."))
     steer = f"Keep the audit trail {steering}"
     sent = cluster.on_b.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": steer})
-    body = cluster.on_b.wait_for(session, lambda b: b["state"] == "idle", RECOVERY_SECONDS + 30)
+    # Taken as steering of the dying turn, it is answered once the turn is recovered (or, sent after
+    # the recovery, it starts the turn itself).
+    body = cluster.on_b.wait_for(
+        session,
+        lambda b: b["state"] == "idle" and _last_answer(b) == "Taking your note into account.",
+        RECOVERY_SECONDS + 30,
+    )
     kept = any(steer in text for _, text in _texts(body))
     assert (
         cluster.on_b.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": f"And now? {after}"})[

@@ -9,6 +9,7 @@ import json
 import logging
 
 import pytest
+from django.conf import settings
 
 from planner.agent.gateway import GatewayError
 from planner.agent.messages import TextBlock, Usage
@@ -37,8 +38,8 @@ STILL_THERE = "Are you still there?"
 @pytest.fixture
 def compacting_session(chat_project, owner, member):
     """A session of a project whose context is compacted above 1,000 tokens."""
-    settings = {"compact_at_tokens": 1000, "compaction_model": "claude-summarizer"}
-    project_update(actor=Actor(user=owner), project=chat_project, settings=settings)
+    values = {"compact_at_tokens": 1000, "compaction_model": "claude-summarizer"}
+    project_update(actor=Actor(user=owner), project=chat_project, settings=values)
     return sessions.session_create(user=member, project=chat_project)
 
 
@@ -73,6 +74,12 @@ def user_texts(request) -> list[str]:
 # ---------------------------------------------------------------- answered after a restart
 
 
+@pytest.mark.skipif(
+    settings.PRODUCTION_MODE,
+    reason="the task runs the hub on an event loop of its own, which in the test process would take "
+    "the process's Redis relay from the tests after it; tests/live/test_processes.py runs it in a "
+    "real worker",
+)
 def test_the_sweep_answers_steering_its_dead_turn_never_read(scripted, chat_project, member, session):
     crash_with_steering(session, member)
     scripted.add(say("Yes, still here."))
@@ -83,6 +90,22 @@ def test_the_sweep_answers_steering_its_dead_turn_never_read(scripted, chat_proj
     refreshed = Session.objects.get(pk=session.pk)
     assert (refreshed.state, refreshed.answer_waiting, refreshed.steering) == ("idle", False, [])
     assert not work_waiting()
+
+
+async def test_what_waits_after_a_recovery_is_started_by_the_next_pass(
+    planner, model, chat_project, member, session
+):
+    """The worker's pass (and a turn's end) starts an answer nobody started yet."""
+    await sync(crash_with_steering)(session, member)
+    (recovered,) = await sync(sessions.sessions_recover_dead)()
+    assert recovered.answer_waiting
+    assert await sync(work_waiting)()
+    model.add(say("Yes, still here."))
+    assert await planner.start_waiting() == [session.pk]
+    await planner.wait(session.pk)
+    assert await sync(ends)(session) == ["failed", "completed"]
+    assert (await sync(stored)(session))[-2:] == [("steer", STILL_THERE), ("assistant", "Yes, still here.")]
+    assert not await sync(work_waiting)()
 
 
 async def test_opening_a_dead_session_answers_its_steering_and_the_page_sees_it(
