@@ -17,7 +17,7 @@ import contextvars
 import functools
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -370,22 +370,29 @@ class Runner:
         started: list[uuid.UUID] = []
         full = _FullLimits()
         try:
-            await self._answer_waiting(full, started)
-            await self._resume_waiting(full, started)
+            await self._start_sessions(sessions.sessions_answer_waiting, self._answer, full, started)
+            await self._start_sessions(human_requests.sessions_resume_waiting, self._resume, full, started)
             await self._start_questions(full, started)
         except UnavailableError:  # the channel layer is down: a later pass starts them
             self.work_waiting = True
         return started
 
-    async def _answer_waiting(self, full: _FullLimits, started: list[uuid.UUID]) -> None:
-        for session_id, owner, project in await db(sessions.sessions_answer_waiting)():
+    async def _start_sessions(
+        self,
+        waiting: Callable[[], list[tuple[uuid.UUID, int, int]]],
+        start: Callable[[uuid.UUID], Awaitable[TurnsFullError | bool]],
+        full: _FullLimits,
+        started: list[uuid.UUID],
+    ) -> None:
+        """``start`` each session ``waiting`` lists (id, owner, project) that no full limit holds."""
+        for session_id, owner, project in await db(waiting)():
             if full.holds(owner, project):
                 continue
-            answered = await self._answer(session_id)
-            if answered is True:
+            done = await start(session_id)
+            if done is True:
                 started.append(session_id)
-            elif answered:
-                full.add(answered, owner, project)
+            elif done:
+                full.add(done, owner, project)
                 self.work_waiting = True
 
     async def _answer(self, session_id: uuid.UUID) -> TurnsFullError | bool:
@@ -408,17 +415,6 @@ class Runner:
             return False
         await self._start(live, begin, [])
         return True
-
-    async def _resume_waiting(self, full: _FullLimits, started: list[uuid.UUID]) -> None:
-        for session_id, owner, project in await db(human_requests.sessions_resume_waiting)():
-            if full.holds(owner, project):
-                continue
-            resumed = await self._resume(session_id)
-            if resumed is True:
-                started.append(session_id)
-            elif resumed:
-                full.add(resumed, owner, project)
-                self.work_waiting = True
 
     async def _start_questions(self, full: _FullLimits, started: list[uuid.UUID]) -> None:
         for question in await db(agent_questions.questions_waiting)():
