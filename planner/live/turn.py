@@ -26,7 +26,7 @@ from planner.live.turns import LiveTurn
 from planner.metrics import TURNS
 from planner.selectors import TurnSetup
 from planner.services import sessions
-from planner.services.sessions import TurnSupersededError
+from planner.services.sessions import Ended, TurnSupersededError
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,6 @@ async def _run(
 async def _rounds(live: LiveTurn, io: SessionIO, hub: Hub) -> TurnOutcome | None:
     """Run the loop until the turn ends; steering that arrived as it completed runs it on."""
     assert live.loop is not None
-    outcome = TurnOutcome("completed")
     for restart in range(MAX_RESTARTS):
         outcome = await live.loop.run()
         if outcome.reason == "paused":  # stored as paused by the round's save; it waits for answers
@@ -104,7 +103,7 @@ async def _rounds(live: LiveTurn, io: SessionIO, hub: Hub) -> TurnOutcome | None
     raise AssertionError("unreachable: the last restart's end is final")
 
 
-async def _end(live: LiveTurn, io: SessionIO, hub: Hub, outcome: TurnOutcome, *, final: bool) -> str:
+async def _end(live: LiveTurn, io: SessionIO, hub: Hub, outcome: TurnOutcome, *, final: bool) -> Ended:
     """Store how the loop's run ended (``final``: even with steering waiting) and show the
     steering the turn never read, stored before its end; "ended", "steered" or "superseded"."""
     assert outcome.reason != "paused"
