@@ -6,7 +6,11 @@ here, and one receive loop hands what arrives to the runner: frames of turns
 elsewhere (``deliver``), ``stop`` and ``replay`` for turns here (``control``),
 or the answer to a replay this process asked for. A session watched here many
 times is one group membership; memberships and the watcher presence are
-refreshed by one task for the whole process.
+refreshed by one task for the whole process. A control membership outlives
+its turn by ``SERVE_LINGER_SECONDS``: the session's next turn here, most often
+its next message, finds it joined and spends no trip to Redis on it (the hub
+answers control messages only for turns it runs, so one that lingers is heard
+and ignored).
 
 Redis can go away. A watch, a turn start or a stop that needs the channel
 layer while it is down is refused with :class:`~tracker.errors.UnavailableError`
@@ -45,6 +49,7 @@ logger = logging.getLogger(__name__)
 REPLAY_WAIT_SECONDS = 2.0
 CHECK_SECONDS = 2.0  # how often the relay checks that Redis still has its mark
 REFRESH_SECONDS = 20.0  # how often it renews its memberships (channel layer group_expiry: 120 s)
+SERVE_LINGER_SECONDS = 30.0  # how long a turn's control membership stays for the session's next turn
 RECONNECT_SECONDS = (0.1, 0.2, 0.5, 1.0)
 UNAVAILABLE = "Ballet's live channel (Redis) is unavailable right now; try again in a few seconds."
 
@@ -135,6 +140,8 @@ class Relay:
         self._wanted: dict[str, int] = {}  # group -> how many here need it
         self._joined: set[str] = set()
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._lingering: dict[str, asyncio.TimerHandle] = {}  # served groups no turn needs for now
+        self._leaving: set[asyncio.Task[None]] = set()
         self._watched: set[uuid.UUID] = set()
         self._replays: dict[str, asyncio.Future[list[Frame]]] = {}
         self._tokens = itertools.count(1)
@@ -153,10 +160,31 @@ class Relay:
 
     async def serve(self, session_id: uuid.UUID) -> None:
         """A turn of ``session_id`` runs (or is starting) here: receive its control messages."""
-        await self._want(broadcast.control_group(session_id), +1)
+        group = broadcast.control_group(session_id)
+        lingering = self._lingering.pop(group, None)
+        if lingering is not None:
+            lingering.cancel()
+            self._count(group, -1)  # the need the last turn left becomes this one's
+        await self._want(group, +1)
 
     async def unserve(self, session_id: uuid.UUID) -> None:
-        await self._want(broadcast.control_group(session_id), -1)
+        """The turn no longer needs the session's control messages: the last need of the group
+        lingers ``SERVE_LINGER_SECONDS`` before the process leaves it."""
+        group = broadcast.control_group(session_id)
+        if self._wanted.get(group) == 1 and group in self._joined and group not in self._lingering:
+            self._lingering[group] = asyncio.get_running_loop().call_later(
+                SERVE_LINGER_SECONDS, self._stop_lingering, group
+            )
+            return
+        await self._want(group, -1)
+
+    def _stop_lingering(self, group: str) -> None:
+        if self._lingering.pop(group, None) is not None:
+            task = asyncio.get_running_loop().create_task(
+                self._want(group, -1), context=contextvars.Context()
+            )
+            self._leaving.add(task)
+            task.add_done_callback(self._leaving.discard)
 
     async def replay(self, session_id: uuid.UUID) -> list[Frame]:
         """The frames so far of the session's turn, from the process running it (``[]`` when it
@@ -200,6 +228,7 @@ class Relay:
             tasks = [*self._tasks, *(t for t in (self._starting, self._reconnecting) if t is not None)]
             for task in tasks:
                 task.cancel()
+            await asyncio.gather(*self._leaving, return_exceptions=True)
             await asyncio.gather(*tasks, return_exceptions=True)
             if self._presence is not None:
                 await self._presence.close()
@@ -217,6 +246,9 @@ class Relay:
         )
         self._tasks = []
         self._broadcast = Broadcast()
+        for lingering in self._lingering.values():
+            lingering.cancel()
+        self._lingering.clear()
         self._wanted.clear()
         self._joined.clear()
         self._locks.clear()

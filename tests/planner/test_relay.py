@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 
 from planner.agent import frames
+from planner.live import relay as relay_module
 from planner.live.broadcast import Broadcast
 from planner.live.presence import _watchers_key
 from planner.live.relay import Relay
@@ -58,7 +59,8 @@ async def test_watchers_of_a_session_share_one_membership_until_the_last_leaves(
     await relay.close()
 
 
-async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_comes_back():
+async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_comes_back(monkeypatch):
+    monkeypatch.setattr(relay_module, "SERVE_LINGER_SECONDS", 0.05)
     controls: list[tuple[uuid.UUID, dict]] = []
     session = uuid.uuid4()
 
@@ -79,9 +81,42 @@ async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_
     assert await watcher.replay(session) == [frames.text_delta("so far")]
 
     await owner.unserve(session)
+    await asyncio.sleep(0.3)  # the membership lingers for the session's next turn, then goes
     assert await watcher.replay(session) == []  # nobody serves the turn: no answer, no wait forever
     await owner.close()
     await watcher.close()
+
+
+async def test_a_turn_s_control_membership_lingers_for_the_next_turn_then_goes(monkeypatch):
+    monkeypatch.setattr(relay_module, "SERVE_LINGER_SECONDS", 0.5)
+    stops: list[uuid.UUID] = []
+    owner = Relay(
+        deliver=lambda *_: None, control=lambda session_id, _: stops.append(session_id), lost=lambda: None
+    )
+    joins = []
+    group_add = Broadcast.group_add
+
+    async def counted(self: Broadcast, group: str, channel: str) -> None:
+        joins.append(group)
+        await group_add(self, group, channel)
+
+    monkeypatch.setattr(Broadcast, "group_add", counted)
+    session = uuid.uuid4()
+    await owner.serve(session)  # the first turn joins the control group
+    await owner.unserve(session)
+    await owner.serve(session)  # the next message, within the linger: no trip to Redis
+    await owner.unserve(session)
+    assert len(joins) == 1
+    await Broadcast().send_control(session, "stop")
+    await eventually(lambda: stops == [session])  # still heard while it lingers
+
+    await asyncio.sleep(0.8)  # no turn came: the process left the group
+    await Broadcast().send_control(session, "stop")
+    await asyncio.sleep(0.3)
+    assert stops == [session]
+    await owner.serve(session)  # a later turn joins again
+    assert len(joins) == 2
+    await owner.close()
 
 
 async def test_a_relay_whose_channel_could_not_be_opened_tries_again(monkeypatch):
