@@ -1,8 +1,9 @@
 """A local turn's frames on their way to watchers in other processes.
 
 Frames enter the outbox only while another process watches the session: the
-sender task looks for such a watcher every ``REMOTE_CHECK_SECONDS`` until
-one appears, and a watcher elsewhere that arrives mid-turn asks for a replay,
+sender task looks for such a watcher as the turn starts (frames wait meanwhile,
+so the turn's start never waits on Redis) and then every
+``REMOTE_CHECK_SECONDS`` until one appears, and a watcher elsewhere that arrives mid-turn asks for a replay,
 which turns publishing on at once (:meth:`Outbox.watched`). One sender task
 drains the outbox in order: the turn never waits on the channel layer, and a
 backlog goes out as one message. In the embedded mode there is no other
@@ -55,19 +56,18 @@ class Outbox:
         self.session_id = session_id
         self._presence = presence
         self._broadcast = broadcast
-        self.watched_elsewhere = False
+        self.watched_elsewhere: bool | None = None  # None until the first look: frames wait
         self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
         self._sender = asyncio.get_running_loop().create_task(self._send(), context=contextvars.Context())
 
     @classmethod
     async def open(cls, session_id: uuid.UUID, presence: Presence, broadcast: Broadcast) -> Outbox:
-        """The outbox of a turn starting now, publishing at once if a process elsewhere watches."""
-        outbox = cls(session_id, presence, broadcast)
-        outbox.watched_elsewhere = outbox.watched_elsewhere or await presence.watched_elsewhere(session_id)
-        return outbox
+        """The outbox of a turn starting now, publishing from its first frame if a process
+        elsewhere watches."""
+        return cls(session_id, presence, broadcast)
 
     def put(self, frame: Frame) -> None:
-        if self.watched_elsewhere:
+        if self.watched_elsewhere is not False:
             self._queue.put_nowait(frame)
 
     def watched(self) -> None:
@@ -80,6 +80,8 @@ class Outbox:
         await asyncio.shield(self._sender)
 
     async def _send(self) -> None:
+        if not await self._first_look():
+            return
         while True:
             if self.watched_elsewhere:
                 first = await self._queue.get()
@@ -97,6 +99,19 @@ class Outbox:
                 await self._publish(out)
             if batch[-1] is None:
                 return
+
+    async def _first_look(self) -> bool:
+        """Whether a process elsewhere watches, asked once as the turn starts; the frames put
+        meanwhile go if one does, and are dropped if none does. False if the outbox closed
+        meanwhile and nothing is left to send."""
+        elsewhere = await self._presence.watched_elsewhere(self.session_id)  # True when unsure
+        self.watched_elsewhere = bool(self.watched_elsewhere) or elsewhere
+        if self.watched_elsewhere:
+            return True
+        while not self._queue.empty():
+            if self._queue.get_nowait() is None:
+                return False
+        return True
 
     async def _publish(self, batch: list[Frame]) -> None:
         """Publish ``batch``, retrying a failing channel layer (a busy Redis pool) before giving up:
