@@ -109,7 +109,11 @@ if PRODUCTION_MODE:
     # to the pool at the end of each request; past the pool's size a request waits for one.
     DATABASES = {"default": dj_database_url.parse(SERVER.database_url or "", conn_health_checks=True)}
     DATABASES["default"]["OPTIONS"] = {
-        "pool": {"min_size": 1, "max_size": SERVER.database_pool_size, "timeout": 10}
+        "pool": {"min_size": 1, "max_size": SERVER.database_pool_size, "timeout": 10},
+        # The turn's hot path prepares its reads (tracker/sql.py, docs/architecture.md#the-hot-path-
+        # in-sql); psycopg prepares nothing while this is None, Django's default. The ORM's cursors
+        # bind on the client and never prepare, whatever it says.
+        "prepare_threshold": 1_000_000,
     }
     CHANNEL_LAYERS = {
         "default": {

@@ -171,7 +171,7 @@ Reply = Callable[[Session, User, str], "Begin | None"]
 
 
 @transaction.atomic
-@sql.batched()  # its writes go to the database with the statements that follow them
+@sql.batched(ends_transaction=True)  # its writes go with the statements that follow them, or the commit
 def session_begin(
     *, session_id: uuid.UUID, user: User, text: str, question: bool = False, reply: Reply | None = None
 ) -> Begin:
@@ -518,7 +518,7 @@ class Saved:
 
 
 @transaction.atomic
-@sql.batched()  # the step's inserts go with the statement that reads what waits
+@sql.batched(ends_transaction=True)  # the step's inserts go with the read of what waits, or the commit
 def message_save(
     *,
     session_id: uuid.UUID,

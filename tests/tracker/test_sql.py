@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -205,18 +207,69 @@ def test_a_failing_write_fails_the_statement_it_went_with_and_nothing_is_kept(se
     assert (kinds(session), Message.objects.filter(session=session).count()) == ([], 0)
 
 
+@contextmanager
+def pipelines() -> Iterator[list[Any]]:
+    """Per statement the connection ran meanwhile, the psycopg pipeline it was sent in (None when
+    sent alone): statements of one pipeline go to PostgreSQL together, their answers read at its
+    end, one round trip."""
+    connection.ensure_connection()
+    raw = connection.connection
+    opened: list[object] = []
+    sent_in: list[Any] = []
+
+    @contextmanager
+    def pipeline() -> Iterator[Any]:
+        with type(raw).pipeline(raw) as opening:
+            opened.append(opening)
+            yield opening
+
+    def seen(execute: Any, sql_: str, params: Any, many: bool, context: Any) -> Any:
+        piped = connection.vendor == "postgresql" and raw.pgconn.pipeline_status
+        sent_in.append(opened[-1] if piped else None)
+        return execute(sql_, params, many, context)
+
+    if connection.vendor != "postgresql":  # SQLite runs in the process: nothing to send together
+        with connection.execute_wrapper(seen):
+            yield sent_in
+        return
+    raw.pipeline = pipeline
+    try:
+        with connection.execute_wrapper(seen):
+            yield sent_in
+    finally:
+        del raw.pipeline
+
+
 def test_result_sets_reads_each_statement_s_rows_in_one_round_trip_on_postgresql(session):
     where = [sql.prep(Session, "id", session.pk)]
-    with CaptureQueriesContext(connection) as sent:
-        found = sql.result_sets(
-            [
-                ("SELECT title FROM planner_session WHERE id = %s", where),
-                ("SELECT 1 WHERE 1 = 0", []),
-                ("SELECT 2 UNION ALL SELECT 3 ORDER BY 1", []),
-            ]
-        )
+    statements = [
+        ("SELECT title FROM planner_session WHERE id = %s", where),
+        ("SELECT 1 WHERE 1 = 0", []),
+        ("SELECT 2 UNION ALL SELECT 3 ORDER BY 1", []),
+    ]
+    with pipelines() as sent_in:
+        found = sql.result_sets(statements)
     assert found == [[("Plans",)], [], [(2,), (3,)]]
-    assert len(sent) == (1 if connection.vendor == "postgresql" else 3)
+    if connection.vendor == "postgresql":
+        assert len(sent_in) == 3
+        assert sent_in[0] is not None
+        assert len(set(map(id, sent_in))) == 1
+    else:
+        assert sent_in == [None, None, None]
+
+
+def test_reads_are_prepared_once_per_connection_on_postgresql_and_answer_as_before(session):
+    where = [sql.prep(Session, "id", session.pk)]
+    statement = "SELECT title, state FROM planner_session WHERE id = %s"
+    with CaptureQueriesContext(connection) as sent:
+        answers = [sql.row(statement, where), sql.rows(statement, where)]
+    assert answers == [("Plans", "idle"), [("Plans", "idle")]]
+    assert [q["sql"].startswith("SELECT title, state FROM planner_session") for q in sent] == [True, True]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            as_prepared = statement.replace("%s", "$1")
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement = %s", [as_prepared])
+            assert cursor.fetchone() == (1,)
 
 
 def test_result_sets_after_waiting_writes_reads_its_own_results_and_sees_the_writes(session):
@@ -231,3 +284,50 @@ def test_result_sets_after_waiting_writes_reads_its_own_results_and_sees_the_wri
             ]
         )
     assert found == [[("Renamed",)], [("a",), ("b",)]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_that_ends_its_transaction_sends_what_waits_with_the_commit(session):
+    committed = []
+    with CaptureQueriesContext(connection) as sent, transaction.atomic(), sql.batched(ends_transaction=True):
+        transaction.on_commit(lambda: committed.append(kinds(session)))
+        sql.insert([event(session, "a")])
+        sql.insert([event(session, "b")])
+    assert committed == [["a", "b"]]  # committed, and the hooks ran after it as ever
+    assert connection.get_autocommit()
+    if connection.vendor == "postgresql":
+        writes = [q["sql"] for q in sent if q["sql"].startswith("INSERT")]
+        assert [w.count("INSERT") for w in writes] == [2]
+        assert writes[0].endswith("; COMMIT")
+        assert connection.connection.info.transaction_status == 0  # idle: nothing left open
+    with transaction.atomic():  # the connection goes on as ever
+        sql.insert([event(session, "c")])
+    assert kinds(session) == ["a", "b", "c"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_write_sent_with_the_commit_keeps_nothing(session):
+    def message() -> Message:
+        return Message(session=session, seq=1, role="user", kind="human", content=[], turn=1)
+
+    def step() -> None:
+        with transaction.atomic(), sql.batched(ends_transaction=True):
+            sql.insert([event(session, "lost")])
+            sql.insert([message()])
+            sql.insert([message()])  # the same seq again
+
+    with pytest.raises(IntegrityError):
+        step()
+    assert (kinds(session), Message.objects.filter(session=session).count()) == ([], 0)
+    with transaction.atomic(), sql.batched(ends_transaction=True):
+        sql.insert([event(session, "kept")])
+    assert kinds(session) == ["kept"]
+
+
+def test_a_batch_within_an_outer_transaction_leaves_the_commit_to_it(session):
+    with transaction.atomic():  # as a test's or a caller's transaction
+        with transaction.atomic(), sql.batched(ends_transaction=True):
+            sql.insert([event(session, "inner")])
+        assert kinds(session) == ["inner"]
+        transaction.set_rollback(True)
+    assert kinds(session) == []  # the outer rollback took it back: nothing was committed early
