@@ -282,6 +282,8 @@ def _with_queued(queue: list[Statement]) -> Callable[..., Any]:
     def wrapper(
         execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
     ) -> Any:
+        if not many and _opening():
+            return _opened_with(execute, sql, params, context, queue)
         if not queue:
             return execute(sql, params, many, context)
         statements = list(queue)
@@ -292,6 +294,44 @@ def _with_queued(queue: list[Statement]) -> Callable[..., Any]:
         return _send(context["cursor"], [*statements, (sql, params)], execute, context, skip=len(statements))
 
     return wrapper
+
+
+def _opening() -> bool:
+    """Is this the first statement of the connection's transaction? Django opened it (an atomic
+    block) and psycopg would send its BEGIN now, alone, a round trip of its own."""
+    raw = connection.connection
+    return (
+        connection.in_atomic_block
+        and raw is not None
+        and not raw.autocommit
+        and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    )
+
+
+def _opened_with(
+    execute: Callable[..., Any], sql: str, params: Any, context: dict[str, Any], queue: list[Statement]
+) -> Any:
+    """Run the transaction's first statement (after what waits) with its BEGIN, in one round trip:
+    as text before it on the connection's own cursor, in one pipeline with it on a prepared one.
+    psycopg is kept from sending a BEGIN of its own for the while (it sends one whenever it finds
+    no transaction open, before the statement and alone); the server then says a transaction is
+    open, and psycopg goes on from there as if it had opened it."""
+    raw = connection.connection
+    statements = list(queue)
+    queue.clear()
+    raw._autocommit = True  # psycopg's own flag: its public setter refuses to change it in a transaction
+    try:
+        if isinstance(context["cursor"].cursor, _PreparedCursor) and not statements:
+            with raw.pipeline():
+                raw.execute("BEGIN")
+                return execute(sql, params, False, context)
+        if params is None:  # its SQL is not to be interpolated: it goes alone, after the BEGIN
+            _send(context["cursor"], [("BEGIN", ()), *statements], execute, context)
+            return execute(sql, params, False, context)
+        statements = [("BEGIN", ()), *statements, (sql, params)]
+        return _send(context["cursor"], statements, execute, context, skip=len(statements) - 1)
+    finally:
+        raw._autocommit = False
 
 
 def _send(

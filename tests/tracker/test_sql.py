@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.forms.models import model_to_dict
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -296,8 +297,10 @@ def test_a_batch_that_ends_its_transaction_sends_what_waits_with_the_commit(sess
     assert committed == [["a", "b"]]  # committed, and the hooks ran after it as ever
     assert connection.get_autocommit()
     if connection.vendor == "postgresql":
-        writes = [q["sql"] for q in sent if q["sql"].startswith("INSERT")]
-        assert [w.count("INSERT") for w in writes] == [2]
+        writes = [q["sql"] for q in sent if "INSERT" in q["sql"]]
+        assert writes == [writes[0]]  # the whole transaction in one round trip
+        assert writes[0].startswith("BEGIN; INSERT")
+        assert writes[0].count("INSERT") == 2
         assert writes[0].endswith("; COMMIT")
         assert connection.connection.info.transaction_status == 0  # idle: nothing left open
     with transaction.atomic():  # the connection goes on as ever
@@ -331,3 +334,54 @@ def test_a_batch_within_an_outer_transaction_leaves_the_commit_to_it(session):
         assert kinds(session) == ["inner"]
         transaction.set_rollback(True)
     assert kinds(session) == []  # the outer rollback took it back: nothing was committed early
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("first", ["prepared read", "write"])
+def test_a_batched_transaction_is_open_from_its_first_statement(session, first):
+    """Its BEGIN goes with its first statement: a row that statement locks stays locked for
+    the whole transaction, and its changes come and go with the transaction."""
+    where = [sql.prep(Session, "id", session.pk)]
+    seen_by_others: list[object] = []
+    piped: list[object] = []
+
+    def look_from_elsewhere() -> None:
+        try:
+            with transaction.atomic():
+                seen_by_others.append(
+                    sql.rows(
+                        f"SELECT title FROM planner_session WHERE id = %s{sql.for_update()} NOWAIT", where
+                    )
+                    if connection.vendor == "postgresql"
+                    else sql.rows("SELECT title FROM planner_session WHERE id = %s", where)
+                )
+        except DatabaseError as exc:
+            seen_by_others.append(type(exc).__name__)
+        finally:
+            connection.close()
+
+    def step() -> None:
+        with transaction.atomic(), sql.batched(ends_transaction=True):
+            if first == "prepared read":
+                with pipelines() as sent_in:
+                    sql.row(f"SELECT title FROM planner_session WHERE id = %s{sql.for_update()}", where)
+                piped.extend(sent_in)
+            else:
+                sql.update(Session, {"title": "Changed"}, "id = %s", where)
+            if connection.vendor == "postgresql":  # SQLite's write lock would keep the look waiting
+                looking = threading.Thread(target=look_from_elsewhere)
+                looking.start()
+                looking.join()
+            raise RuntimeError("rolled back")
+
+    with CaptureQueriesContext(connection) as sent, pytest.raises(RuntimeError):
+        step()
+    assert Session.objects.get(pk=session.pk).title == "Plans"
+    if connection.vendor == "postgresql":
+        assert seen_by_others == ["OperationalError"]  # locked: the transaction was open
+        # Django logs its own "BEGIN" when it opens the block; nothing is sent then
+        opened = next(q["sql"] for q in sent.captured_queries if q["sql"] != "BEGIN")
+        assert opened.startswith("BEGIN; UPDATE" if first == "write" else "SELECT title")
+        if first == "prepared read":  # sent in one pipeline with its BEGIN
+            assert len(piped) == 1
+            assert piped[0] is not None
