@@ -277,21 +277,29 @@ def _outermost() -> bool:
 
 def _with_queued(queue: list[Statement]) -> Callable[..., Any]:
     """An execute wrapper sending what waits in ``queue`` before the statement at hand, in the
-    same execute, and leaving the cursor on the statement at hand's (first) result."""
+    same execute, and leaving the cursor on the statement at hand's (first) result. The first
+    statement of a transaction also takes its BEGIN along (:func:`_begun_by_us`): as text before
+    it on the connection's own cursor, in one pipeline with it on a prepared one."""
 
     def wrapper(
         execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
     ) -> Any:
-        if not many and _opening():
-            return _opened_with(execute, sql, params, context, queue)
-        if not queue:
-            return execute(sql, params, many, context)
-        statements = list(queue)
+        opening = not many and _opening()
+        statements = [("BEGIN", ()), *queue] if opening else list(queue)
         queue.clear()
-        if many or params is None:  # its SQL is not to be interpolated: what waits goes first, alone
-            _send(context["cursor"], statements, execute, context)
+        if not statements:
             return execute(sql, params, many, context)
-        return _send(context["cursor"], [*statements, (sql, params)], execute, context, skip=len(statements))
+        with _begun_by_us(opening):
+            if isinstance(context["cursor"].cursor, _PreparedCursor):  # only when nothing waited
+                with connection.connection.pipeline():
+                    connection.connection.execute("BEGIN")
+                    return execute(sql, params, many, context)
+            if many or params is None:  # its SQL is not to be interpolated: what waits goes first, alone
+                _send(context["cursor"], statements, execute, context)
+                return execute(sql, params, many, context)
+            return _send(
+                context["cursor"], [*statements, (sql, params)], execute, context, skip=len(statements)
+            )
 
     return wrapper
 
@@ -308,28 +316,19 @@ def _opening() -> bool:
     )
 
 
-def _opened_with(
-    execute: Callable[..., Any], sql: str, params: Any, context: dict[str, Any], queue: list[Statement]
-) -> Any:
-    """Run the transaction's first statement (after what waits) with its BEGIN, in one round trip:
-    as text before it on the connection's own cursor, in one pipeline with it on a prepared one.
-    psycopg is kept from sending a BEGIN of its own for the while (it sends one whenever it finds
-    no transaction open, before the statement and alone); the server then says a transaction is
-    open, and psycopg goes on from there as if it had opened it."""
+@contextmanager
+def _begun_by_us(opening: bool) -> Iterator[None]:
+    """While the statement that opens a transaction goes with its BEGIN, psycopg is kept from
+    sending one of its own (it does whenever it finds no transaction open, before the statement
+    and alone); the server then says a transaction is open, and psycopg goes on from there as if
+    it had opened it."""
+    if not opening:
+        yield
+        return
     raw = connection.connection
-    statements = list(queue)
-    queue.clear()
     raw._autocommit = True  # psycopg's own flag: its public setter refuses to change it in a transaction
     try:
-        if isinstance(context["cursor"].cursor, _PreparedCursor) and not statements:
-            with raw.pipeline():
-                raw.execute("BEGIN")
-                return execute(sql, params, False, context)
-        if params is None:  # its SQL is not to be interpolated: it goes alone, after the BEGIN
-            _send(context["cursor"], [("BEGIN", ()), *statements], execute, context)
-            return execute(sql, params, False, context)
-        statements = [("BEGIN", ()), *statements, (sql, params)]
-        return _send(context["cursor"], statements, execute, context, skip=len(statements) - 1)
+        yield
     finally:
         raw._autocommit = False
 

@@ -2,9 +2,9 @@
 
 Frames enter the outbox only while another process watches the session: the
 sender task looks for such a watcher as the turn starts (frames wait meanwhile,
-so the turn's start never waits on Redis) and then every
-``REMOTE_CHECK_SECONDS`` until one appears, and a watcher elsewhere that arrives mid-turn asks for a replay,
-which turns publishing on at once (:meth:`Outbox.watched`). One sender task
+so the turn's start never waits on Redis), then every ``REMOTE_CHECK_SECONDS``
+until one appears, and a watcher elsewhere that arrives mid-turn asks for a
+replay, which turns publishing on at once (:meth:`Outbox.watched`). One sender task
 drains the outbox in order: the turn never waits on the channel layer, and a
 backlog goes out as one message. In the embedded mode there is no other
 process, and the relay hands out a :class:`NoOutbox`.
