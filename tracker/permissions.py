@@ -107,9 +107,21 @@ _ACCESS_SQL = (
 def access_load(user_ids: Iterable[int]) -> dict[int, Access]:
     """The access of several users in one query (unknown ids have none); kept in the scope."""
     ids = sorted(set(user_ids))
-    found: dict[int, Access] = {}
     # Read on every round of tool calls and every chat frame (docs/architecture.md#the-hot-path-in-sql).
-    rows = sql.rows(_ACCESS_SQL.format(ids=sql.placeholders(len(ids))), ids) if ids else []
+    return access_loaded(ids, sql.rows(*access_query(ids)) if ids else [])
+
+
+def access_query(user_ids: Iterable[int]) -> sql.Statement:
+    """The statement :func:`access_load` runs, for a caller that sends it with statements of its
+    own (one round trip); hand its rows to :func:`access_loaded`."""
+    ids = sorted(set(user_ids))
+    return _ACCESS_SQL.format(ids=sql.placeholders(len(ids))), ids
+
+
+def access_loaded(user_ids: Iterable[int], rows: Iterable[sql.Row]) -> dict[int, Access]:
+    """The access of ``user_ids`` from the rows of their :func:`access_query`; kept in the scope."""
+    ids = sorted(set(user_ids))
+    found: dict[int, Access] = {}
     for pk, active, superuser, project_id, role in rows:
         access = found.setdefault(pk, Access(active=bool(active), superuser=bool(superuser), roles={}))
         if project_id is not None:

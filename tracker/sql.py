@@ -198,6 +198,31 @@ def update(model: type[Model], values: Mapping[str, Any], where: str, params: Se
     return execute(*_update(model, values, where, params))
 
 
+def update_returning(
+    model: type[Model],
+    values: Mapping[str, Any],
+    where: str,
+    params: Sequence[Any],
+    *,
+    pk: Any,
+    returning: str,
+) -> Row | None:
+    """:func:`update` of the row ``pk`` (``where`` must select it alone), and the ``returning``
+    expressions (SQL over its columns, ``table.column`` in subqueries) as the update left them;
+    None if nothing changed. PostgreSQL gives them in the update's own round trip (RETURNING);
+    SQLite, in the process, reads them after it."""
+    statement, prepared = _update(model, values, where, params)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"{statement} RETURNING {returning}", prepared)
+            found: Row | None = cursor.fetchone()
+            return found
+    if not execute(statement, prepared):
+        return None
+    key = quoted(model._meta.pk.column)
+    return row(f"SELECT {returning} FROM {table(model)} WHERE {key} = %s", [pk])  # noqa: S608 - the caller's SQL
+
+
 def update_later(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> None:
     """:func:`update` when nobody reads how many rows it changed: within :func:`batched`, sent
     with the next statement."""
@@ -363,13 +388,18 @@ def result_sets(statements: Sequence[Statement]) -> list[list[Row]]:
                 cursor.nextset()
                 found.append(cursor.fetchall())
         return found
-    # Prepared statements one by one, in psycopg's pipeline mode: sent together, read together.
+    # Prepared statements one by one, in psycopg's pipeline mode: sent together, read together,
+    # with the transaction's BEGIN when they open it (psycopg would sync the pipeline after its own).
     cursors = [_reading() for _ in statements]
-    with connection.wrap_database_errors:
-        with connection.connection.pipeline():
-            for cursor, (sql, params) in zip(cursors, statements, strict=True):
-                cursor.execute(sql, params)
-        found = [cursor.fetchall() for cursor in cursors]
-    for cursor in cursors:
-        cursor.close()
-    return found
+    opening = _opening()
+    try:
+        with connection.wrap_database_errors, _begun_by_us(opening):
+            with connection.connection.pipeline():
+                if opening:
+                    connection.connection.execute("BEGIN")
+                for cursor, (sql, params) in zip(cursors, statements, strict=True):
+                    cursor.execute(sql, params)
+            return [cursor.fetchall() for cursor in cursors]
+    finally:
+        for cursor in cursors:
+            cursor.close()

@@ -127,7 +127,7 @@ class SessionIO(TurnIO):
         try:
             runs = self._calls(calls, stopping)
             if len(runs) < len(calls):  # stopped: the answer alone, the loop answers the rest
-                saved = self._store(answer, after_seq=self.last_seq, usage=usage, ask=False)
+                saved = self._store(answer, after_seq=self.last_seq, usage=usage)
                 return _RoundDone(saved.message, runs, None, saved)
             saved = self._store(
                 answer,
@@ -146,7 +146,7 @@ class SessionIO(TurnIO):
     ) -> _RoundDone:
         """A round with a call that writes: the answer is stored before any call runs, so what a
         call changes is never without the answer that asked for it."""
-        saved = self._store(answer, after_seq=self.last_seq, usage=usage, ask=False)  # the results' save asks
+        saved = self._store(answer, after_seq=self.last_seq, usage=usage)
         runs: list[ToolRun] = []
         try:
             runs = self._calls(calls, stopping)
@@ -172,7 +172,7 @@ class SessionIO(TurnIO):
         whose input is invalid is answered at once with the error, like any call."""
         waiting = {call.id for call, _ in asks if not _invalid(call)}
         asks = [(call, kind) for call, kind in asks if call.id in waiting]
-        saved = self._store(answer, after_seq=self.last_seq, usage=usage, ask=False)
+        saved = self._store(answer, after_seq=self.last_seq, usage=usage)
         runs: list[ToolRun] = []
         try:
             runs = self._calls([c for c in calls if c.id not in waiting], stopping)
@@ -245,7 +245,6 @@ class SessionIO(TurnIO):
         usage: Usage | None = None,
         focus: list[str] | None = None,
         last: bool = False,
-        ask: bool = True,
         then: ChatMessage | None = None,
     ) -> sessions.Saved:
         return sessions.message_save(
@@ -257,7 +256,6 @@ class SessionIO(TurnIO):
             focus=focus,
             records=self.records,
             last=last,
-            ask=ask,
             then=then,
             question_id=self.setup.question_id,
         )

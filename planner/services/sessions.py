@@ -55,7 +55,14 @@ from tracker.errors import (
 from tracker.inputs import refuse_nul
 from tracker.limits import rate_hit
 from tracker.models import Organization, Project
-from tracker.permissions import PLANNER_CHAT, has_permission, require
+from tracker.permissions import (
+    PLANNER_CHAT,
+    access_loaded,
+    access_query,
+    access_scope,
+    has_permission,
+    require,
+)
 from tracker.selectors import activity_since
 
 MAX_MESSAGE_CHARS = 32_000
@@ -186,7 +193,7 @@ def session_begin(
     A ``question``'s first message is not counted against the message rate
     (only the running-turn limits keep it waiting, docs/domain.md#agents-questions).
     """
-    session = _lock(session_id, user)
+    session, running = _lock_to_begin(session_id, user)
     recovered = _recover_if_dead(session)
     limits: LimitsConfig = settings.BALLET_LIMITS
     if session.state == SessionState.RUNNING:
@@ -196,7 +203,7 @@ def session_begin(
         session.save(update_fields=["steering", "updated_at"])
         return Begin("steered", session.turn_count, None, recovered)
     continuing = session.state == SessionState.PAUSED
-    _check_running_turns(session, user, limits)  # a reply resumes a turn: it counts like a start
+    _check_running_turns(session, user, limits, running)  # a reply resumes a turn: it counts like a start
     if continuing and reply is not None:
         _count_message(user, limits)
         replied = reply(session, user, text)
@@ -310,19 +317,27 @@ def check_running_turns(session: Session) -> None:
     _check_running_turns(session, session.user, settings.BALLET_LIMITS)
 
 
-def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> None:
-    """Refuse a new or continued turn past the running-turn limits of the user and the project."""
-    # The project's row serializes turn starts in the project, so two cannot both take the last place
-    # (SQLite's transactions here take the database's write lock first: serialized already). Nobody
-    # reads the lock's row: in a batch it goes with the count, in one round trip.
-    sql.write(f"SELECT id FROM tracker_project WHERE id = %s{sql.for_update()}", [session.project_id])  # noqa: S608
-    mine, here = sql.row(
-        "SELECT COALESCE(SUM(CASE WHEN user_id = %s THEN 1 ELSE 0 END), 0),"
-        " COALESCE(SUM(CASE WHEN project_id = %s THEN 1 ELSE 0 END), 0)"
-        " FROM planner_session WHERE state = %s AND id <> %s",
-        [user.pk, session.project_id, SessionState.RUNNING, sql.prep(Session, "id", session.pk)],
-    ) or (0, 0)
-    counts = {"mine": mine, "here": here}
+@dataclass(frozen=True)
+class _Running:
+    """The planner turns running but the session's own: its user's, and its project's."""
+
+    mine: int
+    here: int
+
+
+def _check_running_turns(
+    session: Session, user: User, limits: LimitsConfig, running: _Running | None = None
+) -> None:
+    """Refuse a new or continued turn past the running-turn limits of the user and the project;
+    ``running``, if the caller counted them already under the project's row lock."""
+    if running is None:
+        # The project's row serializes turn starts in the project, so two cannot both take the last
+        # place (SQLite's transactions here take the database's write lock first: serialized
+        # already). Nobody reads the lock's row: in a batch it goes with the count, in one round trip.
+        lock, count = _running_reads(sql.prep(Session, "id", session.pk), user)
+        sql.write(*lock)
+        running = _Running(*(sql.row(*count) or (0, 0)))
+    counts = {"mine": running.mine, "here": running.here}
     if counts["mine"] >= limits.running_turns_per_user:
         raise TurnsFullError(
             f"You already have {limits.running_turns_per_user} planner turns running; "
@@ -339,10 +354,30 @@ def _check_running_turns(session: Session, user: User, limits: LimitsConfig) -> 
 
 def _lock(session_id: uuid.UUID, user: User) -> Session:
     """The session, locked, for its owner alone: nobody else speaks in someone's session."""
-    session = _locked(session_id)
-    if session is None or (session.user_id != user.pk and session.question_id is None):
-        raise NotFoundError("Session not found.")
-    require(user, session.project, PLANNER_CHAT)
+    return _lock_reading(session_id, user, counting=False)[0]
+
+
+def _lock_to_begin(session_id: uuid.UUID, user: User) -> tuple[Session, _Running | None]:
+    """:func:`_lock`; unless the session's turn runs, also the project's row locked and the turns
+    running (:func:`_check_running_turns`), read in the same round trip as the lock."""
+    return _lock_reading(session_id, user, counting=True)
+
+
+def _lock_reading(session_id: uuid.UUID, user: User, *, counting: bool) -> tuple[Session, _Running | None]:
+    """:func:`_lock`: the session's row lock and the user's access read in one round trip (a
+    pipeline, docs/architecture.md#the-hot-path-in-sql), and with ``counting`` what
+    :func:`_lock_to_begin` reads. The project's row lock comes after the session's, as everywhere."""
+    key = sql.prep(Session, "id", session_id)
+    reads = [_lock_statement(key), access_query([user.pk])]
+    if counting:
+        reads.extend(_running_reads(key, user, unless_running=True))
+    with access_scope(within=True):
+        found, access, *counted = sql.result_sets(reads)
+        access_loaded([user.pk], access)
+        session = _session_loaded(found[0]) if found else None
+        if session is None or (session.user_id != user.pk and session.question_id is None):
+            raise NotFoundError("Session not found.")
+        require(user, session.project, PLANNER_CHAT)
     if session.archived_at is not None:
         raise InvalidStateError(ARCHIVED)
     if session.user_id != user.pk:
@@ -351,10 +386,31 @@ def _lock(session_id: uuid.UUID, user: User) -> Session:
             "in place."
         )
     session.user = user
-    return session
+    locked_project, count = counted or ([], [])
+    return session, _Running(*count[0]) if locked_project else None
 
 
-def _locked(session_id: uuid.UUID) -> Session | None:
+def _running_reads(
+    key: Any, user: User, *, unless_running: bool = False
+) -> tuple[sql.Statement, sql.Statement]:
+    """The project's row lock of the session ``key`` (with ``unless_running``, only if its turn does
+    not run: steering never waits on it), and the count of the turns running but its own, the
+    user's and the project's."""
+    project = "SELECT project_id FROM planner_session WHERE id = %s"
+    project_params = [key]
+    if unless_running:
+        project, project_params = f"{project} AND state <> %s", [key, SessionState.RUNNING]
+    lock = (f"SELECT id FROM tracker_project WHERE id = ({project}){sql.for_update()}", project_params)  # noqa: S608
+    count = (
+        "SELECT COALESCE(SUM(CASE WHEN user_id = %s THEN 1 ELSE 0 END), 0),"
+        " COALESCE(SUM(CASE WHEN project_id = (SELECT project_id FROM planner_session WHERE id = %s)"
+        " THEN 1 ELSE 0 END), 0) FROM planner_session WHERE state = %s AND id <> %s",
+        [user.pk, key, SessionState.RUNNING, key],
+    )
+    return lock, count
+
+
+def _lock_statement(key: Any) -> sql.Statement:
     """The session with its project and organization, its row locked, in SQL
     (docs/architecture.md#the-hot-path-in-sql)."""
     lock = " FOR UPDATE OF s" if connection.features.has_select_for_update_of else ""
@@ -363,9 +419,17 @@ def _locked(session_id: uuid.UUID) -> Session | None:
         f"SELECT {selected} FROM planner_session s JOIN tracker_project p ON p.id = s.project_id"  # noqa: S608
         f" JOIN tracker_organization o ON o.id = p.organization_id WHERE s.id = %s{lock}"
     )
-    found = sql.row(statement, [sql.prep(Session, "id", session_id)])
-    if found is None:
-        return None
+    return statement, [key]
+
+
+def _locked(session_id: uuid.UUID) -> Session | None:
+    """The session with its project and organization, its row locked."""
+    found = sql.row(*_lock_statement(sql.prep(Session, "id", session_id)))
+    return None if found is None else _session_loaded(found)
+
+
+def _session_loaded(found: sql.Row) -> Session:
+    """The session of a row of :func:`_lock_statement`, with its project and organization."""
     ends = len(Session._meta.concrete_fields), len(Project._meta.concrete_fields)
     session = sql.load(Session, found[: ends[0]])
     session.project = sql.load(Project, found[ends[0] : ends[0] + ends[1]])
@@ -396,16 +460,24 @@ def inputs_waiting(*, session_id: uuid.UUID) -> bool:
     return any(_waiting(session_id))
 
 
+# What waits for a session's turn, over its row: the steering queued, what the session last saw of
+# its organization's activity, and how far that activity has gone.
+_WAITING = (
+    "planner_session.steering, planner_session.last_seen_seq, (SELECT o.activity_seq FROM tracker_project p"
+    " JOIN tracker_organization o ON o.id = p.organization_id WHERE p.id = planner_session.project_id)"
+)
+
+
 def _waiting(session_id: uuid.UUID) -> tuple[bool, bool]:
     """Whether steering waits for the session's turn, and whether change notes do."""
-    found = sql.row(
-        "SELECT s.steering, s.last_seen_seq, o.activity_seq FROM planner_session s"
-        " JOIN tracker_project p ON p.id = s.project_id"
-        " JOIN tracker_organization o ON o.id = p.organization_id WHERE s.id = %s",
-        [sql.prep(Session, "id", session_id)],
-    )
+    key = sql.prep(Session, "id", session_id)
+    found = sql.row(f"SELECT {_WAITING} FROM planner_session WHERE id = %s", [key])  # noqa: S608
     if found is None:
         raise Session.DoesNotExist(f"Session {session_id} not found.")
+    return _waits(found)
+
+
+def _waits(found: sql.Row) -> tuple[bool, bool]:
     steering, last_seen, activity = found
     return bool(sql.json_out(steering)), activity > last_seen
 
@@ -529,7 +601,6 @@ def message_save(
     focus: list[str] | None = None,
     records: StepRecords | None = None,
     last: bool = False,
-    ask: bool = True,
     then: ChatMessage | None = None,
     question_id: int | None = None,
 ) -> Saved:
@@ -539,8 +610,7 @@ def message_save(
     same transaction: one commit per step of a turn. The answer also says
     whether input waits for the next model call, sparing it a round trip. The
     ``last`` answer of a turn (no tool calls) ends it ``completed`` in the same
-    transaction, unless steering waits: then the turn goes on. With ``ask`` false
-    (an answer whose tool calls run next) it does not ask what waits. ``then``
+    transaction, unless steering waits: then the turn goes on. ``then``
     (the results of an answer's calls that only read) is stored right after it. ``question_id``:
     the question of a sub-chat, which a turn that ends here without answering leaves to the humans.
     """
@@ -550,46 +620,56 @@ def message_save(
         changes |= {"context_tokens": usage.context_tokens, "context_tokens_seq": after_seq + 1}
     if focus is not None:
         changes["focus"] = focus
-    ended = _advance(session_id, turn, after_seq, changes, end=last)
+    advanced = _advance(session_id, turn, after_seq, changes, end=last)
     saved = [replace(m, seq=after_seq + i) for i, m in enumerate(stored, start=1)]
     sql.insert([_message_row(session_id, turn, m) for m in saved])
     if records is not None:
         records.write(session_id, turn)
-    if ended:
+    if advanced.ended:
         sql.insert([Event(session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"})])
         if question_id is not None:
             question_unanswered(question_id=question_id, reason=UNANSWERED["completed"])
         return Saved(messages=saved, inputs_waiting=False, ended=True)
-    if not ask:
-        return Saved(messages=saved, inputs_waiting=False)
-    steering, notes = _waiting(session_id)
-    return Saved(messages=saved, inputs_waiting=steering or notes, steering_waiting=steering)
+    waiting = advanced.steering or advanced.notes
+    return Saved(messages=saved, inputs_waiting=waiting, steering_waiting=advanced.steering)
 
 
-def _advance(session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str, Any], *, end: bool) -> bool:
+@dataclass(frozen=True)
+class _Advanced:
+    ended: bool  # the turn ended
+    steering: bool = False  # or steering waits for its next model call
+    notes: bool = False  # change notes wait for it
+
+
+def _advance(
+    session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str, Any], *, end: bool
+) -> _Advanced:
     """Move the session's row past the messages being stored, if this process runs ``turn`` and
     nothing was stored since ``after_seq``; with ``end``, end the turn unless steering waits.
-    True if it ended the turn."""
+    Whether it ended the turn, or else what waits for the turn's next model call (read by the
+    update itself: no round trip of its own)."""
     now = timezone.now()
     changes = changes | {"heartbeat_at": now, "updated_at": now}
     # The turn's process is the session's only writer; the seq check proves it.
+    key = sql.prep(Session, "id", session_id)
     current = "id = %s AND state = %s AND turn_owner = %s AND turn_count = %s"
-    params = [sql.prep(Session, "id", session_id), SessionState.RUNNING, PROCESS_ID, turn]
+    params = [key, SessionState.RUNNING, PROCESS_ID, turn]
     mine, mine_params = f"{current} AND last_message_seq = %s", [*params, after_seq]
-    ended = end and bool(
+    if end and sql.update(
         # Ends only if no steering waits: the condition is checked by the statement itself.
-        sql.update(
-            Session,
-            changes | {"state": _state_after("completed"), "turn_owner": "", "heartbeat_at": None},
-            f"{mine} AND steering = %s",
-            [*mine_params, sql.prep(Session, "steering", [])],
-        )
-    )
-    if not ended and not sql.update(Session, changes, mine, mine_params):
+        Session,
+        changes | {"state": _state_after("completed"), "turn_owner": "", "heartbeat_at": None},
+        f"{mine} AND steering = %s",
+        [*mine_params, sql.prep(Session, "steering", [])],
+    ):
+        return _Advanced(ended=True)
+    found = sql.update_returning(Session, changes, mine, mine_params, pk=key, returning=_WAITING)
+    if found is None:
         if not sql.row(f"SELECT 1 FROM planner_session WHERE {current}", params):  # noqa: S608
             raise TurnSupersededError(f"Session {session_id} no longer runs turn {turn} here.")
         raise ConflictError(f"Session {session_id} changed under its running turn.")
-    return ended
+    steering, notes = _waits(found)
+    return _Advanced(ended=False, steering=steering, notes=notes)
 
 
 def advance(session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str, Any]) -> None:

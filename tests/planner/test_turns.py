@@ -335,13 +335,14 @@ async def test_a_round_of_tool_calls_reads_the_humans_access_once(
     planner, model, session, member, monkeypatch
 ):
     reads = []
-    real_access_load = permissions.access_load
+    real_access_loaded = permissions.access_loaded
 
-    def access_load(user_ids):
+    def access_loaded(user_ids, rows):  # every read of access ends here, its own or pipelined
         reads.append(sorted(user_ids))
-        return real_access_load(user_ids)
+        return real_access_loaded(user_ids, rows)
 
-    monkeypatch.setattr(permissions, "access_load", access_load)
+    monkeypatch.setattr(permissions, "access_loaded", access_loaded)
+    monkeypatch.setattr(sessions, "access_loaded", access_loaded)
     model.add(
         call("list_items", {}, ("list_runnable", {}), ("list_skills", {})),
         call("list_items", {}),

@@ -15,6 +15,8 @@ from django.forms.models import model_to_dict
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from planner.agent.messages import ChatMessage, TextBlock
+from planner.live.process import PROCESS_ID
 from planner.models import Event, Message, Session, SessionState, ToolCall, UsageRecord
 from planner.services import sessions
 from tracker import sql
@@ -120,6 +122,56 @@ def test_an_update_in_sql_writes_what_the_orm_would(session):
         [sql.prep(Session, "id", session.pk), sql.prep(Session, "steering", [])],
     )
     assert again == 1
+
+
+def test_an_update_returning_gives_the_row_as_it_left_it_in_the_update_s_own_statement(session):
+    key = sql.prep(Session, "id", session.pk)
+    returning = (
+        "title, steering, (SELECT COUNT(*) FROM planner_event e WHERE e.session_id = planner_session.id)"
+    )
+    where = "id = %s AND title = %s"
+
+    def moved(title: str) -> sql.Row | None:
+        changes = {"title": title, "steering": []}
+        return sql.update_returning(Session, changes, where, [key, "Plans"], pk=key, returning=returning)
+
+    with transaction.atomic(), sql.batched(), CaptureQueriesContext(connection) as sent:
+        sql.insert([event(session, "waiting")])
+        found = moved("Moved")
+        missed = moved("Never")  # the title is no longer "Plans"
+    assert found is not None
+    title, steering, events = found
+    assert (title, sql.json_out(steering), events) == ("Moved", [], 1)  # the waiting write went first
+    assert missed is None
+    assert Session.objects.get(pk=session.pk).title == "Moved"
+    # PostgreSQL: the insert went with the first update, each update returned in its own statement;
+    # SQLite reads the row after an update that changed it.
+    assert len(sent) == (2 if connection.vendor == "postgresql" else 4)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_s_save_takes_two_round_trips_and_tells_what_waits(session):
+    Session.objects.filter(pk=session.pk).update(
+        state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=1
+    )
+    organization = session.project.organization
+    organization.activity_seq = session.last_seen_seq + 1
+    organization.save()
+    answer = ChatMessage(role="assistant", content=(TextBlock("Looking"),), kind="assistant")
+    with CaptureQueriesContext(connection) as sent:
+        saved = sessions.message_save(session_id=session.pk, turn=1, after_seq=0, message=answer)
+    # The fixture's session has steering queued, and the organization moved on since it looked.
+    assert (saved.message.seq, saved.inputs_waiting, saved.steering_waiting) == (1, True, True)
+    assert Session.objects.get(pk=session.pk).last_message_seq == 1
+    assert Message.objects.get(session=session).content == [{"type": "text", "text": "Looking"}]
+    if connection.vendor == "postgresql":
+        # Django logs its own BEGIN and COMMIT, which it never sends here
+        statements = [q["sql"] for q in sent if q["sql"] not in {"BEGIN", "COMMIT"}]
+        assert len(statements) == 2
+        assert statements[0].startswith("BEGIN; UPDATE")
+        assert "RETURNING" in statements[0]
+        assert statements[1].startswith("INSERT")
+        assert statements[1].endswith("; COMMIT")
 
 
 def test_what_waits_reads_steering_and_the_organization_s_activity(session):
@@ -259,7 +311,7 @@ def test_result_sets_reads_each_statement_s_rows_in_one_round_trip_on_postgresql
         assert sent_in == [None, None, None]
 
 
-def test_reads_are_prepared_once_per_connection_on_postgresql_and_answer_as_before(session):
+def test_reads_are_prepared_and_planned_once_per_connection_on_postgresql_and_answer_as_before(session):
     where = [sql.prep(Session, "id", session.pk)]
     statement = "SELECT title, state FROM planner_session WHERE id = %s"
     with CaptureQueriesContext(connection) as sent:
@@ -267,10 +319,16 @@ def test_reads_are_prepared_once_per_connection_on_postgresql_and_answer_as_befo
     assert answers == [("Plans", "idle"), [("Plans", "idle")]]
     assert [q["sql"].startswith("SELECT title, state FROM planner_session") for q in sent] == [True, True]
     if connection.vendor == "postgresql":
+        for _ in range(6):  # past the five runs PostgreSQL would plan afresh before it weighs a generic plan
+            sql.row(statement, where)
         with connection.cursor() as cursor:
             as_prepared = statement.replace("%s", "$1")
-            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement = %s", [as_prepared])
-            assert cursor.fetchone() == (1,)
+            cursor.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = %s",
+                [as_prepared],
+            )
+            # Prepared once; planned once, the generic plan kept for every run since
+            assert cursor.fetchall() == [(8, 0)]
 
 
 def test_result_sets_after_waiting_writes_reads_its_own_results_and_sees_the_writes(session):
@@ -385,3 +443,29 @@ def test_a_batched_transaction_is_open_from_its_first_statement(session, first):
         if first == "prepared read":  # sent in one pipeline with its BEGIN
             assert len(piped) == 1
             assert piped[0] is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_starts_in_three_round_trips_on_postgresql(session, member):
+    """The session's row lock, the human's access, the project's row lock and the turns running
+    there in one pipeline with the BEGIN; the history's read; the turn's writes with the COMMIT."""
+    with pipelines() as sent_in, CaptureQueriesContext(connection) as sent:
+        begun = sessions.session_begin(session_id=session.pk, user=member, text="Plan the beta")
+    assert (begun.meaning, begun.turn) == ("started", 1)
+    row = Session.objects.get(pk=session.pk)
+    assert (row.state, row.turn_owner, row.last_message_seq) == ("running", PROCESS_ID, 1)
+    assert kinds(session) == ["turn_started"]
+    if connection.vendor != "postgresql":
+        return
+    assert len(sent_in) == 6
+    assert sent_in[0] is not None
+    assert len(set(map(id, sent_in[:4]))) == 1
+    assert sent_in[4:] == [None, None]
+    # Django logs its own BEGIN and COMMIT, which it never sends here
+    statements = [q["sql"] for q in sent.captured_queries if q["sql"] not in {"BEGIN", "COMMIT"}]
+    assert "FOR UPDATE" in statements[2]
+    assert statements[2].startswith("SELECT id FROM tracker_project")
+    assert statements[4].startswith('SELECT "planner_message"')
+    assert statements[5].startswith("INSERT INTO")
+    assert "turn_started" in statements[5]
+    assert statements[5].endswith("; COMMIT")
