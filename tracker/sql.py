@@ -135,6 +135,11 @@ def prep(model: type[Model], name: str, value: Any) -> Any:
 
 
 def quoted(name: str) -> str:
+    return _quoted(name, connection.vendor)
+
+
+@functools.cache
+def _quoted(name: str, vendor: str) -> str:
     return str(connection.ops.quote_name(name))
 
 
@@ -144,6 +149,11 @@ def table(model: type[Model]) -> str:
 
 def columns(model: type[Model], alias: str | None = None) -> str:
     """Every concrete column of ``model``, in field order, for :func:`load`."""
+    return _columns(model, alias, connection.vendor)
+
+
+@functools.cache
+def _columns(model: type[Model], alias: str | None, vendor: str) -> str:
     prefix = f"{quoted(alias or model._meta.db_table)}."
     return ", ".join(prefix + quoted(f.column) for f in model._meta.concrete_fields)
 
