@@ -187,6 +187,7 @@ class TurnLoop:
         self.round = _Round()
         self.stopping = False
         self._call: asyncio.Future[ModelResponse] | None = None
+        self._sent: tuple[tuple[object, ...], tuple[ChatMessage, ...]] | None = None
 
     def stop(self) -> None:
         """Stop at the next safe point; a streaming model call is cancelled at once."""
@@ -242,12 +243,21 @@ class TurnLoop:
                 return TurnOutcome("max_rounds")
         return TurnOutcome("max_rounds")
 
-    def _request(self) -> ModelRequest:
+    def _request_messages(self) -> tuple[ChatMessage, ...]:
+        """The history as the next request sends it (``compaction.request_messages``), worked out
+        once for the compaction check and the call after it: its cost grows with the session. The
+        history only grows by appending, and compaction moves its summary."""
         h = self.history
+        state = (len(h.messages), h.messages[-1] if h.messages else None, h.summary_up_to, h.summary)
+        if self._sent is None or self._sent[0] != state:
+            self._sent = (state, compaction.request_messages(h.messages, h.summary, h.summary_up_to))
+        return self._sent[1]
+
+    def _request(self) -> ModelRequest:
         return ModelRequest(
             model=self.settings.model,
             system=self.settings.system,
-            messages=compaction.request_messages(h.messages, h.summary, h.summary_up_to),
+            messages=self._request_messages(),
             max_tokens=self.settings.max_tokens,
             tools=self.settings.tools,
             provider=self.settings.provider,
@@ -361,7 +371,7 @@ class TurnLoop:
 
     async def _maybe_compact(self, *, force: bool = False) -> bool:
         h = self.history
-        visible = compaction.request_messages(h.messages, h.summary, h.summary_up_to)
+        visible = self._request_messages()
         estimate = compaction.estimate_tokens(
             messages=visible,
             reported_tokens=h.reported_tokens,

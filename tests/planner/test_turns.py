@@ -8,6 +8,7 @@ import threading
 import pytest
 from cryptography.fernet import Fernet
 
+from planner.agent import compaction
 from planner.agent.gateway import AnthropicGateway, GatewayError
 from planner.live.hub import hub
 from planner.models import Event, Message, Session, ToolCall
@@ -356,6 +357,23 @@ async def test_a_round_of_tool_calls_reads_the_humans_access_once(
     )()
     assert [len(r) for r in results] == [3, 1]
     assert not any(block.get("is_error") for result in results for block in result)
+
+
+async def test_each_model_call_works_out_what_it_sends_once(planner, model, session, member, monkeypatch):
+    worked_out = []
+    real = compaction.request_messages
+
+    def request_messages(messages, summary, summary_up_to):
+        worked_out.append(len(messages))
+        return real(messages, summary, summary_up_to)
+
+    monkeypatch.setattr(compaction, "request_messages", request_messages)
+    model.add(call("list_items", {}), say("Done."))
+    await drive(planner, session, member, "Survey")
+    # The compaction check and the call after it share the work: once per call, the second call
+    # with the first one's answer and its results added.
+    assert worked_out == [1, 3]
+    assert [len(r.messages) for r in model.requests] == [1, 3]
 
 
 async def test_a_stop_right_after_the_message_stops_before_any_model_call(planner, model, session, member):
