@@ -13,10 +13,10 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from ballet.env import PlannerConfig, WorkConfig, with_overrides
+from tracker import sql
 from tracker.errors import NotFoundError, ValidationError
 from tracker.inputs import MAX_BIG_ID, ascii_number
 from tracker.models import (
@@ -299,11 +299,10 @@ def skill_choice(*, project: Project, name: str) -> tuple[int, int] | None:
     """Which skill and version ``name`` resolves to for ``project`` (as :func:`skill_resolve`
     chooses them), without reading any body. None if it resolves to none.
 
-    The planner asks at the start of every turn, so this is one plain statement (the ORM's
-    version of it, with its aggregate and subqueries, cost more to compose than to run)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_SKILL_CHOICE, [project.pk, name, project.organization_id, project.pk])
-        rows = cursor.fetchall()
+    The planner asks at the start of every turn, so this is one plain statement, prepared
+    (tracker/sql.py: the ORM's version of it, with its aggregate and subqueries, cost more to
+    compose than to run, and PostgreSQL spent as long planning it)."""
+    rows = sql.rows(_SKILL_CHOICE, [project.pk, name, project.organization_id, project.pk])
     chosen = None
     for row in rows:
         if chosen is None or (row[1] and not chosen[1]):  # the project's own shadows the organization's

@@ -185,21 +185,26 @@ def load(model: type[M], values: Sequence[Any]) -> M:
 
 @functools.cache
 def _insert_into(model: type[Model], vendor: str) -> tuple[list[Field[Any, Any]], str, str]:
-    """The fields an INSERT of ``model`` writes, its statement's head, and one row's placeholders."""
+    """The fields an INSERT of ``model`` writes, its statement's head (up to the rows), and one
+    row's placeholders."""
     fields = [f for f in model._meta.concrete_fields if f is not model._meta.auto_field]
     names = ", ".join(quoted(f.column) for f in fields)
-    head = f"INSERT INTO {table(model)} ({names}) VALUES "  # noqa: S608 - names from the model
+    head = f"INSERT INTO {table(model)} ({names}) "
     return fields, head, f"({placeholders(len(fields))})"
+
+
+def _insert_values(fields: Sequence[Field[Any, Any]], obj: Model) -> list[Any]:
+    """``obj``'s values for an INSERT, every field prepared as ``bulk_create`` prepares it
+    (defaults, ``auto_now_add``)."""
+    return [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
 
 
 def insert(objs: Sequence[Model]) -> None:
     """INSERT ``objs`` (of one model, with database-made ids) in one statement, every field
     prepared as ``bulk_create`` prepares it (defaults, ``auto_now_add``); ids are not read back."""
     fields, head, row_sql = _insert_into(type(objs[0]), connection.vendor)
-    params: list[Any] = []
-    for obj in objs:
-        params.extend(f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields)
-    write(head + ", ".join([row_sql] * len(objs)), params)
+    params = [value for obj in objs for value in _insert_values(fields, obj)]
+    write(head + "VALUES " + ", ".join([row_sql] * len(objs)), params)
 
 
 def update(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> int:
@@ -233,10 +238,78 @@ def update_returning(
     return row(f"SELECT {returning} FROM {table(model)} WHERE {key} = %s", [pk])  # noqa: S608 - the caller's SQL
 
 
+def update_inserting(
+    model: type[Model],
+    values: Mapping[str, Any],
+    where: str,
+    params: Sequence[Any],
+    *,
+    returning: Mapping[str, str],
+    inserting: Sequence[tuple[Model, str]],
+) -> Row | None:
+    """PostgreSQL: :func:`update_returning` of one row and, in the same statement, an INSERT of
+    each object of ``inserting`` made only if the update changed its row and the object's
+    condition holds (SQL over the names of ``returning``, "" for none). The returned row (its
+    values in the order of ``returning``), None if nothing changed: then nothing was inserted.
+    One statement (data-modifying WITH clauses, which SQLite lacks) where there were an update
+    and the inserts after it; within :func:`batched` it is the batch's last, and goes with the
+    COMMIT of a batch that ends its transaction."""
+    assert connection.vendor == "postgresql", "SQLite has no INSERT or UPDATE in WITH clauses"
+    statement, all_params = _update(model, values, where, params)
+    names = ", ".join(f"{expr} AS {name}" for name, expr in returning.items())
+    clauses = [f"moved AS ({statement} RETURNING {names})"]
+    # The WITH clauses run in no set order: rows of one model go in one of them, in order.
+    groups: list[tuple[type[Model], str, list[Model]]] = []
+    for obj, condition in inserting:
+        if groups and groups[-1][0] is type(obj) and groups[-1][1] == condition:
+            groups[-1][2].append(obj)
+        else:
+            groups.append((type(obj), condition, [obj]))
+    for index, (kind, condition, objs) in enumerate(groups):
+        fields, head, _ = _insert_into(kind, connection.vendor)
+        when = f" WHERE {condition}" if condition else ""
+        one = f"SELECT {_typed_row(kind)} FROM moved{when}"  # noqa: S608 - the caller's SQL
+        clauses.append(f"inserted_{index} AS ({head}{' UNION ALL '.join([one] * len(objs))})")
+        all_params.extend(value for obj in objs for value in _insert_values(fields, obj))
+    sent = f"WITH {', '.join(clauses)} SELECT {', '.join(returning)} FROM moved"  # noqa: S608 - the caller's SQL
+    return _last_row(sent, all_params)
+
+
+@functools.cache
+def _typed_row(model: type[Model]) -> str:
+    """One row's placeholders for an INSERT of ``model`` from a SELECT, each cast to its column's
+    type: an untyped NULL in a UNION would be text."""
+    fields, _, _ = _insert_into(model, "postgresql")
+    return ", ".join(f"%s::{f.cast_db_type(connection)}" for f in fields)  # type: ignore[attr-defined]
+
+
+def _last_row(sql: str, params: Sequence[Any]) -> Row | None:
+    """The first row of ``sql``, the last statement of the batch: with the COMMIT in the same
+    execute when the batch ends an outermost transaction (:func:`batched`)."""
+    statements: list[Statement] = [(sql, params)]
+    if _ending.get() and _outermost():
+        statements.append(("COMMIT", ()))
+    with connection.cursor() as cursor:
+        _send(cursor, statements, skip=0)
+        found: Row | None = cursor.fetchone()
+        return found
+
+
 def update_later(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> None:
     """:func:`update` when nobody reads how many rows it changed: within :func:`batched`, sent
     with the next statement."""
     write(*_update(model, values, where, params))
+
+
+_AS_IT_WAS = object()
+
+
+class Case:
+    """An updated column's value that depends on the row: ``then`` where ``when`` (SQL over the
+    row's columns, with ``params``) holds, else ``otherwise`` (by default the column as it was)."""
+
+    def __init__(self, when: str, params: Sequence[Any], then: Any, otherwise: Any = _AS_IT_WAS) -> None:
+        self.when, self.params, self.then, self.otherwise = when, list(params), then, otherwise
 
 
 def _update(
@@ -245,7 +318,17 @@ def _update(
     sets, prepared = [], []
     for name, value in values.items():
         f = field(model, name)
-        sets.append(f"{quoted(f.column)} = %s")
+        column = quoted(f.column)
+        if isinstance(value, Case):
+            then = f.get_db_prep_save(value.then, connection)
+            if value.otherwise is _AS_IT_WAS:
+                sets.append(f"{column} = CASE WHEN {value.when} THEN %s ELSE {column} END")
+                prepared.extend([*value.params, then])
+            else:
+                sets.append(f"{column} = CASE WHEN {value.when} THEN %s ELSE %s END")
+                prepared.extend([*value.params, then, f.get_db_prep_save(value.otherwise, connection)])
+            continue
+        sets.append(f"{column} = %s")
         prepared.append(f.get_db_prep_save(value, connection))
     statement = f"UPDATE {table(model)} SET {', '.join(sets)} WHERE {where}"  # noqa: S608 - the caller's SQL
     return statement, [*prepared, *params]
@@ -255,6 +338,7 @@ def _update(
 
 Statement = tuple[str, Sequence[Any]]
 _queued: ContextVar[list[Statement] | None] = ContextVar("ballet_sql_queued", default=None)
+_ending: ContextVar[bool] = ContextVar("ballet_sql_ending", default=False)  # batched(ends_transaction=True)
 
 
 def write(sql: str, params: Sequence[Any] = ()) -> None:
@@ -285,7 +369,7 @@ def batched(*, ends_transaction: bool = False) -> Iterator[None]:
         yield
         return
     queue: list[Statement] = []
-    token = _queued.set(queue)
+    token, ending = _queued.set(queue), _ending.set(ends_transaction)
     try:
         with connection.execute_wrapper(_with_queued(queue)):
             yield
@@ -298,6 +382,7 @@ def batched(*, ends_transaction: bool = False) -> Iterator[None]:
                     _send(cursor, statements)
     finally:
         _queued.reset(token)
+        _ending.reset(ending)
 
 
 def _outermost() -> bool:

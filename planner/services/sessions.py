@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, NoReturn, assert_never
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -462,10 +462,13 @@ def inputs_waiting(*, session_id: uuid.UUID) -> bool:
 
 # What waits for a session's turn, over its row: the steering queued, what the session last saw of
 # its organization's activity, and how far that activity has gone.
-_WAITING = (
-    "planner_session.steering, planner_session.last_seen_seq, (SELECT o.activity_seq FROM tracker_project p"
-    " JOIN tracker_organization o ON o.id = p.organization_id WHERE p.id = planner_session.project_id)"
-)
+_WAITS = {
+    "steering": "planner_session.steering",
+    "seen": "planner_session.last_seen_seq",
+    "activity": "(SELECT o.activity_seq FROM tracker_project p JOIN tracker_organization o"
+    " ON o.id = p.organization_id WHERE p.id = planner_session.project_id)",
+}
+_WAITING = ", ".join(_WAITS.values())
 
 
 def _waiting(session_id: uuid.UUID) -> tuple[bool, bool]:
@@ -554,12 +557,19 @@ class StepRecords:
     project_id: int = 0
 
     def write(self, session_id: uuid.UUID, turn: int) -> None:
-        if self.usage:
-            sql.insert([_usage_row(self.project_id, session_id, r) for r in self.usage])
-        if self.tools:
-            sql.insert([_tool_row(session_id, turn, r) for r in self.tools])
+        usage, tools = self.rows(session_id, turn)
+        if usage:
+            sql.insert(usage)
+        if tools:
+            sql.insert(tools)
+
+    def rows(self, session_id: uuid.UUID, turn: int) -> tuple[list[UsageRecord], list[ToolCall]]:
+        """The rows to store (the records are then given up: stored with this step or never)."""
+        usage = [_usage_row(self.project_id, session_id, r) for r in self.usage]
+        tools = [_tool_row(session_id, turn, r) for r in self.tools]
         self.usage.clear()
         self.tools.clear()
+        return usage, tools
 
 
 def _tool_row(session_id: uuid.UUID, turn: int, record: ToolRecord) -> ToolCall:
@@ -620,8 +630,10 @@ def message_save(
         changes |= {"context_tokens": usage.context_tokens, "context_tokens_seq": after_seq + 1}
     if focus is not None:
         changes["focus"] = focus
-    advanced = _advance(session_id, turn, after_seq, changes, end=last)
     saved = [replace(m, seq=after_seq + i) for i, m in enumerate(stored, start=1)]
+    if connection.vendor == "postgresql" and question_id is None:
+        return _saved_at_once(session_id, turn, after_seq, changes, saved, records=records, end=last)
+    advanced = _advance(session_id, turn, after_seq, changes, end=last)
     sql.insert([_message_row(session_id, turn, m) for m in saved])
     if records is not None:
         records.write(session_id, turn)
@@ -632,6 +644,66 @@ def message_save(
         return Saved(messages=saved, inputs_waiting=False, ended=True)
     waiting = advanced.steering or advanced.notes
     return Saved(messages=saved, inputs_waiting=waiting, steering_waiting=advanced.steering)
+
+
+def _saved_at_once(
+    session_id: uuid.UUID,
+    turn: int,
+    after_seq: int,
+    changes: dict[str, Any],
+    saved: list[ChatMessage],
+    *,
+    records: StepRecords | None,
+    end: bool,
+) -> Saved:
+    """:func:`message_save` on PostgreSQL in one statement, sent with the COMMIT: the row's
+    update (ending the turn, with ``end``, unless steering waits), the step's rows inserted only if
+    it moved the row (the turn's end only if it ended it), and what waits read back
+    (``sql.update_inserting``). Nothing is stored when the row did not move: then the refusal
+    :func:`_advance` gives."""
+    now = timezone.now()
+    key = sql.prep(Session, "id", session_id)
+    current = "id = %s AND state = %s AND turn_owner = %s AND turn_count = %s"
+    params = [key, SessionState.RUNNING, PROCESS_ID, turn]
+    values: dict[str, Any] = changes | {"heartbeat_at": now, "updated_at": now}
+    ended = "FALSE"
+    if end:  # each column the end changes checks that no steering waits
+        idle = ("steering = %s", [sql.prep(Session, "steering", [])])
+        values |= {
+            "state": sql.Case(*idle, _state_after("completed")),
+            "turn_owner": sql.Case(*idle, ""),
+            "heartbeat_at": sql.Case(*idle, None, otherwise=now),
+        }
+        ended = "planner_session.turn_owner = ''"
+    rows: list[tuple[Any, str]] = [(_message_row(session_id, turn, m), "") for m in saved]
+    if records is not None:
+        usage, tools = records.rows(session_id, turn)
+        rows += [(row, "") for row in [*usage, *tools]]
+    if end:
+        done = Event(session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"})
+        rows.append((done, "ended"))
+    found = sql.update_inserting(
+        Session,
+        values,
+        f"{current} AND last_message_seq = %s",
+        [*params, after_seq],
+        returning={"ended": ended, **_WAITS},
+        inserting=rows,
+    )
+    if found is None:
+        _refuse_unmoved(session_id, turn, current, params)
+    if found[0]:
+        return Saved(messages=saved, inputs_waiting=False, ended=True)
+    steering, notes = _waits(found[1:])
+    return Saved(messages=saved, inputs_waiting=steering or notes, steering_waiting=steering)
+
+
+def _refuse_unmoved(session_id: uuid.UUID, turn: int, current: str, params: list[Any]) -> NoReturn:
+    """Why a step's update did not move the session's row: its turn is no longer this process's,
+    or something was stored since."""
+    if not sql.row(f"SELECT 1 FROM planner_session WHERE {current}", params):  # noqa: S608
+        raise TurnSupersededError(f"Session {session_id} no longer runs turn {turn} here.")
+    raise ConflictError(f"Session {session_id} changed under its running turn.")
 
 
 @dataclass(frozen=True)
@@ -665,9 +737,7 @@ def _advance(
         return _Advanced(ended=True)
     found = sql.update_returning(Session, changes, mine, mine_params, pk=key, returning=_WAITING)
     if found is None:
-        if not sql.row(f"SELECT 1 FROM planner_session WHERE {current}", params):  # noqa: S608
-            raise TurnSupersededError(f"Session {session_id} no longer runs turn {turn} here.")
-        raise ConflictError(f"Session {session_id} changed under its running turn.")
+        _refuse_unmoved(session_id, turn, current, params)
     steering, notes = _waits(found)
     return _Advanced(ended=False, steering=steering, notes=notes)
 

@@ -15,7 +15,8 @@ from django.forms.models import model_to_dict
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from planner.agent.messages import ChatMessage, TextBlock
+from planner.agent.messages import ChatMessage, TextBlock, ToolUseBlock
+from planner.agent.tools.base import ToolOutcome
 from planner.live.process import PROCESS_ID
 from planner.models import Event, Message, Session, SessionState, ToolCall, UsageRecord
 from planner.services import sessions
@@ -150,7 +151,8 @@ def test_an_update_returning_gives_the_row_as_it_left_it_in_the_update_s_own_sta
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_step_s_save_takes_two_round_trips_and_tells_what_waits(session):
+@pytest.mark.parametrize("last", [False, True])
+def test_a_step_s_save_is_one_round_trip_and_tells_what_waits(session, last):
     Session.objects.filter(pk=session.pk).update(
         state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=1
     )
@@ -159,19 +161,90 @@ def test_a_step_s_save_takes_two_round_trips_and_tells_what_waits(session):
     organization.save()
     answer = ChatMessage(role="assistant", content=(TextBlock("Looking"),), kind="assistant")
     with CaptureQueriesContext(connection) as sent:
-        saved = sessions.message_save(session_id=session.pk, turn=1, after_seq=0, message=answer)
-    # The fixture's session has steering queued, and the organization moved on since it looked.
-    assert (saved.message.seq, saved.inputs_waiting, saved.steering_waiting) == (1, True, True)
-    assert Session.objects.get(pk=session.pk).last_message_seq == 1
+        saved = sessions.message_save(session_id=session.pk, turn=1, after_seq=0, message=answer, last=last)
+    # The fixture's session has steering queued (so even the last answer does not end the turn),
+    # and the organization moved on since it looked.
+    assert (saved.message.seq, saved.inputs_waiting, saved.steering_waiting, saved.ended) == (
+        1,
+        True,
+        True,
+        False,
+    )
+    row = Session.objects.get(pk=session.pk)
+    assert (row.last_message_seq, row.state, row.turn_owner) == (1, "running", PROCESS_ID)
     assert Message.objects.get(session=session).content == [{"type": "text", "text": "Looking"}]
+    assert kinds(session) == []  # no turn_ended
     if connection.vendor == "postgresql":
         # Django logs its own BEGIN and COMMIT, which it never sends here
         statements = [q["sql"] for q in sent if q["sql"] not in {"BEGIN", "COMMIT"}]
-        assert len(statements) == 2
-        assert statements[0].startswith("BEGIN; UPDATE")
-        assert "RETURNING" in statements[0]
-        assert statements[1].startswith("INSERT")
-        assert statements[1].endswith("; COMMIT")
+        assert len(statements) == 1
+        assert statements[0].startswith("BEGIN; WITH moved AS (UPDATE")
+        assert statements[0].endswith("; COMMIT")
+
+
+def test_a_step_s_rows_are_stored_in_order_with_every_value(session, member):
+    Session.objects.filter(pk=session.pk).update(
+        state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=1
+    )
+    records = sessions.StepRecords(project_id=session.project_id)
+    for n in range(5):
+        call = ToolUseBlock(f"toolu_{n}", "get_item", {"key": f"BAL-{n}"})
+        output: dict[str, Any] = {"n": n} if n % 2 else {"error": None}
+        outcome = ToolOutcome(output=output, is_error=n == 3)
+        records.tools.append(sessions.ToolRecord(call, outcome, 1.5 * n, "planner", member.pk))
+    answer = ChatMessage(role="assistant", content=(TextBlock("Looking"),), kind="assistant")
+    results = ChatMessage(role="user", content=(TextBlock("results"),), kind="tool_results")
+    saved = sessions.message_save(
+        session_id=session.pk, turn=1, after_seq=0, message=answer, then=results, records=records
+    )
+    assert [m.seq for m in saved.messages] == [1, 2]
+    stored = list(ToolCall.objects.filter(session=session).order_by("pk"))
+    assert [c.tool_use_id for c in stored] == [f"toolu_{n}" for n in range(5)]
+    expected: list[tuple[dict[str, Any], bool, float]] = [
+        ({"n": n} if n % 2 else {"error": None}, n == 3, 1.5 * n) for n in range(5)
+    ]
+    assert [(c.output, c.is_error, c.duration_ms) for c in stored] == expected
+    assert {(c.on_behalf_of_id, c.actor, c.turn) for c in stored} == {(member.pk, "planner", 1)}
+    assert list(Message.objects.filter(session=session).order_by("seq").values_list("kind", flat=True)) == [
+        "assistant",
+        "tool_results",
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_answer_s_save_ends_the_turn_when_no_steering_waits(session):
+    Session.objects.filter(pk=session.pk).update(
+        state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=1, steering=[]
+    )
+    answer = ChatMessage(role="assistant", content=(TextBlock("Done"),), kind="assistant")
+    saved = sessions.message_save(session_id=session.pk, turn=1, after_seq=0, message=answer, last=True)
+    assert (saved.ended, saved.inputs_waiting) == (True, False)
+    row = Session.objects.get(pk=session.pk)
+    assert (row.last_message_seq, row.state, row.turn_owner, row.heartbeat_at) == (1, "idle", "", None)
+    assert kinds(session) == ["turn_ended"]
+    assert Event.objects.get(session=session).data == {"reason": "completed"}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("moved", ["superseded", "changed"])
+def test_a_step_s_save_that_finds_its_row_moved_stores_nothing(session, moved):
+    Session.objects.filter(pk=session.pk).update(
+        state=SessionState.RUNNING,
+        turn_owner=PROCESS_ID if moved == "changed" else "elsewhere:1:dead",
+        turn_count=1,
+        last_message_seq=1 if moved == "changed" else 0,
+    )
+    answer = ChatMessage(role="assistant", content=(TextBlock("Late"),), kind="assistant")
+    usage = sessions.StepRecords(project_id=session.project_id)
+    expected = sessions.TurnSupersededError if moved == "superseded" else sessions.ConflictError
+    with pytest.raises(expected):
+        sessions.message_save(
+            session_id=session.pk, turn=1, after_seq=0, message=answer, records=usage, last=True
+        )
+    assert (Message.objects.filter(session=session).count(), kinds(session)) == (0, [])
+    assert connection.get_autocommit()  # nothing left open
+    row = Session.objects.get(pk=session.pk)
+    assert row.state == "running"
 
 
 def test_what_waits_reads_steering_and_the_organization_s_activity(session):
