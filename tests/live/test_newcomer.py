@@ -112,6 +112,9 @@ def test_a_newcomer_walks_the_readme_without_a_key(page, server):
     send(page, "add a ticket for a printable weekly schedule")
     apply = page.get_by_role("button", name=re.compile(r"Apply changeset #\d+"))
     expect(apply).to_be_visible()
+    # Decided once the turn has ended, as each step above waits for its turn: in one CI run under
+    # load, a click made while the answer was still arriving sent no request.
+    expect(page.locator("#chat-state")).to_have_text("Idle")
     labelled = re.search(r"#(\d+)", apply.get_attribute("aria-label") or "")
     assert labelled is not None
     number = labelled.group(1)
