@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NoReturn, assert_never
+from typing import Any, Literal, assert_never
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -641,9 +641,7 @@ def message_save(
         sql.insert([Event(session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"})])
         if question_id is not None:
             question_unanswered(question_id=question_id, reason=UNANSWERED["completed"])
-        return Saved(messages=saved, inputs_waiting=False, ended=True)
-    waiting = advanced.steering or advanced.notes
-    return Saved(messages=saved, inputs_waiting=waiting, steering_waiting=advanced.steering)
+    return advanced.saved(saved)
 
 
 def _saved_at_once(
@@ -657,24 +655,10 @@ def _saved_at_once(
     end: bool,
 ) -> Saved:
     """:func:`message_save` on PostgreSQL in one statement, sent with the COMMIT: the row's
-    update (ending the turn, with ``end``, unless steering waits), the step's rows inserted only if
-    it moved the row (the turn's end only if it ended it), and what waits read back
-    (``sql.update_inserting``). Nothing is stored when the row did not move: then the refusal
-    :func:`_advance` gives."""
-    now = timezone.now()
-    key = sql.prep(Session, "id", session_id)
-    current = "id = %s AND state = %s AND turn_owner = %s AND turn_count = %s"
-    params = [key, SessionState.RUNNING, PROCESS_ID, turn]
-    values: dict[str, Any] = changes | {"heartbeat_at": now, "updated_at": now}
-    ended = "FALSE"
-    if end:  # each column the end changes checks that no steering waits
-        idle = ("steering = %s", [sql.prep(Session, "steering", [])])
-        values |= {
-            "state": sql.Case(*idle, _state_after("completed")),
-            "turn_owner": sql.Case(*idle, ""),
-            "heartbeat_at": sql.Case(*idle, None, otherwise=now),
-        }
-        ended = "planner_session.turn_owner = ''"
+    update (:func:`_step`), the step's rows inserted only if it moved the row (the turn's end only
+    if it ended it), and what waits read back (``sql.update_inserting``). Nothing is stored when
+    the row did not move: then the refusal :func:`_advance` gives."""
+    step = _step(session_id, turn, after_seq, changes, end=end)
     rows: list[tuple[Any, str]] = [(_message_row(session_id, turn, m), "") for m in saved]
     if records is not None:
         usage, tools = records.rows(session_id, turn)
@@ -683,27 +667,9 @@ def _saved_at_once(
         done = Event(session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"})
         rows.append((done, "ended"))
     found = sql.update_inserting(
-        Session,
-        values,
-        f"{current} AND last_message_seq = %s",
-        [*params, after_seq],
-        returning={"ended": ended, **_WAITS},
-        inserting=rows,
+        Session, step.values, step.where, step.params, returning=_MOVED, inserting=rows
     )
-    if found is None:
-        _refuse_unmoved(session_id, turn, current, params)
-    if found[0]:
-        return Saved(messages=saved, inputs_waiting=False, ended=True)
-    steering, notes = _waits(found[1:])
-    return Saved(messages=saved, inputs_waiting=steering or notes, steering_waiting=steering)
-
-
-def _refuse_unmoved(session_id: uuid.UUID, turn: int, current: str, params: list[Any]) -> NoReturn:
-    """Why a step's update did not move the session's row: its turn is no longer this process's,
-    or something was stored since."""
-    if not sql.row(f"SELECT 1 FROM planner_session WHERE {current}", params):  # noqa: S608
-        raise TurnSupersededError(f"Session {session_id} no longer runs turn {turn} here.")
-    raise ConflictError(f"Session {session_id} changed under its running turn.")
+    return step.advanced(found).saved(saved)
 
 
 @dataclass(frozen=True)
@@ -712,34 +678,81 @@ class _Advanced:
     steering: bool = False  # or steering waits for its next model call
     notes: bool = False  # change notes wait for it
 
+    def saved(self, messages: list[ChatMessage]) -> Saved:
+        if self.ended:
+            return Saved(messages=messages, inputs_waiting=False, ended=True)
+        waiting = self.steering or self.notes
+        return Saved(messages=messages, inputs_waiting=waiting, steering_waiting=self.steering)
+
+
+# What a step's update returns: whether it ended the turn, and what waits (``_WAITS``).
+_MOVED = {"ended": "planner_session.turn_owner = ''", **_WAITS}
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A step's update of the session's row (:func:`_step`)."""
+
+    session_id: uuid.UUID
+    turn: int
+    values: dict[str, Any]
+    where: str
+    params: list[Any]
+
+    def advanced(self, found: sql.Row | None) -> _Advanced:
+        """What the update did, from the row it returned (``_MOVED``); refused if it moved none:
+        the turn is no longer this process's, or something was stored since."""
+        if found is None:
+            current, params = _current(self.session_id, self.turn)
+            if not sql.row(f"SELECT 1 FROM planner_session WHERE {current}", params):  # noqa: S608
+                raise TurnSupersededError(f"Session {self.session_id} no longer runs turn {self.turn} here.")
+            raise ConflictError(f"Session {self.session_id} changed under its running turn.")
+        if found[0]:
+            return _Advanced(ended=True)
+        steering, notes = _waits(found[1:])
+        return _Advanced(ended=False, steering=steering, notes=notes)
+
+
+def _current(session_id: uuid.UUID, turn: int) -> tuple[str, list[Any]]:
+    """The condition that this process runs ``turn`` of the session (the session's only writer
+    then), and its parameters."""
+    key = sql.prep(Session, "id", session_id)
+    return "id = %s AND state = %s AND turn_owner = %s AND turn_count = %s", [
+        key,
+        SessionState.RUNNING,
+        PROCESS_ID,
+        turn,
+    ]
+
+
+def _step(session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str, Any], *, end: bool) -> _Step:
+    """The update moving the session's row past the messages being stored, if this process runs
+    ``turn`` and nothing was stored since ``after_seq`` (the seq check proves it); with ``end``,
+    ending the turn unless steering waits (each column the end changes checks it itself)."""
+    now = timezone.now()
+    values: dict[str, Any] = changes | {"heartbeat_at": now, "updated_at": now}
+    if end:
+        idle = ("steering = %s", [sql.prep(Session, "steering", [])])
+        values |= {
+            "state": sql.Case(*idle, _state_after("completed")),
+            "turn_owner": sql.Case(*idle, ""),
+            "heartbeat_at": sql.Case(*idle, None, otherwise=now),
+        }
+    current, params = _current(session_id, turn)
+    return _Step(session_id, turn, values, f"{current} AND last_message_seq = %s", [*params, after_seq])
+
 
 def _advance(
     session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str, Any], *, end: bool
 ) -> _Advanced:
-    """Move the session's row past the messages being stored, if this process runs ``turn`` and
-    nothing was stored since ``after_seq``; with ``end``, end the turn unless steering waits.
-    Whether it ended the turn, or else what waits for the turn's next model call (read by the
-    update itself: no round trip of its own)."""
-    now = timezone.now()
-    changes = changes | {"heartbeat_at": now, "updated_at": now}
-    # The turn's process is the session's only writer; the seq check proves it.
-    key = sql.prep(Session, "id", session_id)
-    current = "id = %s AND state = %s AND turn_owner = %s AND turn_count = %s"
-    params = [key, SessionState.RUNNING, PROCESS_ID, turn]
-    mine, mine_params = f"{current} AND last_message_seq = %s", [*params, after_seq]
-    if end and sql.update(
-        # Ends only if no steering waits: the condition is checked by the statement itself.
-        Session,
-        changes | {"state": _state_after("completed"), "turn_owner": "", "heartbeat_at": None},
-        f"{mine} AND steering = %s",
-        [*mine_params, sql.prep(Session, "steering", [])],
-    ):
-        return _Advanced(ended=True)
-    found = sql.update_returning(Session, changes, mine, mine_params, pk=key, returning=_WAITING)
-    if found is None:
-        _refuse_unmoved(session_id, turn, current, params)
-    steering, notes = _waits(found)
-    return _Advanced(ended=False, steering=steering, notes=notes)
+    """:func:`_step`'s update, made: whether it ended the turn, or else what waits for the turn's
+    next model call (read by the update itself: no round trip of its own)."""
+    step = _step(session_id, turn, after_seq, changes, end=end)
+    key = step.params[0]
+    returning = ", ".join(_MOVED.values())
+    return step.advanced(
+        sql.update_returning(Session, step.values, step.where, step.params, pk=key, returning=returning)
+    )
 
 
 def advance(session_id: uuid.UUID, turn: int, after_seq: int, changes: dict[str, Any]) -> None:
