@@ -55,21 +55,10 @@ def item_rows(
 ) -> tuple[list[JsonObject], bool]:
     """A page of the project's items by number, each with the holder of its active claim, and
     whether more follow; ``parents`` filters by parent id (``{"epic": 3}``), in one statement."""
-    where: list[str] = ["i.project_id = %s"]
-    params: list[Any] = [project.pk]
-    for column, value in (("kind", kind), ("state", state)):
-        if value:
-            where.append(f"i.{column} = %s")
-            params.append(value)
-    for parent, parent_id in parents.items():
-        where.append(f"i.{parent}_id = %s")
-        params.append(parent_id)
     found = sql.rows(
-        f"SELECT {_ROW}, u.username{_ROW_FROM}"
-        " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
-        " LEFT JOIN auth_user u ON u.id = c.holder_id"
-        f" WHERE {' AND '.join(where)} ORDER BY i.number LIMIT %s OFFSET %s",
-        [ClaimStatus.ACTIVE, *params, limit + 1, offset],
+        *item_rows_statement(
+            project=project, kind=kind, state=state, parents=parents, limit=limit, offset=offset
+        )
     )
     items = []
     for row in found[:limit]:
@@ -80,10 +69,45 @@ def item_rows(
     return items, len(found) > limit
 
 
+def item_rows_statement(
+    *,
+    project: Project,
+    kind: str | None,
+    state: str | None,
+    parents: dict[str, int],
+    limit: int,
+    offset: int,
+) -> sql.Statement:
+    """The statement :func:`item_rows` runs (one row more than ``limit``: whether more follow)."""
+    where: list[str] = ["i.project_id = %s"]
+    params: list[Any] = [project.pk]
+    for column, value in (("kind", kind), ("state", state)):
+        if value:
+            where.append(f"i.{column} = %s")
+            params.append(value)
+    for parent, parent_id in parents.items():
+        where.append(f"i.{parent}_id = %s")
+        params.append(parent_id)
+    return (
+        f"SELECT {_ROW}, u.username{_ROW_FROM}"
+        " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
+        " LEFT JOIN auth_user u ON u.id = c.holder_id"
+        f" WHERE {' AND '.join(where)} ORDER BY i.number LIMIT %s OFFSET %s",
+        [ClaimStatus.ACTIVE, *params, limit + 1, offset],
+    )
+
+
 def runnable_rows(*, project: Project, limit: int) -> list[JsonObject]:
     """The project's runnable tickets by number (:func:`tracker.selectors.runnable_tickets`), in one
     statement."""
-    found = sql.rows(
+    return [
+        _list_row(project.key, row) for row in sql.rows(*runnable_statement(project=project, limit=limit))
+    ]
+
+
+def runnable_statement(*, project: Project, limit: int) -> sql.Statement:
+    """The statement :func:`runnable_rows` runs."""
+    return (
         f"SELECT {_ROW}{_ROW_FROM}"  # noqa: S608 - fixed columns; values are parameters
         " WHERE i.project_id = %s AND i.kind = 'ticket' AND i.state = 'ready'"
         " AND NOT EXISTS (SELECT 1 FROM tracker_dependency d JOIN tracker_item b ON b.id = d.blocker_id"
@@ -92,7 +116,6 @@ def runnable_rows(*, project: Project, limit: int) -> list[JsonObject]:
         " ORDER BY i.number LIMIT %s",
         [project.pk, *RESOLVED_STATES, ClaimStatus.ACTIVE, limit],
     )
-    return [_list_row(project.key, row) for row in found]
 
 
 REPORTS_SHOWN = 5  # get_item's newest reports on the ticket; get_brief has more
@@ -102,40 +125,8 @@ _ITEM_ID = "(SELECT id FROM tracker_item WHERE project_id = %s AND number = %s)"
 def item_detail(*, project: Project, number: int) -> JsonObject | None:
     """The item numbered ``number`` in ``project`` as ``get_item`` shows it (its dependencies, its
     active claim and its newest reports), in three statements sent at once; None if there is none."""
-    at = [project.pk, number]
     item_rows_, dependency_rows, report_rows = sql.result_sets(
-        [
-            (
-                "SELECT i.id, i.kind, i.title, i.state, i.version, ep.key, e.number, mp.key, m.number,"
-                " i.description, i.acceptance_criteria, i.policy, c.id, u.username, c.status,"
-                " c.created_at, c.renewed_at, c.expires_at, c.ended_at, c.end_reason"
-                " FROM tracker_item i"
-                " LEFT JOIN tracker_item e ON e.id = i.epic_id"
-                " LEFT JOIN tracker_project ep ON ep.id = e.project_id"
-                " LEFT JOIN tracker_item m ON m.id = i.milestone_id"
-                " LEFT JOIN tracker_project mp ON mp.id = m.project_id"
-                " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
-                " LEFT JOIN auth_user u ON u.id = c.holder_id"
-                " WHERE i.project_id = %s AND i.number = %s",
-                [ClaimStatus.ACTIVE, *at],
-            ),
-            (
-                # Each dependency with the item at its other end, and whether this item blocks it.
-                f"WITH it AS {_ITEM_ID}"  # noqa: S608 - fixed SQL; values are parameters
-                " SELECT d.blocker_id = it.id, p.key, o.number, o.title, o.state"
-                " FROM it JOIN tracker_dependency d ON d.blocked_id = it.id OR d.blocker_id = it.id"
-                " JOIN tracker_item o ON o.id = CASE WHEN d.blocked_id = it.id THEN d.blocker_id"
-                " ELSE d.blocked_id END"
-                " JOIN tracker_project p ON p.id = o.project_id ORDER BY o.number, o.id",
-                at,
-            ),
-            (
-                "SELECT r.id, r.claim_id, u.username, r.kind, r.summary, r.links, r.details, r.created_at"  # noqa: S608
-                " FROM tracker_report r JOIN auth_user u ON u.id = r.author_id"
-                f" WHERE r.item_id = {_ITEM_ID} ORDER BY r.created_at DESC, r.id DESC LIMIT %s",
-                [*at, REPORTS_SHOWN],
-            ),
-        ]
+        item_detail_statements(project=project, number=number)
     )
     if not item_rows_:
         return None
@@ -160,6 +151,43 @@ def item_detail(*, project: Project, number: int) -> JsonObject | None:
         "claim": _claim(key, title, found[12:]),
         "reports": [_report(key, row) for row in report_rows],
     }
+
+
+def item_detail_statements(*, project: Project, number: int) -> list[sql.Statement]:
+    """The statements :func:`item_detail` runs: the item, its dependencies, its newest reports."""
+    at = [project.pk, number]
+    return [
+        (
+            "SELECT i.id, i.kind, i.title, i.state, i.version, ep.key, e.number, mp.key, m.number,"
+            " i.description, i.acceptance_criteria, i.policy, c.id, u.username, c.status,"
+            " c.created_at, c.renewed_at, c.expires_at, c.ended_at, c.end_reason"
+            " FROM tracker_item i"
+            " LEFT JOIN tracker_item e ON e.id = i.epic_id"
+            " LEFT JOIN tracker_project ep ON ep.id = e.project_id"
+            " LEFT JOIN tracker_item m ON m.id = i.milestone_id"
+            " LEFT JOIN tracker_project mp ON mp.id = m.project_id"
+            " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
+            " LEFT JOIN auth_user u ON u.id = c.holder_id"
+            " WHERE i.project_id = %s AND i.number = %s",
+            [ClaimStatus.ACTIVE, *at],
+        ),
+        (
+            # Each dependency with the item at its other end, and whether this item blocks it.
+            f"WITH it AS {_ITEM_ID}"  # noqa: S608 - fixed SQL; values are parameters
+            " SELECT d.blocker_id = it.id, p.key, o.number, o.title, o.state"
+            " FROM it JOIN tracker_dependency d ON d.blocked_id = it.id OR d.blocker_id = it.id"
+            " JOIN tracker_item o ON o.id = CASE WHEN d.blocked_id = it.id THEN d.blocker_id"
+            " ELSE d.blocked_id END"
+            " JOIN tracker_project p ON p.id = o.project_id ORDER BY o.number, o.id",
+            at,
+        ),
+        (
+            "SELECT r.id, r.claim_id, u.username, r.kind, r.summary, r.links, r.details, r.created_at"  # noqa: S608
+            " FROM tracker_report r JOIN auth_user u ON u.id = r.author_id"
+            f" WHERE r.item_id = {_ITEM_ID} ORDER BY r.created_at DESC, r.id DESC LIMIT %s",
+            [*at, REPORTS_SHOWN],
+        ),
+    ]
 
 
 def _dependencies(rows: list[sql.Row]) -> tuple[list[JsonObject], list[JsonObject]]:

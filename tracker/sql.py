@@ -33,6 +33,12 @@ Converter = Callable[[Any, Any, Any], Any]
 
 def rows(sql: str, params: Sequence[Any] = ()) -> list[Row]:
     """Every row of ``sql``, a statement prepared once per connection on PostgreSQL."""
+    if (found := _read_ahead(sql, params)) is not None:
+        return found
+    return _rows_sent(sql, params)
+
+
+def _rows_sent(sql: str, params: Sequence[Any]) -> list[Row]:
     with _reading() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
@@ -40,6 +46,8 @@ def rows(sql: str, params: Sequence[Any] = ()) -> list[Row]:
 
 def row(sql: str, params: Sequence[Any] = ()) -> Row | None:
     """The first row of ``sql``, if any (prepared as :func:`rows` prepares it)."""
+    if (ahead := _read_ahead(sql, params)) is not None:
+        return ahead[0] if ahead else None
     with _reading() as cursor:
         cursor.execute(sql, params)
         found: Row | None = cursor.fetchone()
@@ -285,14 +293,38 @@ def _typed_row(model: type[Model]) -> str:
 
 def _last_row(sql: str, params: Sequence[Any]) -> Row | None:
     """The first row of ``sql``, the last statement of the batch: with the COMMIT in the same
-    execute when the batch ends an outermost transaction (:func:`batched`)."""
+    round trip when the batch ends an outermost transaction (:func:`batched`). Prepared, in one
+    pipeline with its transaction's BEGIN and COMMIT, when no write waits to go with it: parsing
+    and planning a step's save (several kilobytes of rows) cost PostgreSQL three times what
+    running it does."""
+    ending = _ending.get() and _outermost()
+    if not _queued.get():
+        return _prepared_last_row(sql, params, ending=ending)
     statements: list[Statement] = [(sql, params)]
-    if _ending.get() and _outermost():
+    if ending:
         statements.append(("COMMIT", ()))
     with connection.cursor() as cursor:
         _send(cursor, statements, skip=0)
         found: Row | None = cursor.fetchone()
         return found
+
+
+def _prepared_last_row(sql: str, params: Sequence[Any], *, ending: bool) -> Row | None:
+    cursor = _reading()
+    opening = _opening()
+    raw = connection.connection
+    try:
+        with connection.wrap_database_errors, _begun_by_us(opening):
+            with raw.pipeline():
+                if opening:
+                    raw.execute("BEGIN")
+                cursor.execute(sql, params)
+                if ending:
+                    raw.execute("COMMIT")
+            found: Row | None = cursor.fetchone()
+            return found
+    finally:
+        cursor.close()
 
 
 def update_later(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> None:
@@ -473,8 +505,10 @@ def _send(
 def result_sets(statements: Sequence[Statement]) -> list[list[Row]]:
     """Every row of each of ``statements``, in order: in one round trip on PostgreSQL (several
     statements in one execute, their results read one after another), each at once on SQLite."""
+    if (found := _all_read_ahead(statements)) is not None:
+        return found
     if connection.vendor != "postgresql":
-        return [rows(sql, params) for sql, params in statements]
+        return [_rows_sent(sql, params) for sql, params in statements]
     if _queued.get():  # the writes waiting go first, in the same execute
         with connection.cursor() as cursor:
             _send(cursor, statements, skip=0)
@@ -498,3 +532,64 @@ def result_sets(statements: Sequence[Statement]) -> list[list[Row]]:
     finally:
         for cursor in cursors:
             cursor.close()
+
+
+# --- reads sent before the code that makes them: one round trip for a round of tool calls
+
+_Key = tuple[str, tuple[Any, ...]]
+_ahead: ContextVar[dict[_Key, list[list[Row]]] | None] = ContextVar("ballet_sql_ahead", default=None)
+
+
+@contextmanager
+def reading_ahead(statements: Sequence[Statement]) -> Iterator[None]:
+    """Read ``statements`` now, all in one round trip (:func:`result_sets`); within, a :func:`rows`,
+    :func:`row` or :func:`result_sets` that asks for one of them, the same SQL with the same
+    parameters, gets what was read instead of sending it again, once. For reads the caller knows
+    its code is about to make, with no write before them: the answer is what the database held a
+    moment before the code asked (docs/architecture.md#the-hot-path-in-sql)."""
+    if not statements:
+        yield
+        return
+    kept: dict[_Key, list[list[Row]]] = {}
+    for (sql, params), found in zip(statements, result_sets(statements), strict=True):
+        if (key := _key(sql, params)) is not None:
+            kept.setdefault(key, []).append(found)
+    token = _ahead.set(kept)
+    try:
+        yield
+    finally:
+        _ahead.reset(token)
+
+
+def _key(sql: str, params: Sequence[Any]) -> _Key | None:
+    key = (sql, tuple(params))
+    try:
+        hash(key)
+    except TypeError:  # a parameter that is a list: asked for again, it is read again
+        return None
+    return key
+
+
+def _read_ahead(sql: str, params: Sequence[Any]) -> list[Row] | None:
+    """The rows of ``sql`` read ahead (:func:`reading_ahead`), taken; None if none wait."""
+    kept = _ahead.get()
+    if not kept or (key := _key(sql, params)) is None:
+        return None
+    waiting = kept.get(key)
+    return waiting.pop(0) if waiting else None
+
+
+def _all_read_ahead(statements: Sequence[Statement]) -> list[list[Row]] | None:
+    """The rows of each of ``statements`` if every one was read ahead, taken; else None, nothing taken."""
+    kept = _ahead.get()
+    if not kept:
+        return None
+    keys = [_key(sql, params) for sql, params in statements]
+    wanted: dict[_Key, int] = {}
+    for key in keys:
+        if key is None:
+            return None
+        wanted[key] = wanted.get(key, 0) + 1
+    if any(len(kept.get(key, ())) < count for key, count in wanted.items()):
+        return None
+    return [kept[key].pop(0) for key in keys if key is not None]

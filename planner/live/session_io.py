@@ -29,13 +29,15 @@ from planner.agent.messages import (
     Usage,
 )
 from planner.agent.tools import TOOLS, ToolContext
+from planner.agent.tools.base import reads_ahead
 from planner.live.bridge import db
 from planner.live.turns import LiveTurn
 from planner.models import RequestKind
 from planner.selectors import TurnSetup, tokens_used_since, utc_day_start
 from planner.services import human_requests, sessions
+from tracker import sql
 from tracker.inputs import nul_paths
-from tracker.permissions import access_scope
+from tracker.permissions import Reader, access_query, access_scope
 from tracker.selectors import project_planner_config
 
 Emit = Callable[[Frame], Awaitable[None]]
@@ -125,7 +127,7 @@ class SessionIO(TurnIO):
         if any(spec.writes for call in calls if (spec := TOOLS.get(call.name)) is not None):
             return self._writing_round(answer, usage, calls, stopping)
         try:
-            runs = self._calls(calls, stopping)
+            runs = self._calls(calls, stopping, ahead=True)
             if len(runs) < len(calls):  # stopped: the answer alone, the loop answers the rest
                 saved = self._store(answer, after_seq=self.last_seq, usage=usage)
                 return _RoundDone(saved.message, runs, None, saved)
@@ -197,15 +199,28 @@ class SessionIO(TurnIO):
         frames_out = [human_requests.request_frame(r) for r in paused]
         return _RoundDone(saved.message, runs, None, saved, paused=frames_out)
 
-    def _calls(self, calls: list[ToolUseBlock], stopping: Callable[[], bool]) -> list[ToolRun]:
-        """Run ``calls`` in order until ``stopping()``; the human's access is read once for them."""
+    def _calls(
+        self, calls: list[ToolUseBlock], stopping: Callable[[], bool], *, ahead: bool = False
+    ) -> list[ToolRun]:
+        """Run ``calls`` in order until ``stopping()``; the human's access is read once for them.
+        ``ahead``: none of them writes, so the access and what each reads first are read at once,
+        one round trip (docs/architecture.md#the-hot-path-in-sql)."""
         runs: list[ToolRun] = []
-        with access_scope():
+        with access_scope(), sql.reading_ahead(self._reads(calls) if ahead else []):
             for call in calls:
                 if stopping():
                     break
                 runs.append(self._run(call))
         return runs
+
+    def _reads(self, calls: list[ToolUseBlock]) -> list[sql.Statement]:
+        """The access of whom the tools read for, and what each call reads first."""
+        reader = self.context.reader
+        users = reader.users if isinstance(reader, Reader) else (reader,)
+        reads = [access_query([user.pk]) for user in users if user.pk is not None]
+        for call in calls:
+            reads.extend(reads_ahead(TOOLS.get(call.name), call.input, self.context))
+        return reads
 
     def _run(self, call: ToolUseBlock) -> ToolRun:
         record = sessions.tool_run(context=self.context, call=call)

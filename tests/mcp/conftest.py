@@ -15,6 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 from rest_framework.authtoken.models import Token
 
 from ballet.asgi import application
+from tests.fakes.rate_clock import hold_rate_clock
 from tests.planner.conftest import chat_project, scripted  # noqa: F401 - fixtures of these tests too
 
 BASE = "http://testserver"
@@ -22,9 +23,10 @@ ACCEPT = {"accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture
-def limits() -> Iterator[Callable[..., None]]:
+def limits(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
     """``limits(name=value)`` changes the limits of docs/trust.md#limits for the test."""
     original = settings.BALLET_LIMITS
+    hold_rate_clock(monkeypatch)
 
     def change(**values: Any) -> None:
         settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, **values)

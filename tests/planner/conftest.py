@@ -17,6 +17,7 @@ from planner.live.runner import Runner, runner
 from planner.models import Session
 from planner.routing import websocket_urlpatterns
 from planner.services.sessions import session_create
+from tests.fakes.rate_clock import hold_rate_clock
 from tests.fakes.scripted import ScriptedGateway
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
@@ -44,8 +45,9 @@ async def planner(model) -> AsyncIterator[Runner]:
 
 
 @pytest.fixture
-def limits(settings):
+def limits(settings, monkeypatch):
     """Set some limits for the test: ``limits(messages_per_minute=3)``."""
+    hold_rate_clock(monkeypatch)
 
     def set_limits(**values):
         settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, **values)

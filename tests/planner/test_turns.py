@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import pytest
 from cryptography.fernet import Fernet
+from django.db import connection
 
 from planner.agent import compaction
 from planner.agent.gateway import AnthropicGateway, GatewayError
+from planner.agent.tools import ToolContext, call_tool
 from planner.live.hub import hub
 from planner.models import Event, Message, Session, ToolCall
 from planner.services import sessions
 from tests.fakes.messages_api import FakeMessagesAPI, TextReply
 from tests.fakes.scripted import Answer, Hang, call, say
 from tests.planner.conftest import drive, sync
-from tracker import permissions
-from tracker.models import Changeset
+from tracker import permissions, sql
+from tracker.models import Changeset, Membership
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_reject
 from tracker.services.items import item_update
@@ -357,6 +360,68 @@ async def test_a_round_of_tool_calls_reads_the_humans_access_once(
     )()
     assert [len(r) for r in results] == [3, 1]
     assert not any(block.get("is_error") for result in results for block in result)
+
+
+async def test_a_round_of_reading_calls_reads_what_they_ask_for_at_once_and_answers_as_alone(
+    planner, model, session, member, make_item, monkeypatch
+):
+    beta = await sync(make_item)(kind="milestone", title="Beta")
+    await sync(make_item)(title="Login page", state="ready", milestone=beta)
+    served: list[int] = []
+    one, every = sql._read_ahead, sql._all_read_ahead
+
+    def read_ahead(statement, params):  # within a round's reading ahead: was it served?
+        found = one(statement, params)
+        if sql._ahead.get() is not None:
+            served.append(found is not None)
+        return found
+
+    def all_read_ahead(statements):
+        found = every(statements)
+        if sql._ahead.get() is not None:
+            served.extend([found is not None] * len(statements))
+        return found
+
+    monkeypatch.setattr(sql, "_read_ahead", read_ahead)
+    monkeypatch.setattr(sql, "_all_read_ahead", all_read_ahead)
+    calls = [("list_runnable", {}), ("get_item", {"key": "BAL-1"}), ("list_items", {"limit": 20})]
+    model.add(call(*calls[0], *calls[1:]), say("Done."))
+    await drive(planner, session, member, "Survey")
+    # The human's access and the five statements of the three calls, each read ahead and served
+    assert served == [True] * 6
+    (results,) = await sync(
+        lambda: [m.content for m in Message.objects.filter(session=session, kind="tool_results")]
+    )()
+    context = ToolContext(user=member, project=session.project)
+    alone = await sync(lambda: [call_tool(name, args, context).content for name, args in calls])()
+    assert [block["content"] for block in results] == alone
+    assert not any(block.get("is_error") for block in results)
+    assert '"Login page"' in alone[0]
+    assert '"Beta"' in alone[1]
+
+
+async def test_calls_read_ahead_are_refused_to_a_human_removed_while_the_model_answered(
+    planner, model, session, member, make_item
+):
+    await sync(make_item)(title="Login page", state="ready")
+
+    def remove_member() -> None:
+        Membership.objects.filter(user=member, project=session.project).delete()
+        connection.close()
+
+    def removed_meanwhile(request):
+        # Gone while the model answered, before the removal's stop reached the turn.
+        remover = threading.Thread(target=remove_member)
+        remover.start()
+        remover.join()
+        return call("list_runnable", {}, ("get_item", {"key": "BAL-1"}))
+
+    model.add(removed_meanwhile, say("Done."))
+    await drive(planner, session, member, "Survey")
+    (results,) = await sync(
+        lambda: [m.content for m in Message.objects.filter(session=session, kind="tool_results")]
+    )()
+    assert [json.loads(block["content"])["error"]["code"] for block in results] == ["permission_denied"] * 2
 
 
 async def test_each_model_call_works_out_what_it_sends_once(planner, model, session, member, monkeypatch):

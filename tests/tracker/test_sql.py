@@ -160,7 +160,7 @@ def test_a_step_s_save_is_one_round_trip_and_tells_what_waits(session, last):
     organization.activity_seq = session.last_seen_seq + 1
     organization.save()
     answer = ChatMessage(role="assistant", content=(TextBlock("Looking"),), kind="assistant")
-    with CaptureQueriesContext(connection) as sent:
+    with pipelines() as sent_in, CaptureQueriesContext(connection) as sent:
         saved = sessions.message_save(session_id=session.pk, turn=1, after_seq=0, message=answer, last=last)
     # The fixture's session has steering queued (so even the last answer does not end the turn),
     # and the organization moved on since it looked.
@@ -178,8 +178,12 @@ def test_a_step_s_save_is_one_round_trip_and_tells_what_waits(session, last):
         # Django logs its own BEGIN and COMMIT, which it never sends here
         statements = [q["sql"] for q in sent if q["sql"] not in {"BEGIN", "COMMIT"}]
         assert len(statements) == 1
-        assert statements[0].startswith("BEGIN; WITH moved AS (UPDATE")
-        assert statements[0].endswith("; COMMIT")
+        assert statements[0].startswith("WITH moved AS (UPDATE")
+        # prepared, in one pipeline with its transaction's BEGIN and COMMIT
+        assert "$1" in statements[0]
+        (pipeline,) = sent_in
+        assert pipeline is not None
+        assert sent_in.control == [("BEGIN", pipeline), ("COMMIT", pipeline)]
 
 
 def test_a_step_s_rows_are_stored_in_order_with_every_value(session, member):
@@ -245,6 +249,21 @@ def test_a_step_s_save_that_finds_its_row_moved_stores_nothing(session, moved):
     assert connection.get_autocommit()  # nothing left open
     row = Session.objects.get(pk=session.pk)
     assert row.state == "running"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_s_save_that_fails_keeps_nothing_and_leaves_the_connection_usable(session):
+    Session.objects.filter(pk=session.pk).update(
+        state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=1, steering=[]
+    )
+    Message.objects.create(session=session, seq=1, role="user", kind="human", content=[], turn=1)
+    answer = ChatMessage(role="assistant", content=(TextBlock("Done"),), kind="assistant")
+    with pytest.raises(IntegrityError):  # seq 1 is taken: the insert fails after the update moved the row
+        sessions.message_save(session_id=session.pk, turn=1, after_seq=0, message=answer, last=True)
+    assert connection.get_autocommit()
+    row = Session.objects.get(pk=session.pk)
+    assert (row.last_message_seq, row.state, row.turn_owner) == (0, "running", PROCESS_ID)
+    assert (kinds(session), Message.objects.filter(session=session).count()) == ([], 1)
 
 
 def test_what_waits_reads_steering_and_the_organization_s_activity(session):
@@ -334,14 +353,15 @@ def test_a_failing_write_fails_the_statement_it_went_with_and_nothing_is_kept(se
 
 
 @contextmanager
-def pipelines() -> Iterator[list[Any]]:
+def pipelines() -> Iterator[Sent]:
     """Per statement the connection ran meanwhile, the psycopg pipeline it was sent in (None when
     sent alone): statements of one pipeline go to PostgreSQL together, their answers read at its
-    end, one round trip."""
+    end, one round trip. The BEGIN and COMMIT sent straight on psycopg's connection, with theirs,
+    are in ``control``."""
     connection.ensure_connection()
     raw = connection.connection
     opened: list[object] = []
-    sent_in: list[Any] = []
+    sent_in = Sent()
 
     @contextmanager
     def pipeline() -> Iterator[Any]:
@@ -358,12 +378,25 @@ def pipelines() -> Iterator[list[Any]]:
         with connection.execute_wrapper(seen):
             yield sent_in
         return
-    raw.pipeline = pipeline
+
+    def execute(query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent_in.control.append((str(query), opened[-1] if raw.pgconn.pipeline_status else None))
+        return type(raw).execute(raw, query, *args, **kwargs)
+
+    raw.pipeline, raw.execute = pipeline, execute
     try:
         with connection.execute_wrapper(seen):
             yield sent_in
     finally:
-        del raw.pipeline
+        del raw.pipeline, raw.execute
+
+
+class Sent(list[Any]):
+    """:func:`pipelines`' record."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.control: list[tuple[str, Any]] = []
 
 
 def test_result_sets_reads_each_statement_s_rows_in_one_round_trip_on_postgresql(session):
@@ -382,6 +415,44 @@ def test_result_sets_reads_each_statement_s_rows_in_one_round_trip_on_postgresql
         assert len(set(map(id, sent_in))) == 1
     else:
         assert sent_in == [None, None, None]
+
+
+def test_reads_read_ahead_are_answered_from_what_was_read_once_each(session):
+    where = [sql.prep(Session, "id", session.pk)]
+    title = ("SELECT title FROM planner_session WHERE id = %s", where)
+    states = [("SELECT state FROM planner_session WHERE id = %s", where), ("SELECT 2", [])]
+    with pipelines() as sent_in, CaptureQueriesContext(connection) as sent:
+        with sql.reading_ahead([title, title, *states]):
+            ahead = len(sent)
+            Session.objects.filter(pk=session.pk).update(title="Renamed")
+            answers = [sql.row(*title), sql.rows(*title), sql.result_sets(states)]
+            again = [
+                sql.row(*title),
+                sql.row(
+                    "SELECT title FROM planner_session WHERE id = %s", [sql.prep(Session, "id", uuid.uuid4())]
+                ),
+            ]
+        after = sql.row(*title)
+    # read before the update, each once; asked for again, or with other parameters, sent
+    assert answers == [("Plans",), [("Plans",)], [[("idle",)], [(2,)]]]
+    assert again == [("Renamed",), None]
+    assert after == ("Renamed",)
+    assert ahead == 4
+    assert len(sent) == ahead + 1 + 3  # the update, the three reads asked for again
+    if connection.vendor == "postgresql":
+        assert sent_in[0] is not None
+        assert len(set(map(id, sent_in[:4]))) == 1
+
+
+def test_result_sets_read_ahead_only_in_part_are_all_sent(session):
+    where = [sql.prep(Session, "id", session.pk)]
+    title = ("SELECT title FROM planner_session WHERE id = %s", where)
+    with sql.reading_ahead([title]):
+        Session.objects.filter(pk=session.pk).update(title="Renamed")
+        both = sql.result_sets([title, ("SELECT 2", [])])
+        kept = sql.row(*title)
+    assert both == [[("Renamed",)], [(2,)]]
+    assert kept == ("Plans",)  # what was read ahead still waits for its asker
 
 
 def test_reads_are_prepared_and_planned_once_per_connection_on_postgresql_and_answer_as_before(session):

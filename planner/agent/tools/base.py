@@ -30,6 +30,7 @@ from tracker.inputs import NUL_MESSAGE, json_path, nul_paths
 from tracker.models import Project
 from tracker.permissions import PLANNER_CHAT, Principal, Reader, has_permission
 from tracker.services.activity import Actor
+from tracker.sql import Statement
 
 JsonObject = dict[str, Any]
 
@@ -81,6 +82,7 @@ class ToolError(BalletError):
 
 
 Handler = Callable[[ToolContext, JsonObject], JsonObject]
+Reads = Callable[[ToolContext, JsonObject], list[Statement]]
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,9 @@ class ToolSpec:
     # Who may approve a call when the project makes it wait for approval, in a question's sub-chat
     # (elsewhere the chat's owner): a member of the project with this permission.
     approver: str = PLANNER_CHAT
+    # The statements a call with a valid input runs first, whatever they answer: a round of calls
+    # reads them ahead, all at once (:func:`reads_ahead`). Only for a tool that reads alone.
+    reads: Reads | None = None
 
     def definition(self) -> ToolDefinition:
         """What the model is shown: the schema without what only validation needs (model_schema)."""
@@ -248,6 +253,15 @@ def run_tool(spec: ToolSpec | None, name: str, arguments: Any, context: ToolCont
         output = error_output("internal_error", message)
     del context.drafts[drafts:]  # nothing it drafted was kept
     return ToolOutcome(output, True)
+
+
+def reads_ahead(spec: ToolSpec | None, arguments: Any, context: ToolContext) -> list[Statement]:
+    """What a call of ``spec`` with ``arguments`` reads first, to be read ahead with the rest of its
+    round (``tracker.sql.reading_ahead``); nothing for an input :func:`run_tool` refuses. Only the
+    call's own code, once authorized, is ever given what was read."""
+    if spec is None or spec.reads is None or spec.writes or input_problem(spec, arguments) is not None:
+        return []
+    return spec.reads(context, arguments)
 
 
 def _denied(context: ToolContext, permission: str) -> str:

@@ -12,32 +12,51 @@ from tracker.models import ItemKind
 from tracker.models.plan import ALL_STATES
 from tracker.operations import OPERATIONS_SCHEMA
 from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE
-from tracker.plan_rows import item_detail, item_rows, runnable_rows
+from tracker.plan_rows import (
+    item_detail,
+    item_detail_statements,
+    item_rows,
+    item_rows_statement,
+    runnable_rows,
+    runnable_statement,
+)
 from tracker.search import ITEM, SKILL
 from tracker.selectors import changeset_list, item_number, parent_ids, project_find
 from tracker.services.changesets import changeset_propose
+from tracker.sql import Statement
 
 ITEM_KEY: JsonObject = {"type": "string", "pattern": "^[A-Z][A-Z0-9]*-[0-9]+$", "maxLength": 30}
 LIMIT: JsonObject = {"type": "integer", "minimum": 1, "maximum": 200}
 
 # The three read tools a turn most often calls read in SQL (tracker/plan_rows.py), and answer
-# what the REST API's selectors and serializers answer.
+# what the REST API's selectors and serializers answer. Each says what it reads first (``reads``):
+# a round of calls reads it all in one round trip (docs/architecture.md#the-hot-path-in-sql).
 
 
 def list_items(ctx: ToolContext, args: JsonObject) -> JsonObject:
     parents = parent_ids(
         ctx.project, {ItemKind.EPIC: args.get("epic"), ItemKind.MILESTONE: args.get("milestone")}
     )
-    offset = args.get("offset", 0)
-    items, more = item_rows(
-        project=ctx.project,
-        kind=args.get("kind"),
-        state=args.get("state"),
-        parents=parents,
-        limit=args.get("limit", 50),
-        offset=offset,
-    )
-    return {"items": items, "offset": offset, "more": more}
+    items, more = item_rows(**_listing(ctx, args, parents))
+    return {"items": items, "offset": args.get("offset", 0), "more": more}
+
+
+def _listing(ctx: ToolContext, args: JsonObject, parents: dict[str, int]) -> JsonObject:
+    """What ``list_items`` asks :func:`item_rows` for."""
+    return {
+        "project": ctx.project,
+        "kind": args.get("kind"),
+        "state": args.get("state"),
+        "parents": parents,
+        "limit": args.get("limit", 50),
+        "offset": args.get("offset", 0),
+    }
+
+
+def _list_items_reads(ctx: ToolContext, args: JsonObject) -> list[Statement]:
+    if args.get("epic") or args.get("milestone"):  # the parents are read first
+        return []
+    return [item_rows_statement(**_listing(ctx, args, {}))]
 
 
 def get_item(ctx: ToolContext, args: JsonObject) -> JsonObject:
@@ -52,8 +71,17 @@ def get_item(ctx: ToolContext, args: JsonObject) -> JsonObject:
     return item
 
 
+def _get_item_reads(ctx: ToolContext, args: JsonObject) -> list[Statement]:
+    number = item_number(ctx.project, args["key"])
+    return [] if number is None else item_detail_statements(project=ctx.project, number=number)
+
+
 def list_runnable(ctx: ToolContext, args: JsonObject) -> JsonObject:
     return {"tickets": runnable_rows(project=ctx.project, limit=args.get("limit", 50))}
+
+
+def _list_runnable_reads(ctx: ToolContext, args: JsonObject) -> list[Statement]:
+    return [runnable_statement(project=ctx.project, limit=args.get("limit", 50))]
 
 
 def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
@@ -170,6 +198,7 @@ SPECS = (
         ),
         permission=TRACKER_READ,
         handler=list_items,
+        reads=_list_items_reads,
     ),
     ToolSpec(
         name="get_item",
@@ -179,6 +208,7 @@ SPECS = (
         input_schema=_schema({"key": ITEM_KEY}, ["key"]),
         permission=TRACKER_READ,
         handler=get_item,
+        reads=_get_item_reads,
     ),
     ToolSpec(
         name="list_runnable",
@@ -186,6 +216,7 @@ SPECS = (
         input_schema=_schema({"limit": LIMIT}),
         permission=TRACKER_READ,
         handler=list_runnable,
+        reads=_list_runnable_reads,
     ),
     ToolSpec(
         name="search_project",
