@@ -302,7 +302,7 @@ def skill_choice(*, project: Project, name: str) -> tuple[int, int] | None:
     The planner asks at the start of every turn, so this is one plain statement, prepared
     (tracker/sql.py: the ORM's version of it, with its aggregate and subqueries, cost more to
     compose than to run, and PostgreSQL spent as long planning it)."""
-    rows = sql.rows(_SKILL_CHOICE, [project.pk, name, project.organization_id, project.pk])
+    rows = sql.rows(*skill_choice_statement(project=project, name=name))
     chosen = None
     for row in rows:
         if chosen is None or (row[1] and not chosen[1]):  # the project's own shadows the organization's
@@ -311,6 +311,11 @@ def skill_choice(*, project: Project, name: str) -> tuple[int, int] | None:
         return None
     pk, _, latest, pinned = chosen
     return pk, pinned or latest
+
+
+def skill_choice_statement(*, project: Project, name: str) -> sql.Statement:
+    """The statement :func:`skill_choice` runs."""
+    return _SKILL_CHOICE, [project.pk, name, project.organization_id, project.pk]
 
 
 _SKILL_CHOICE = f"""

@@ -12,6 +12,7 @@ belongs here only when it is on every turn's path and measured to matter
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import json
@@ -507,6 +508,16 @@ def result_sets(statements: Sequence[Statement]) -> list[list[Row]]:
     statements in one execute, their results read one after another), each at once on SQLite."""
     if (found := _all_read_ahead(statements)) is not None:
         return found
+    ahead = _ahead.get()
+    if ahead is None or not ahead.pending:
+        return _result_sets_sent(statements)
+    pending, ahead.pending = ahead.pending, []
+    found = _result_sets_sent([*statements, *pending])
+    ahead.keep(pending, found[len(statements) :])
+    return found[: len(statements)]
+
+
+def _result_sets_sent(statements: Sequence[Statement]) -> list[list[Row]]:
     if connection.vendor != "postgresql":
         return [_rows_sent(sql, params) for sql, params in statements]
     if _queued.get():  # the writes waiting go first, in the same execute
@@ -537,24 +548,42 @@ def result_sets(statements: Sequence[Statement]) -> list[list[Row]]:
 # --- reads sent before the code that makes them: one round trip for a round of tool calls
 
 _Key = tuple[str, tuple[Any, ...]]
-_ahead: ContextVar[dict[_Key, list[list[Row]]] | None] = ContextVar("ballet_sql_ahead", default=None)
+
+
+@dataclasses.dataclass
+class _Ahead:
+    kept: dict[_Key, list[list[Row]]] = dataclasses.field(
+        default_factory=dict
+    )  # read, waiting for their askers
+    pending: list[Statement] = dataclasses.field(default_factory=list)  # to go with the next read sent
+
+    def keep(self, statements: Sequence[Statement], found: Sequence[list[Row]]) -> None:
+        for (sql, params), rows_ in zip(statements, found, strict=True):
+            if (key := _key(sql, params)) is not None:
+                self.kept.setdefault(key, []).append(rows_)
+
+
+_ahead: ContextVar[_Ahead | None] = ContextVar("ballet_sql_ahead", default=None)
 
 
 @contextmanager
-def reading_ahead(statements: Sequence[Statement]) -> Iterator[None]:
-    """Read ``statements`` now, all in one round trip (:func:`result_sets`); within, a :func:`rows`,
-    :func:`row` or :func:`result_sets` that asks for one of them, the same SQL with the same
-    parameters, gets what was read instead of sending it again, once. For reads the caller knows
-    its code is about to make, with no write before them: the answer is what the database held a
-    moment before the code asked (docs/architecture.md#the-hot-path-in-sql)."""
+def reading_ahead(statements: Sequence[Statement], *, with_next: bool = False) -> Iterator[None]:
+    """Read ``statements`` now, all in one round trip (:func:`result_sets`), or with ``with_next``
+    in the round trip of the next read sent within; within, a :func:`rows`, :func:`row` or
+    :func:`result_sets` that asks for one of them, the same SQL with the same parameters, gets
+    what was read instead of sending it again, once. For reads the caller knows its code is about
+    to make, with no write of its own before them: the answer is what the database held a moment
+    before the code asked (docs/architecture.md#the-hot-path-in-sql). Within another, it stands
+    alone: what the outer one read waits until it ends."""
     if not statements:
         yield
         return
-    kept: dict[_Key, list[list[Row]]] = {}
-    for (sql, params), found in zip(statements, result_sets(statements), strict=True):
-        if (key := _key(sql, params)) is not None:
-            kept.setdefault(key, []).append(found)
-    token = _ahead.set(kept)
+    ahead = _Ahead()
+    if with_next:
+        ahead.pending = list(statements)
+    else:
+        ahead.keep(statements, result_sets(statements))
+    token = _ahead.set(ahead)
     try:
         yield
     finally:
@@ -571,18 +600,22 @@ def _key(sql: str, params: Sequence[Any]) -> _Key | None:
 
 
 def _read_ahead(sql: str, params: Sequence[Any]) -> list[Row] | None:
-    """The rows of ``sql`` read ahead (:func:`reading_ahead`), taken; None if none wait."""
-    kept = _ahead.get()
-    if not kept or (key := _key(sql, params)) is None:
+    """The rows of ``sql`` read ahead (:func:`reading_ahead`), taken; None if none wait. A read
+    that is not waits for nothing that goes with the next read: it is that read."""
+    ahead = _ahead.get()
+    if ahead is None:
         return None
-    waiting = kept.get(key)
-    return waiting.pop(0) if waiting else None
+    if (key := _key(sql, params)) is not None and (waiting := ahead.kept.get(key)):
+        return waiting.pop(0)
+    if ahead.pending:
+        return result_sets([(sql, params)])[0]
+    return None
 
 
 def _all_read_ahead(statements: Sequence[Statement]) -> list[list[Row]] | None:
     """The rows of each of ``statements`` if every one was read ahead, taken; else None, nothing taken."""
-    kept = _ahead.get()
-    if not kept:
+    ahead = _ahead.get()
+    if ahead is None or not ahead.kept:
         return None
     keys = [_key(sql, params) for sql, params in statements]
     wanted: dict[_Key, int] = {}
@@ -590,6 +623,6 @@ def _all_read_ahead(statements: Sequence[Statement]) -> list[list[Row]] | None:
         if key is None:
             return None
         wanted[key] = wanted.get(key, 0) + 1
-    if any(len(kept.get(key, ())) < count for key, count in wanted.items()):
+    if any(len(ahead.kept.get(key, ())) < count for key, count in wanted.items()):
         return None
-    return [kept[key].pop(0) for key in keys if key is not None]
+    return [ahead.kept[key].pop(0) for key in keys if key is not None]

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from tracker.errors import NotFoundError
 from tracker.models import Project
-from tracker.selectors import project_planner_config, skill_choice, skill_resolve
+from tracker.selectors import project_planner_config, skill_choice, skill_choice_statement, skill_resolve
+from tracker.sql import Statement
 
 INSTRUCTIONS = """You are Ballet's planner: you help a software team plan work that coding agents \
 will carry out. You talk with one human, and you act with exactly that human's permissions.
@@ -94,6 +95,12 @@ def system_prompt(project: Project) -> SystemPrompt:
             _built.clear()
         _built[_key(project, skill_name, resolved)] = prompt
     return prompt
+
+
+def prompt_reads(project: Project) -> list[Statement]:
+    """What :func:`system_prompt` reads for ``project`` (when it has built the prompt before)."""
+    skill_name = project_planner_config(project).skill
+    return [skill_choice_statement(project=project, name=skill_name)] if skill_name else []
 
 
 def _key(project: Project, skill_name: str | None, choice: tuple[int, int] | None) -> tuple[object, ...]:

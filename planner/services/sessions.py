@@ -26,6 +26,7 @@ from planner.agent.frames import Frame, TurnEndReason
 from planner.agent.gateway import CallRecord
 from planner.agent.loop import History
 from planner.agent.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from planner.agent.prompt import prompt_reads
 from planner.agent.tools import ToolContext, ToolOutcome, call_tool
 from planner.live.process import PROCESS_ID, owner_alive
 from planner.metrics import TOOL_CALLS, TURNS
@@ -193,6 +194,23 @@ def session_begin(
     A ``question``'s first message is not counted against the message rate
     (only the running-turn limits keep it waiting, docs/domain.md#agents-questions).
     """
+    # What this turn's prompt will read, read with the locks (it asks what the session's last
+    # start here asked, unless the project's skill changed since: then it reads it itself).
+    with sql.reading_ahead(_PROMPT_READS.get(session_id, []), with_next=True):
+        begun = _begin(session_id, user, text, question=question, reply=reply)
+    if begun.setup is not None:
+        if len(_PROMPT_READS) >= KEPT_PROMPT_READS:
+            _PROMPT_READS.clear()
+        _PROMPT_READS[session_id] = prompt_reads(begun.setup.project)
+    return begun
+
+
+# Per session, what the prompt of its last turn started in this process read (session_begin).
+_PROMPT_READS: dict[uuid.UUID, list[sql.Statement]] = {}
+KEPT_PROMPT_READS = 10_000
+
+
+def _begin(session_id: uuid.UUID, user: User, text: str, *, question: bool, reply: Reply | None) -> Begin:
     session, running = _lock_to_begin(session_id, user)
     recovered = _recover_if_dead(session)
     limits: LimitsConfig = settings.BALLET_LIMITS

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
@@ -384,8 +385,12 @@ async def test_a_round_of_reading_calls_reads_what_they_ask_for_at_once_and_answ
 
     monkeypatch.setattr(sql, "_read_ahead", read_ahead)
     monkeypatch.setattr(sql, "_all_read_ahead", all_read_ahead)
-    calls = [("list_runnable", {}), ("get_item", {"key": "BAL-1"}), ("list_items", {"limit": 20})]
-    model.add(call(*calls[0], *calls[1:]), say("Done."))
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("list_runnable", {}),
+        ("get_item", {"key": "BAL-1"}),
+        ("list_items", {"limit": 20}),
+    ]
+    model.add(call(calls[0][0], calls[0][1], *calls[1:]), say("Done."))
     await drive(planner, session, member, "Survey")
     # The human's access and the five statements of the three calls, each read ahead and served
     assert served == [True] * 6

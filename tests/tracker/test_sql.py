@@ -21,6 +21,9 @@ from planner.live.process import PROCESS_ID
 from planner.models import Event, Message, Session, SessionState, ToolCall, UsageRecord
 from planner.services import sessions
 from tracker import sql
+from tracker.services.activity import Actor
+from tracker.services.projects import project_update
+from tracker.services.skills import skill_version_create
 
 pytestmark = pytest.mark.django_db
 
@@ -444,6 +447,28 @@ def test_reads_read_ahead_are_answered_from_what_was_read_once_each(session):
         assert len(set(map(id, sent_in[:4]))) == 1
 
 
+def test_reads_ahead_with_the_next_go_in_its_round_trip(session):
+    where = [sql.prep(Session, "id", session.pk)]
+    title = ("SELECT title FROM planner_session WHERE id = %s", where)
+    with (
+        pipelines() as sent_in,
+        CaptureQueriesContext(connection) as sent,
+        sql.reading_ahead([title], with_next=True),
+    ):
+        assert len(sent) == 0  # nothing yet
+        first = sql.row("SELECT 2")
+        Session.objects.filter(pk=session.pk).update(title="Renamed")
+        ahead = sql.row(*title)
+    assert (first, ahead) == ((2,), ("Plans",))
+    assert [q["sql"].split()[1] for q in sent] == ["2", "title", '"planner_session"']
+    if connection.vendor == "postgresql":
+        assert sent_in[0] is not None
+        assert sent_in[1] is sent_in[0]
+    with CaptureQueriesContext(connection) as unread, sql.reading_ahead([title], with_next=True):
+        pass
+    assert len(unread) == 0
+
+
 def test_result_sets_read_ahead_only_in_part_are_all_sent(session):
     where = [sql.prep(Session, "id", session.pk)]
     title = ("SELECT title FROM planner_session WHERE id = %s", where)
@@ -613,3 +638,24 @@ def test_a_turn_starts_in_three_round_trips_on_postgresql(session, member):
     assert statements[5].startswith("INSERT INTO")
     assert "turn_started" in statements[5]
     assert statements[5].endswith("; COMMIT")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_s_next_turn_reads_its_prompt_s_skill_with_its_locks(session, member, owner):
+    skill_version_create(actor=Actor(user=owner), project=session.project, name="planner", body="Estimate.")
+    project_update(actor=Actor(user=owner), project=session.project, settings={"skill": "planner"})
+    first = sessions.session_begin(session_id=session.pk, user=member, text="One")
+    assert first.setup is not None
+    assert first.setup.skills == (("planner", 1),)
+    Session.objects.filter(pk=session.pk).update(state=SessionState.IDLE, turn_owner="")
+    with pipelines() as sent_in, CaptureQueriesContext(connection) as sent:
+        second = sessions.session_begin(session_id=session.pk, user=member, text="Two")
+    assert second.setup is not None
+    # Which version is read in the turn's own transaction (a new one: tests/planner/test_turns.py)
+    assert second.setup.skills == (("planner", 1),)
+    statements = [q["sql"] for q in sent.captured_queries if q["sql"] not in {"BEGIN", "COMMIT"}]
+    skill_reads = [n for n, statement in enumerate(statements) if "tracker_skillpin" in statement]
+    assert len(skill_reads) == 1
+    if connection.vendor == "postgresql":  # in the first round trip, with the session's locks
+        assert sent_in[0] is not None
+        assert sent_in[skill_reads[0]] is sent_in[0]
