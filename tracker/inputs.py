@@ -86,4 +86,7 @@ class NulFreeJSONEncoder(json.JSONEncoder):
     """For JSON columns holding what the model wrote (nothing refused it first): NUL stored as U+FFFD."""
 
     def encode(self, o: Any) -> str:
-        return super().encode(without_nul(o) if nul_paths(o) else o)
+        # JSON writes a NUL as \u0000: without that in the text there is none to replace (a walk
+        # through a large tool result cost more than encoding it).
+        text = super().encode(o)
+        return super().encode(without_nul(o)) if "\\u0000" in text and nul_paths(o) else text

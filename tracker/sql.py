@@ -32,6 +32,13 @@ M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, Any], Any]
 
 
+@functools.cache
+def _vendor() -> str:
+    """The database's vendor: one for the process, asked many times a turn (through the ORM's
+    connection proxy, a few microseconds each time)."""
+    return connection.vendor
+
+
 def rows(sql: str, params: Sequence[Any] = ()) -> list[Row]:
     """Every row of ``sql``, a statement prepared once per connection on PostgreSQL."""
     if (found := _read_ahead(sql, params)) is not None:
@@ -77,7 +84,7 @@ def _reading() -> Any:
     connection's own, which takes several statements at once), the connection's own on SQLite.
     Both are wrapped as ``connection.cursor()`` wraps its cursors (execute wrappers, the queries
     logged in tests, database errors as Django's)."""
-    if connection.vendor != "postgresql" or _queued.get():
+    if _vendor() != "postgresql" or _queued.get():
         return connection.cursor()
     connection.ensure_connection()
     with connection.wrap_database_errors:
@@ -144,7 +151,7 @@ def prep(model: type[Model], name: str, value: Any) -> Any:
 
 
 def quoted(name: str) -> str:
-    return _quoted(name, connection.vendor)
+    return _quoted(name, _vendor())
 
 
 @functools.cache
@@ -158,7 +165,7 @@ def table(model: type[Model]) -> str:
 
 def columns(model: type[Model], alias: str | None = None) -> str:
     """Every concrete column of ``model``, in field order, for :func:`load`."""
-    return _columns(model, alias, connection.vendor)
+    return _columns(model, alias, _vendor())
 
 
 @functools.cache
@@ -181,7 +188,7 @@ def _converters(model: type[Model], vendor: str) -> list[tuple[str, Any, list[Co
 
 def load(model: type[M], values: Sequence[Any]) -> M:
     """A ``model`` instance from the columns :func:`columns` selected, as the ORM would load it."""
-    converters = _converters(model, connection.vendor)
+    converters = _converters(model, _vendor())
     names, converted = [], []
     for (attname, col, steps), raw in zip(converters, values, strict=True):
         value = raw
@@ -211,7 +218,7 @@ def _insert_values(fields: Sequence[Field[Any, Any]], obj: Model) -> list[Any]:
 def insert(objs: Sequence[Model]) -> None:
     """INSERT ``objs`` (of one model, with database-made ids) in one statement, every field
     prepared as ``bulk_create`` prepares it (defaults, ``auto_now_add``); ids are not read back."""
-    fields, head, row_sql = _insert_into(type(objs[0]), connection.vendor)
+    fields, head, row_sql = _insert_into(type(objs[0]), _vendor())
     params = [value for obj in objs for value in _insert_values(fields, obj)]
     write(head + "VALUES " + ", ".join([row_sql] * len(objs)), params)
 
@@ -236,7 +243,7 @@ def update_returning(
     None if nothing changed. PostgreSQL gives them in the update's own round trip (RETURNING);
     SQLite, in the process, reads them after it."""
     statement, prepared = _update(model, values, where, params)
-    if connection.vendor == "postgresql":
+    if _vendor() == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(f"{statement} RETURNING {returning}", prepared)
             found: Row | None = cursor.fetchone()
@@ -263,7 +270,7 @@ def update_inserting(
     One statement (data-modifying WITH clauses, which SQLite lacks) where there were an update
     and the inserts after it; within :func:`batched` it is the batch's last, and goes with the
     COMMIT of a batch that ends its transaction."""
-    assert connection.vendor == "postgresql", "SQLite has no INSERT or UPDATE in WITH clauses"
+    assert _vendor() == "postgresql", "SQLite has no INSERT or UPDATE in WITH clauses"
     statement, all_params = _update(model, values, where, params)
     names = ", ".join(f"{expr} AS {name}" for name, expr in returning.items())
     clauses = [f"moved AS ({statement} RETURNING {names})"]
@@ -275,7 +282,7 @@ def update_inserting(
         else:
             groups.append((type(obj), condition, [obj]))
     for index, (kind, condition, objs) in enumerate(groups):
-        fields, head, _ = _insert_into(kind, connection.vendor)
+        fields, head, _ = _insert_into(kind, _vendor())
         when = f" WHERE {condition}" if condition else ""
         one = f"SELECT {_typed_row(kind)} FROM moved{when}"  # noqa: S608 - the caller's SQL
         clauses.append(f"inserted_{index} AS ({head}{' UNION ALL '.join([one] * len(objs))})")
@@ -398,7 +405,7 @@ def batched(*, ends_transaction: bool = False) -> Iterator[None]:
     right around it, nothing after it), so what waits at its end goes with the COMMIT, in the
     same round trip; the atomic block's own commit then finds nothing left to commit. Within an
     outer transaction or a savepoint (a test's, a caller's) the batch ends as any other."""
-    if connection.vendor != "postgresql" or _queued.get() is not None:
+    if _vendor() != "postgresql" or _queued.get() is not None:
         yield
         return
     queue: list[Statement] = []
@@ -518,7 +525,7 @@ def result_sets(statements: Sequence[Statement]) -> list[list[Row]]:
 
 
 def _result_sets_sent(statements: Sequence[Statement]) -> list[list[Row]]:
-    if connection.vendor != "postgresql":
+    if _vendor() != "postgresql":
         return [_rows_sent(sql, params) for sql, params in statements]
     if _queued.get():  # the writes waiting go first, in the same execute
         with connection.cursor() as cursor:
