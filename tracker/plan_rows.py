@@ -10,6 +10,7 @@ test holds them to.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rest_framework import serializers
@@ -44,48 +45,40 @@ def _list_row(key: str, row: sql.Row) -> JsonObject:
     }
 
 
-def item_rows(
-    *,
-    project: Project,
-    kind: str | None,
-    state: str | None,
-    parents: dict[str, int],
-    limit: int,
-    offset: int,
-) -> tuple[list[JsonObject], bool]:
-    """A page of the project's items by number, each with the holder of its active claim, and
-    whether more follow; ``parents`` filters by parent id (``{"epic": 3}``), in one statement."""
-    found = sql.rows(
-        *item_rows_statement(
-            project=project, kind=kind, state=state, parents=parents, limit=limit, offset=offset
-        )
-    )
+@dataclass(frozen=True)
+class ItemListing:
+    """A page of a project's items: by kind and state, under parents by id (``{"epic": 3}``)."""
+
+    project: Project
+    kind: str | None
+    state: str | None
+    parents: dict[str, int]
+    limit: int
+    offset: int
+
+
+def item_rows(listing: ItemListing) -> tuple[list[JsonObject], bool]:
+    """The page's items by number, each with the holder of its active claim, and whether more
+    follow, in one statement."""
+    found = sql.rows(*item_rows_statement(listing))
     items = []
-    for row in found[:limit]:
-        item = _list_row(project.key, row)
+    for row in found[: listing.limit]:
+        item = _list_row(listing.project.key, row)
         if row[7] is not None:
             item["claimed_by"] = row[7]
         items.append(item)
-    return items, len(found) > limit
+    return items, len(found) > listing.limit
 
 
-def item_rows_statement(
-    *,
-    project: Project,
-    kind: str | None,
-    state: str | None,
-    parents: dict[str, int],
-    limit: int,
-    offset: int,
-) -> sql.Statement:
-    """The statement :func:`item_rows` runs (one row more than ``limit``: whether more follow)."""
+def item_rows_statement(listing: ItemListing) -> sql.Statement:
+    """The statement :func:`item_rows` runs (one row more than the page: whether more follow)."""
     where: list[str] = ["i.project_id = %s"]
-    params: list[Any] = [project.pk]
-    for column, value in (("kind", kind), ("state", state)):
+    params: list[Any] = [listing.project.pk]
+    for column, value in (("kind", listing.kind), ("state", listing.state)):
         if value:
             where.append(f"i.{column} = %s")
             params.append(value)
-    for parent, parent_id in parents.items():
+    for parent, parent_id in listing.parents.items():
         where.append(f"i.{parent}_id = %s")
         params.append(parent_id)
     return (
@@ -93,7 +86,7 @@ def item_rows_statement(
         " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
         " LEFT JOIN auth_user u ON u.id = c.holder_id"
         f" WHERE {' AND '.join(where)} ORDER BY i.number LIMIT %s OFFSET %s",
-        [ClaimStatus.ACTIVE, *params, limit + 1, offset],
+        [ClaimStatus.ACTIVE, *params, listing.limit + 1, listing.offset],
     )
 
 

@@ -13,6 +13,7 @@ from tracker.models.plan import ALL_STATES
 from tracker.operations import OPERATIONS_SCHEMA
 from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE
 from tracker.plan_rows import (
+    ItemListing,
     item_detail,
     item_detail_statements,
     item_rows,
@@ -37,26 +38,26 @@ def list_items(ctx: ToolContext, args: JsonObject) -> JsonObject:
     parents = parent_ids(
         ctx.project, {ItemKind.EPIC: args.get("epic"), ItemKind.MILESTONE: args.get("milestone")}
     )
-    items, more = item_rows(**_listing(ctx, args, parents))
+    items, more = item_rows(_listing(ctx, args, parents))
     return {"items": items, "offset": args.get("offset", 0), "more": more}
 
 
-def _listing(ctx: ToolContext, args: JsonObject, parents: dict[str, int]) -> JsonObject:
+def _listing(ctx: ToolContext, args: JsonObject, parents: dict[str, int]) -> ItemListing:
     """What ``list_items`` asks :func:`item_rows` for."""
-    return {
-        "project": ctx.project,
-        "kind": args.get("kind"),
-        "state": args.get("state"),
-        "parents": parents,
-        "limit": args.get("limit", 50),
-        "offset": args.get("offset", 0),
-    }
+    return ItemListing(
+        project=ctx.project,
+        kind=args.get("kind"),
+        state=args.get("state"),
+        parents=parents,
+        limit=args.get("limit", 50),
+        offset=args.get("offset", 0),
+    )
 
 
 def _list_items_reads(ctx: ToolContext, args: JsonObject) -> list[Statement]:
     if args.get("epic") or args.get("milestone"):  # the parents are read first
         return []
-    return [item_rows_statement(**_listing(ctx, args, {}))]
+    return [item_rows_statement(_listing(ctx, args, {}))]
 
 
 def get_item(ctx: ToolContext, args: JsonObject) -> JsonObject:
