@@ -1,5 +1,5 @@
-"""Views of the process, outside every app: health (do the database and the channel layer answer?)
-and the icon."""
+"""Views of the process, outside every app: health (do the database and the channel layer answer,
+is the relay on it?) and the icon."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponsePermanentRedirect, JsonResponse
 from django.templatetags.static import static
 from django.views.decorators.http import require_GET
+
+from planner.live.hub import hub
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +51,10 @@ def _channel_layer_ok() -> bool:
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """200 when the database and the channel layer answer, else 503 naming what failed."""
-    checks = {"database": _database_ok(), "channel_layer": _channel_layer_ok()}
+    """200 when the database and the channel layer answer and this process's relay is on the
+    channel layer (after Redis restarted, it refuses turns until it has joined again), else 503
+    naming what failed."""
+    checks = {"database": _database_ok(), "channel_layer": _channel_layer_ok(), "relay": hub.relay.available}
     healthy = all(checks.values())
     return JsonResponse(
         {"status": "ok" if healthy else "unavailable", "checks": checks},

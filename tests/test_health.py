@@ -3,15 +3,22 @@ Prometheus text."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from channels.layers import channel_layers
+
+from planner.live.hub import hub
 
 
 @pytest.mark.django_db
 def test_healthz_reports_database_and_channel_layer(client):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "checks": {"database": True, "channel_layer": True}}
+    assert response.json() == {
+        "status": "ok",
+        "checks": {"database": True, "channel_layer": True, "relay": True},
+    }
 
 
 @pytest.mark.django_db
@@ -28,7 +35,7 @@ def test_healthz_is_503_when_the_channel_layer_fails(client, settings):
     finally:
         channel_layers.backends.clear()
     assert response.status_code == 503
-    assert response.json()["checks"] == {"database": True, "channel_layer": False}
+    assert response.json()["checks"] == {"database": True, "channel_layer": False, "relay": True}
 
 
 @pytest.mark.django_db
@@ -51,3 +58,14 @@ def test_the_icon_browsers_ask_for_is_served(client):
     assert answer.status_code == 301
     assert answer["Location"].endswith(".svg")
     assert 'rel="icon"' in client.get("/accounts/login/").content.decode()
+
+
+@pytest.mark.django_db
+def test_healthz_is_503_while_the_relay_joins_the_channel_layer_again(client, monkeypatch):
+    monkeypatch.setattr(hub, "relay", SimpleNamespace(available=False))  # as after Redis restarted
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json() == {
+        "status": "unavailable",
+        "checks": {"database": True, "channel_layer": True, "relay": False},
+    }

@@ -51,6 +51,9 @@ CHECK_SECONDS = 2.0  # how often the relay checks that Redis still has its mark
 REFRESH_SECONDS = 20.0  # how often it renews its memberships (channel layer group_expiry: 120 s)
 SERVE_LINGER_SECONDS = 30.0  # how long a turn's control membership stays for the session's next turn
 RECONNECT_SECONDS = (0.1, 0.2, 0.5, 1.0)
+# A watch, serve or stop that finds the relay joining the channel layer again waits this long for
+# it before refusing: once Redis answers again, the rejoin takes a tenth of a second.
+REJOIN_WAIT_SECONDS = 1.0
 UNAVAILABLE = "Ballet's live channel (Redis) is unavailable right now; try again in a few seconds."
 
 Deliver = Callable[[uuid.UUID, list[Frame]], None]
@@ -60,6 +63,11 @@ Lost = Callable[[], None]
 
 class Link(Protocol):
     """What the runner asks of a relay, in either mode."""
+
+    @property
+    def available(self) -> bool:
+        """Whether it serves turns and watchers now (docs/operations.md: ``/healthz``)."""
+        ...
 
     async def watch(self, session_id: uuid.UUID) -> None: ...
 
@@ -91,6 +99,8 @@ def link(*, deliver: Deliver, control: Control, lost: Lost) -> Link:
 
 class LocalRelay:
     """The embedded mode's relay: every turn and watcher is in this process (the runner links them)."""
+
+    available = True
 
     async def watch(self, session_id: uuid.UUID) -> None:
         pass
@@ -210,7 +220,7 @@ class Relay:
 
     async def stop(self, session_id: uuid.UUID) -> None:
         """Ask the process running the session's turn to stop it."""
-        self._refuse_while_unavailable()
+        await self._refuse_while_unavailable()
         await _unavailable_if_failing(self._broadcast.send_control(session_id, "stop"))
 
     async def publish(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
@@ -271,7 +281,7 @@ class Relay:
         ``UnavailableError`` and leaves nothing to undo; leaving never fails (a
         membership left behind expires with the layer's ``group_expiry``)."""
         if change > 0:
-            self._refuse_while_unavailable()
+            await self._refuse_while_unavailable()
         self._count(group, change)
         try:
             await self._ensure_started()
@@ -316,8 +326,10 @@ class Relay:
                 await self._presence_started().not_watching(session_id)
             await self._broadcast.group_discard(group, self._channel)
 
-    def _refuse_while_unavailable(self) -> None:
+    async def _refuse_while_unavailable(self) -> None:
         self._on_this_loop()
+        if self._reconnecting is not None and not self.available:
+            await asyncio.wait({self._reconnecting}, timeout=REJOIN_WAIT_SECONDS)
         if not self.available:
             raise UnavailableError(UNAVAILABLE)
 

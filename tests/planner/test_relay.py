@@ -145,3 +145,30 @@ async def test_a_relay_whose_channel_could_not_be_opened_tries_again(monkeypatch
     await relay.unwatch(session)
     assert await redis.zcard(_watchers_key(session)) == 0
     await relay.close()
+
+
+@pytest.mark.parametrize("rejoins_in", [0.05, None])
+async def test_a_watch_while_the_relay_rejoins_waits_a_moment_for_it(monkeypatch, rejoins_in):
+    relay = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None)
+    session = uuid.uuid4()
+    await relay.watch(session)  # started, on the channel layer
+    back = asyncio.Event()
+
+    async def rejoined() -> None:
+        await back.wait()
+
+    monkeypatch.setattr(relay_module, "REJOIN_WAIT_SECONDS", 0.3)
+    relay._reconnecting = asyncio.get_running_loop().create_task(rejoined())  # as after Redis restarted
+    if rejoins_in is not None:
+        asyncio.get_running_loop().call_later(rejoins_in, back.set)
+        await relay.watch(session)  # served once the rejoin ended (it was a 503 at once)
+    else:
+        with pytest.raises(UnavailableError):
+            await relay.watch(session)  # still rejoining after the wait: refused, nothing to undo
+        back.set()
+        await relay.watch(session)
+    await relay.unwatch(session)
+    await relay.unwatch(session)
+    redis = relay._presence_started().client
+    assert await redis.zcard(_watchers_key(session)) == 0
+    await relay.close()
