@@ -212,7 +212,7 @@ async def _healthz_while_watching(fake: FakeMessagesAPI, server: Server) -> None
     async with client.websocket(session) as ws:  # a watch: the process's relay now receives
         await frames_until(ws, "state")
         status, body = await asyncio.to_thread(_healthz, server)
-    assert (status, body["checks"]) == (200, {"database": True, "channel_layer": True})
+    assert (status, body["checks"]) == (200, {"database": True, "channel_layer": True, "relay": True})
     status, _ = await asyncio.to_thread(_healthz, server)  # and after the watcher left
     assert status == 200
 
