@@ -307,7 +307,8 @@ def _last_row(sql: str, params: Sequence[Any]) -> Row | None:
     running it does."""
     ending = _ending.get() and _outermost()
     if not _queued.get():
-        return _prepared_last_row(sql, params, ending=ending)
+        (found_rows,) = _pipelined([(sql, params)], commit=ending)
+        return found_rows[0] if found_rows else None
     statements: list[Statement] = [(sql, params)]
     if ending:
         statements.append(("COMMIT", ()))
@@ -315,24 +316,6 @@ def _last_row(sql: str, params: Sequence[Any]) -> Row | None:
         _send(cursor, statements, skip=0)
         found: Row | None = cursor.fetchone()
         return found
-
-
-def _prepared_last_row(sql: str, params: Sequence[Any], *, ending: bool) -> Row | None:
-    cursor = _reading()
-    opening = _opening()
-    raw = connection.connection
-    try:
-        with connection.wrap_database_errors, _begun_by_us(opening):
-            with raw.pipeline():
-                if opening:
-                    raw.execute("BEGIN")
-                cursor.execute(sql, params)
-                if ending:
-                    raw.execute("COMMIT")
-            found: Row | None = cursor.fetchone()
-            return found
-    finally:
-        cursor.close()
 
 
 def update_later(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> None:
@@ -535,17 +518,25 @@ def _result_sets_sent(statements: Sequence[Statement]) -> list[list[Row]]:
                 cursor.nextset()
                 found.append(cursor.fetchall())
         return found
-    # Prepared statements one by one, in psycopg's pipeline mode: sent together, read together,
-    # with the transaction's BEGIN when they open it (psycopg would sync the pipeline after its own).
+    return _pipelined(statements)
+
+
+def _pipelined(statements: Sequence[Statement], *, commit: bool = False) -> list[list[Row]]:
+    """Every row of each of ``statements``, prepared one by one in psycopg's pipeline mode: sent
+    together, read together, with the transaction's BEGIN when they open it (psycopg would sync
+    the pipeline after its own), and with ``commit`` its COMMIT after them."""
     cursors = [_reading() for _ in statements]
     opening = _opening()
+    raw = connection.connection
     try:
         with connection.wrap_database_errors, _begun_by_us(opening):
-            with connection.connection.pipeline():
+            with raw.pipeline():
                 if opening:
-                    connection.connection.execute("BEGIN")
+                    raw.execute("BEGIN")
                 for cursor, (sql, params) in zip(cursors, statements, strict=True):
                     cursor.execute(sql, params)
+                if commit:
+                    raw.execute("COMMIT")
             return [cursor.fetchall() for cursor in cursors]
     finally:
         for cursor in cursors:
@@ -559,10 +550,9 @@ _Key = tuple[str, tuple[Any, ...]]
 
 @dataclasses.dataclass
 class _Ahead:
-    kept: dict[_Key, list[list[Row]]] = dataclasses.field(
-        default_factory=dict
-    )  # read, waiting for their askers
-    pending: list[Statement] = dataclasses.field(default_factory=list)  # to go with the next read sent
+    # What was read, waiting for its askers; what goes with the next read sent.
+    kept: dict[_Key, list[list[Row]]] = dataclasses.field(default_factory=dict)
+    pending: list[Statement] = dataclasses.field(default_factory=list)
 
     def keep(self, statements: Sequence[Statement], found: Sequence[list[Row]]) -> None:
         for (sql, params), rows_ in zip(statements, found, strict=True):
