@@ -11,8 +11,9 @@ The session runs twice side by side: with stale tool results cleared from the re
 (``planner/agent/clearing.py``) and with clearing off. For turns 1, 5, 10, 20, 30, 40, 50 it prints
 the input tokens uncached, written to the cache, read from it, and the input billed in uncached-token
 equivalents (a write 1.25 tokens, a read 0.1, uncached 1); the ratio billed(turn 50) / billed(turn 5)
-(target ≤ 3) and the share of rounds ≥ 2 of a turn whose input is ≥ 90 % read from the cache
-(target ≥ 90 %), with the same share of the turns' first rounds. And each tool definition's size.
+(target ≤ 3); the share of rounds ≥ 2 of a turn whose input is ≥ 90 % read from the cache
+(target ≥ 90 %), with the same share of the turns' first rounds, and the share of those rounds'
+input tokens read from the cache. And each tool definition's size.
 
     .venv/bin/python bench/bill.py                          # SQLite (embedded mode)
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ballet REDIS_URL=redis://127.0.0.1:6379/0 \\
@@ -138,6 +139,12 @@ def tool_sizes() -> list[tuple[str, int, int]]:
     ]
 
 
+def read_fraction(calls: list[Call]) -> float:
+    """The share of these calls' input tokens read from the cache."""
+    read = sum(c.read for c in calls)
+    return read / sum(c.uncached + c.written + c.read for c in calls)
+
+
 def report(label: str, calls: list[Call], compacted: list[int]) -> dict[str, float]:
     by_turn: dict[int, list[Call]] = {}
     for call in calls:
@@ -162,6 +169,8 @@ def report(label: str, calls: list[Call], compacted: list[int]) -> dict[str, flo
     steady_share = sum(c.cached for c in steady) / len(steady) if steady else 0.0
     peak = max(billed[t] for t in billed if t >= fifth) / billed[fifth]
     first_share = sum(c.cached for c in firsts) / len(firsts)
+    read_share = read_fraction(later)
+    after_first = read_fraction(calls[1:])
     total = sum(billed.values())
     print(
         f"    billed turn {last} / turn {fifth}: {ratio:.2f} (target ≤ 3); "
@@ -171,6 +180,10 @@ def report(label: str, calls: list[Call], compacted: list[int]) -> dict[str, flo
     print(
         f"    from turn 10 on, rounds ≥ 2 ≥ 90 % cached: {steady_share:.0%}; "
         f"costliest turn / turn 5: {peak:.2f}"
+    )
+    print(
+        f"    input read from the cache, by tokens: rounds ≥ 2 {read_share:.1%}, "
+        f"every call after the session's first {after_first:.1%}"
     )
     missed = sorted({c.turn for c in later if not c.cached})
     print(f"    turns whose rounds ≥ 2 read < 90 % from the cache: {', '.join(map(str, missed)) or 'none'}")
