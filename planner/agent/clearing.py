@@ -50,34 +50,78 @@ def result_tokens(block: ToolResultBlock) -> int:
 
 def cleared_results(messages: Sequence[ChatMessage]) -> frozenset[str]:
     """The tool_use ids whose results the request sends as :data:`STUB`."""
-    results: list[ToolResultBlock] = []  # clearable results, in order
-    cleared = 0  # results[:cleared] are cleared
-    live = 0  # tokens of results[cleared:]
-    for message in messages:
-        fresh = [b for b in message.content if isinstance(b, ToolResultBlock) and len(b.content) > len(STUB)]
-        if not fresh:
-            continue
-        results.extend(fresh)
-        live += sum(result_tokens(b) for b in fresh)
-        if live <= TRIGGER_TOKENS:
-            continue
-        upto = min(len(results) - KEEP_RESULTS, len(results) - len(fresh))
-        batch = sum(result_tokens(b) for b in results[cleared:upto])
-        if upto > cleared and batch >= MIN_CLEAR_TOKENS:
-            cleared, live = upto, live - batch
-    return frozenset(b.tool_use_id for b in results[:cleared])
+    replay = Replay()
+    replay.messages(messages)
+    return replay.cleared
 
 
-def clear_stale_results(messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
+def clear_stale_results(
+    messages: Sequence[ChatMessage], replay: Replay | None = None
+) -> tuple[ChatMessage, ...]:
     """The messages as a request sends them: the cleared results' content replaced by :data:`STUB`.
 
     Every tool_use keeps its tool_result (the API requires the pair) and its ``is_error``: a call
-    that failed still reads as failed. Messages with nothing cleared are the same objects.
+    that failed still reads as failed. Messages with nothing cleared are the same objects. With
+    ``replay``, the one kept for these messages' earlier calls, only what was added since is replayed.
     """
-    cleared = cleared_results(messages)
-    if not cleared:
-        return tuple(messages)
-    return tuple(_stubbed(message, cleared) for message in messages)
+    return (replay or Replay()).messages(messages)
+
+
+class Replay:
+    """The replay over a history's messages, kept between its calls: a history only grows by
+    appending, so a call replays the messages added since the last and reuses what it sent then
+    (the messages' stubbed copies too). A history that does not go on from what was replayed (a
+    compaction moved its start, a message was taken back) is replayed again from its start."""
+
+    def __init__(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        self._seen = 0  # how many messages were replayed
+        self._ends: tuple[ChatMessage, ChatMessage] | None = None  # the first and the last of them
+        self._sent: list[ChatMessage] = []  # the messages as the request sends them
+        self._results: list[ToolResultBlock] = []  # clearable results, in order
+        self._homes: list[int] = []  # the index in _sent of each result's message
+        self._cleared = 0  # _results[:_cleared] are cleared
+        self._live = 0  # tokens of _results[_cleared:]
+
+    @property
+    def cleared(self) -> frozenset[str]:
+        return frozenset(b.tool_use_id for b in self._results[: self._cleared])
+
+    def messages(self, messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
+        if not self._goes_on(messages):
+            self._start()
+        for message in messages[self._seen :]:
+            self._add(message)
+        self._seen = len(messages)
+        self._ends = (messages[0], messages[-1]) if messages else None
+        return tuple(self._sent)
+
+    def _goes_on(self, messages: Sequence[ChatMessage]) -> bool:
+        if self._ends is None:
+            return self._seen == 0
+        first, last = self._ends
+        return len(messages) >= self._seen and messages[0] is first and messages[self._seen - 1] is last
+
+    def _add(self, message: ChatMessage) -> None:
+        self._sent.append(message)
+        fresh = [b for b in message.content if isinstance(b, ToolResultBlock) and len(b.content) > len(STUB)]
+        if not fresh:
+            return
+        self._results.extend(fresh)
+        self._homes.extend([len(self._sent) - 1] * len(fresh))
+        self._live += sum(result_tokens(b) for b in fresh)
+        if self._live <= TRIGGER_TOKENS:
+            return
+        upto = min(len(self._results) - KEEP_RESULTS, len(self._results) - len(fresh))
+        batch = sum(result_tokens(b) for b in self._results[self._cleared : upto])
+        if upto > self._cleared and batch >= MIN_CLEAR_TOKENS:
+            homes = sorted(set(self._homes[self._cleared : upto]))
+            self._cleared, self._live = upto, self._live - batch
+            cleared = self.cleared
+            for home in homes:
+                self._sent[home] = _stubbed(self._sent[home], cleared)
 
 
 def _stubbed(message: ChatMessage, cleared: frozenset[str]) -> ChatMessage:
@@ -85,7 +129,7 @@ def _stubbed(message: ChatMessage, cleared: frozenset[str]) -> ChatMessage:
         return message
     content = tuple(
         ToolResultBlock(b.tool_use_id, STUB, is_error=b.is_error)
-        if isinstance(b, ToolResultBlock) and b.tool_use_id in cleared
+        if isinstance(b, ToolResultBlock) and b.tool_use_id in cleared and b.content != STUB
         else b
         for b in message.content
     )

@@ -151,12 +151,16 @@ def build_summary_request(
 
 
 def request_messages(
-    messages: Sequence[ChatMessage], summary: str, summary_up_to: int | None
+    messages: Sequence[ChatMessage],
+    summary: str,
+    summary_up_to: int | None,
+    replay: clearing.Replay | None = None,
 ) -> tuple[ChatMessage, ...]:
     """The summary, if any, then every message after the one it covers, stale tool results
-    cleared (``planner/agent/clearing.py``: replayed from the first message after the summary)."""
+    cleared (``planner/agent/clearing.py``: replayed from the first message after the summary,
+    with ``replay`` only from where its last call left off)."""
     if not summary or summary_up_to is None:
-        return clearing.clear_stale_results(messages)
+        return clearing.clear_stale_results(messages, replay)
     head = ChatMessage(
         role="user",
         content=(
@@ -168,4 +172,4 @@ def request_messages(
         kind="summary",
         seq=summary_up_to,
     )
-    return (head, *clearing.clear_stale_results([m for m in messages if m.seq > summary_up_to]))
+    return (head, *clearing.clear_stale_results([m for m in messages if m.seq > summary_up_to], replay))

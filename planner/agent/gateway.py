@@ -116,10 +116,10 @@ class _Answer:
 
 def request_params(request: ModelRequest) -> dict[str, Any]:
     """The SDK's parameters, with cache breakpoints on the system prompt, tools and history."""
-    messages = wire_messages(request.messages)
+    messages = wire_messages(request.messages)  # shared with other requests: copied where changed
     if messages and messages[-1]["content"]:
-        last = messages[-1]["content"][-1]
-        messages[-1]["content"][-1] = {**last, "cache_control": CACHE}
+        *head, last = messages[-1]["content"]
+        messages[-1] = {**messages[-1], "content": [*head, {**last, "cache_control": CACHE}]}
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,

@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol, assert_never
 
 from prometheus_client import Counter
 
-from planner.agent import compaction, frames
+from planner.agent import clearing, compaction, frames
 from planner.agent.frames import Frame, RequestFrame, TurnEndReason
 from planner.agent.gateway import CallRecord, Gateway, GatewayError
 from planner.agent.messages import (
@@ -127,6 +127,8 @@ class History:
     summary_up_to: int | None = None
     reported_tokens: int = 0
     reported_seq: int = 0
+    # What the requests' clearing replayed so far: kept with the history between its turns.
+    replay: clearing.Replay = field(default_factory=clearing.Replay, repr=False, compare=False)
 
 
 @dataclass
@@ -245,12 +247,16 @@ class TurnLoop:
 
     def _request_messages(self) -> tuple[ChatMessage, ...]:
         """The history as the next request sends it (``compaction.request_messages``), worked out
-        once for the compaction check and the call after it: its cost grows with the session. The
-        history only grows by appending, and compaction moves its summary."""
+        once for the compaction check and the call after it, replaying only what was added since
+        the history's last call (``History.replay``). The history only grows by appending, and
+        compaction moves its summary."""
         h = self.history
         state = (len(h.messages), h.messages[-1] if h.messages else None, h.summary_up_to, h.summary)
         if self._sent is None or self._sent[0] != state:
-            self._sent = (state, compaction.request_messages(h.messages, h.summary, h.summary_up_to))
+            self._sent = (
+                state,
+                compaction.request_messages(h.messages, h.summary, h.summary_up_to, h.replay),
+            )
         return self._sent[1]
 
     def _request(self) -> ModelRequest:

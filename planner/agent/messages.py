@@ -107,6 +107,11 @@ class ChatMessage:
     def wire_content(self) -> list[dict[str, Any]]:
         return [block.to_wire() for block in self.content]
 
+    @cached_property
+    def wire(self) -> dict[str, Any]:
+        """The message as the Messages API takes it, alone (``wire_messages``); built once."""
+        return _wire_message(self.role, list(self.content))
+
     @property
     def tool_uses(self) -> list[ToolUseBlock]:
         return [b for b in self.content if isinstance(b, ToolUseBlock)]
@@ -190,17 +195,28 @@ def wire_messages(messages: tuple[ChatMessage, ...] | list[ChatMessage]) -> list
 
     Consecutive messages of one role merge into one (change notes and a human
     message after tool results, say), with tool results first in a user
-    message, as the API requires.
+    message, as the API requires. A message that merges with none is sent as
+    its own ``wire``, built once for every request that sends it.
     """
-    merged: list[tuple[Role, list[Block]]] = []
+    wire: list[dict[str, Any]] = []
+    group: list[ChatMessage] = []
     for message in messages:
-        if merged and merged[-1][0] == message.role:
-            merged[-1][1].extend(message.content)
-        else:
-            merged.append((message.role, list(message.content)))
-    wire = []
-    for role, blocks in merged:
-        if role == "user":
-            blocks.sort(key=lambda b: not isinstance(b, ToolResultBlock))
-        wire.append({"role": role, "content": [b.to_wire() for b in blocks]})
+        if group and group[-1].role != message.role:
+            wire.append(_wire_group(group))
+            group = []
+        group.append(message)
+    if group:
+        wire.append(_wire_group(group))
     return wire
+
+
+def _wire_group(group: list[ChatMessage]) -> dict[str, Any]:
+    if len(group) == 1:
+        return group[0].wire
+    return _wire_message(group[0].role, [block for message in group for block in message.content])
+
+
+def _wire_message(role: Role, blocks: list[Block]) -> dict[str, Any]:
+    if role == "user":
+        blocks.sort(key=lambda b: not isinstance(b, ToolResultBlock))
+    return {"role": role, "content": [b.to_wire() for b in blocks]}

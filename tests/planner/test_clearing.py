@@ -116,11 +116,10 @@ def test_between_events_each_request_begins_with_the_one_before_byte_for_byte():
             history.append(message)
             if message.role == "assistant":
                 continue
-            wire = sent(history)
-            for message_json in wire:
-                message_json["content"] = [
-                    {k: v for k, v in b.items() if k != "cache_control"} for b in message_json["content"]
-                ]
+            wire = [
+                {**m, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]}
+                for m in sent(history)
+            ]
             if previous is not None:
                 prefixes_kept.append(json.dumps(wire[: len(previous)]) == json.dumps(previous))
             previous = wire
@@ -144,3 +143,53 @@ def test_the_stored_messages_are_not_touched():
     compaction.request_messages(messages, "", None)
     assert [json.dumps(m.wire_content()) for m in messages] == before
     assert clearing.STUB not in "".join(before)
+
+
+def test_a_kept_replay_sends_what_a_fresh_one_sends_at_every_call():
+    replay = clearing.Replay()
+    history: list[ChatMessage] = []
+    for number in range(1, 13):  # events at turns 4, 7 and 10
+        for message in turn(number, 4 * number - 3):
+            history.append(message)
+            fresh = compaction.request_messages(history, "", None)
+            assert compaction.request_messages(history, "", None, replay) == fresh
+    assert replay.cleared == clearing.cleared_results(history)
+    assert len(replay.cleared) == 27
+
+
+def test_between_events_a_kept_replay_sends_the_same_messages_again():
+    replay = clearing.Replay()
+    history = session(4)  # turn 4's results set off an event
+    before = compaction.request_messages(history, "", None, replay)
+    history.extend(turn(5, 17))
+    after = compaction.request_messages(history, "", None, replay)
+    assert all(a is b for a, b in zip(before, after, strict=False))  # the stubbed copies too
+    assert after[len(before) :] == tuple(turn(5, 17))
+
+
+def test_a_history_that_does_not_go_on_from_the_replayed_one_is_replayed_again():
+    replay = clearing.Replay()
+    messages = session(5)
+    compaction.request_messages(messages, "", None, replay)
+    # A summary moved the start.
+    assert compaction.request_messages(messages, "the summary", 12, replay) == compaction.request_messages(
+        messages, "the summary", 12
+    )
+    # The last message taken back and another in its place.
+    other = [*messages[:-1], ChatMessage("assistant", (TextBlock("another answer"),), "assistant", 20)]
+    compaction.request_messages(messages, "", None, replay)
+    fresh = compaction.request_messages(other, "", None)
+    assert compaction.request_messages(other, "", None, replay) == fresh
+    # Fewer messages than were replayed.
+    assert compaction.request_messages(messages[:8], "", None, replay) == tuple(messages[:8])
+
+
+def test_a_request_marks_its_last_block_without_touching_what_later_requests_send():
+    messages = session(2)
+    first = request_params(ModelRequest(model="m", system="s", messages=tuple(messages[:3]), max_tokens=10))
+    second = request_params(ModelRequest(model="m", system="s", messages=tuple(messages), max_tokens=10))
+    assert first["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    marked = [b for m in second["messages"] for b in m["content"] if "cache_control" in b]
+    assert marked == [{"type": "text", "text": "answer 2", "cache_control": {"type": "ephemeral"}}]
+    shared = messages[2].wire["content"][-1]
+    assert shared == {"type": "tool_result", "tool_use_id": "t1_2", "content": RESULT}

@@ -433,9 +433,9 @@ async def test_each_model_call_works_out_what_it_sends_once(planner, model, sess
     worked_out = []
     real = compaction.request_messages
 
-    def request_messages(messages, summary, summary_up_to):
+    def request_messages(messages, summary, summary_up_to, replay):
         worked_out.append(len(messages))
-        return real(messages, summary, summary_up_to)
+        return real(messages, summary, summary_up_to, replay)
 
     monkeypatch.setattr(compaction, "request_messages", request_messages)
     model.add(call("list_items", {}), say("Done."))
