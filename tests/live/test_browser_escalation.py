@@ -182,6 +182,8 @@ def test_an_agents_question_escalates_to_another_member_who_answers_in_the_brows
     assert marks == sorted(marks, reverse=True), marks  # those waiting come first
     ours.get_by_role("link").click()
     page.wait_for_url(CHAT_URL)
+    open_entry = page.locator("#recent-chats li").filter(has=page.locator("a[aria-current='page']"))
+    expect(open_entry).to_contain_text("waiting for you")
 
     expect(page.locator(".question-banner")).to_contain_text("Question from builder")
     expect(page.locator(".question-banner")).to_contain_text("escalate-db: which database?")
@@ -212,6 +214,9 @@ def test_an_agents_question_escalates_to_another_member_who_answers_in_the_brows
     expect(page.locator("#question-answer")).to_have_text(
         "Answer by the planner: demo says: The replica, always."
     )
+    # The open chat's entry among the recent chats no longer says it waits, without a reload.
+    expect(open_entry).not_to_contain_text("waiting for you")
+    expect(open_entry).not_to_have_class(re.compile("waiting"))
     waiter.join(timeout=90)
 
     assert len(answers) == 1

@@ -634,8 +634,17 @@
     return "A message declines the pending approval (the message is the reason)";
   }
 
+  /** Whether the chat waits for this reader, which its entry in the recent chats follows
+   * (chat_nav.js): a pending request they may answer, or a question left to the humans. */
+  function announceWaiting() {
+    const status = document.getElementById("question-status");
+    const waits = Boolean(status && status.classList.contains("question-needs_human")) || pendingRequests().some(mayAnswer);
+    document.dispatchEvent(new CustomEvent("ballet:chat-waiting", { detail: { waits } }));
+  }
+
   /** While the turn waits on requests the state says so; once none waits, a plain pause. */
   function refreshWaiting() {
+    announceWaiting();
     if (view.activity !== "paused" && view.activity !== "waiting") {
       refreshControls();
       return;
@@ -711,6 +720,7 @@
     const outcome = frame.outcome;
     if (!pendingRequests().length && outcome !== "cancelled" && (view.activity === "waiting" || view.activity === "paused")) {
       setActivity("thinking"); // the turn resumes with the last answer
+      announceWaiting();
     } else {
       refreshWaiting();
     }
@@ -944,6 +954,7 @@
     const labels = { open: "Open", needs_human: "Needs a human", answered: "Answered", withdrawn: "Withdrawn" };
     node.textContent = labels[question.status] || String(question.status || "");
     node.className = `badge question-${question.status}`;
+    announceWaiting();
     const answer = document.getElementById("question-answer");
     if (answer && question.answer) {
       answer.hidden = false;
