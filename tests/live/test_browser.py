@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.fakes.messages_api import ErrorReply, HangReply, TextReply, ToolCallSpec, ToolUseReply
-from tests.live.chat_page import CHAT_URL, assistant, new_chat, send
+from tests.live.chat_page import CHAT_URL, HOLD_OPEN, assistant, new_chat, release_open, send
 
 pytestmark = pytest.mark.browser
 
@@ -238,46 +238,6 @@ def test_a_dropped_socket_reconnects_without_losing_text(page, script):
     expect(assistant(page)).to_have_count(1)
     expect(page.locator("#chat-log .entry.user")).to_have_count(1)
     assert len(sockets) == 2
-
-
-# Every socket the page opens stays "connecting" for the page until the test lets its open
-# event through (window.__held: one release per socket), however fast the server is; the
-# sockets are in window.__sockets.
-HOLD_OPEN = """(() => {
-  const Real = window.WebSocket;
-  window.__held = [];
-  window.__sockets = [];
-  window.WebSocket = class extends Real {
-    constructor(...args) {
-      super(...args);
-      window.__sockets.push(this);
-      this.__opened = false;
-      this.__openers = [];
-      super.addEventListener("open", (event) => window.__held.push(() => {
-        this.__opened = true;
-        for (const listener of this.__openers) listener(event);
-      }));
-    }
-    get readyState() {
-      const state = super.readyState;
-      return state === Real.OPEN && !this.__opened ? Real.CONNECTING : state;
-    }
-    addEventListener(type, listener, options) {
-      if (type === "open") this.__openers.push(listener);
-      else super.addEventListener(type, listener, options);
-    }
-  };
-})();"""
-
-
-def release_open(page: Any) -> None:
-    """Let the page see its socket open, once the socket has opened."""
-    for _ in range(100):
-        if page.evaluate("window.__held.length"):
-            page.evaluate("window.__held.shift()()")
-            return
-        page.wait_for_timeout(50)
-    raise AssertionError("the page's socket never opened")
 
 
 def test_a_message_sent_before_the_chat_is_live_goes_once_it_is(page, script):

@@ -24,7 +24,7 @@ from playwright.sync_api import expect
 
 from tests.fakes.messages_api import Reply, TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import PASSWORD, Server
-from tests.live.chat_page import CHAT_URL, assistant, new_chat, send
+from tests.live.chat_page import CHAT_URL, HOLD_OPEN, assistant, new_chat, release_open, send
 
 pytestmark = pytest.mark.browser
 
@@ -267,6 +267,27 @@ def test_ask_human_with_options_is_answered_by_a_click(page, script):
     expect(card.locator(".request-answer")).to_have_text("JSON")
     expect(card.get_by_role("button")).to_have_count(0)
     expect(assistant(page)).to_have_text("Going with JSON.")
+
+
+def test_an_answer_given_before_the_chat_is_live_goes_once_it_is(page, script):
+    script.on("format-choice", choose_a_format)
+    new_chat(page)
+    send(page, "format-choice: plan the export")
+    card = page.locator("#chat-log .request-card.question")
+    expect(card.locator(".request-question")).to_have_text("Which export format?")
+    page.add_init_script(HOLD_OPEN)
+    page.reload()  # the page's new socket stays connecting until released
+    box = card.get_by_label("Or answer in your own words")
+    box.fill("YAML")
+    box.press("Enter")
+    expect(card.locator(".request-sending")).to_have_text("Sends as soon as the chat is live…")
+    expect(card.get_by_role("button", name="JSON")).to_be_disabled()
+    expect(box).to_have_value("YAML")
+    release_open(page)
+    expect(card.locator(".request-outcome-line")).to_have_text("Answered by demo")
+    expect(card.locator(".request-answer")).to_have_text("YAML")
+    expect(assistant(page)).to_have_text("Going with YAML.")
+    expect(page.locator("#chat-state")).to_have_text("Idle")
 
 
 # -- (c) a tool that waits for approval ---------------------------------------------------------

@@ -118,6 +118,7 @@
     sawTurnStart: false, // this connection saw the running turn from its start
     resynced: false,
     sendOnOpen: false, // a message was sent before the socket was open: send the box once it is
+    answersOnOpen: new Map(), // request id → an answer given before the socket was open
   };
 
   // ---------------------------------------------------------------- scrolling and notices
@@ -844,15 +845,36 @@
 
   function answerRequest(card, request, body) {
     if (card.classList.contains("sending")) return;
+    card.classList.add("sending");
+    for (const control of card.querySelectorAll("button, textarea")) control.disabled = true;
     if (!connected()) {
-      toast("Not connected yet; your answer is kept. Reconnecting…");
+      // It goes once the chat is live: at once when the page has just opened (its socket still
+      // connecting), or when a lost connection is back; unless the request was settled meanwhile.
+      socket.answersOnOpen.set(request.id, body);
+      const status = card.querySelector(".request-sending");
+      status.textContent = "Sends as soon as the chat is live…";
+      status.classList.remove("visually-hidden");
       reconnectNow();
       return;
     }
     socket.ws.send(JSON.stringify({ type: "answer", request: request.id, ...body }));
-    card.classList.add("sending");
-    for (const control of card.querySelectorAll("button, textarea")) control.disabled = true;
     card.querySelector(".request-sending").textContent = "Sending…";
+  }
+
+  /** The answers given while the socket was not open, now that it is. */
+  function sendKeptAnswers() {
+    for (const [id, body] of socket.answersOnOpen) {
+      const card = findCard(id);
+      const request = view.requests.get(id);
+      if (!card || !request || request.status !== "pending") continue; // settled meanwhile: its card says how
+      socket.ws.send(JSON.stringify({ type: "answer", request: id, ...body }));
+      card.classList.add("sending");
+      for (const control of card.querySelectorAll("button, textarea")) control.disabled = true;
+      const status = card.querySelector(".request-sending");
+      status.textContent = "Sending…";
+      status.classList.add("visually-hidden");
+    }
+    socket.answersOnOpen.clear();
   }
 
   /** An answer the server refused: the card's controls come back (the error frame says why). */
@@ -860,7 +882,9 @@
     for (const card of log.querySelectorAll(".request-card.sending")) {
       card.classList.remove("sending");
       for (const control of card.querySelectorAll("button, textarea")) control.disabled = false;
-      card.querySelector(".request-sending").textContent = "";
+      const status = card.querySelector(".request-sending");
+      status.textContent = "";
+      status.classList.add("visually-hidden");
     }
   }
 
@@ -1381,6 +1405,7 @@
       if (generation !== socket.generation) return;
       socket.attempts = 0;
       setConnection("Live", "live");
+      sendKeptAnswers();
       if (socket.sendOnOpen && form) {
         socket.sendOnOpen = false;
         announce("");
@@ -1419,6 +1444,8 @@
 
   function giveUp(code) {
     socket.closed = true;
+    socket.answersOnOpen.clear();
+    answerRefused(); // kept answers never go: their cards take them again
     setConnection("Disconnected", "offline");
     const action = code === 4401 ? { label: "Sign in", href: config.loginUrl } : null;
     toast(FATAL_CLOSES[code], { persistent: true, action });
