@@ -25,6 +25,7 @@ from playwright.sync_api import expect
 from tests.fakes.messages_api import Reply, TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import PASSWORD, Server
 from tests.live.chat_page import CHAT_URL, HOLD_OPEN, assistant, new_chat, release_open, send
+from tests.live.conftest import Script
 
 pytestmark = pytest.mark.browser
 
@@ -247,12 +248,18 @@ def choose_a_format(request: dict[str, Any]) -> Reply:
     return TextReply(f"Going with {json.loads(asked[0])['answer']}.")
 
 
-def test_ask_human_with_options_is_answered_by_a_click(page, script):
+def asked_for_a_format(page: Any, script: Script) -> Any:
+    """A new chat whose planner asks which export format: the question's card."""
     script.on("format-choice", choose_a_format)
     new_chat(page)
     send(page, "format-choice: plan the export")
     card = page.locator("#chat-log .request-card.question")
     expect(card.locator(".request-question")).to_have_text("Which export format?")
+    return card
+
+
+def test_ask_human_with_options_is_answered_by_a_click(page, script):
+    card = asked_for_a_format(page, script)
     expect(page.locator("#chat-state")).to_have_text("Waiting for an answer")
     expect(page.get_by_label("Message to the planner")).to_have_attribute(
         "placeholder", "A message answers the planner's question"
@@ -270,11 +277,7 @@ def test_ask_human_with_options_is_answered_by_a_click(page, script):
 
 
 def test_an_answer_given_before_the_chat_is_live_goes_once_it_is(page, script):
-    script.on("format-choice", choose_a_format)
-    new_chat(page)
-    send(page, "format-choice: plan the export")
-    card = page.locator("#chat-log .request-card.question")
-    expect(card.locator(".request-question")).to_have_text("Which export format?")
+    card = asked_for_a_format(page, script)
     page.add_init_script(HOLD_OPEN)
     page.reload()  # the page's new socket stays connecting until released
     box = card.get_by_label("Or answer in your own words")
