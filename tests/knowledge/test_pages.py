@@ -181,3 +181,11 @@ def test_hostile_text_is_escaped(client, project, users, indexed):
 
 def test_the_home_page_links_to_the_knowledge(client, users, project):
     assertContains(signed_in(client, users["viewer"]).get("/"), f'href="{LIST}"')
+
+
+def test_the_list_and_an_entry_lead_back_to_the_plan(client, users, entries):
+    for url in (LIST, entry_url(entries["decision"])):
+        html = signed_in(client, users["viewer"]).get(url).content.decode()
+        start = html.index('<nav class="crumbs"')
+        crumbs = html[start : html.index("</nav>", start)]
+        assert '<a href="/projects/BAL/"><span class="key">BAL</span>' in crumbs, url

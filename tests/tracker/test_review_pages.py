@@ -367,3 +367,11 @@ def test_an_impact_that_keeps_the_chain_says_so(client, project, owner, member, 
     assert "Applying it changes no ticket's runnability." in impact
     chain = impact[impact.index("Longest remaining chain") : impact.index("The graph now")]
     assert "Once applied</dt><dd>unchanged" in chain
+
+
+def test_the_list_and_the_review_lead_back_to_the_plan(client, member, changeset):
+    for url in ("/projects/BAL/changesets/", review_url(changeset)):
+        html = signed_in(client, member).get(url).content.decode()
+        start = html.index('<nav class="crumbs"')
+        crumbs = html[start : html.index("</nav>", start)]
+        assert '<a href="/projects/BAL/"><span class="key">BAL</span>' in crumbs, url
