@@ -69,8 +69,9 @@ class Runner:
         self._gateway = gateway
         self.hub = on
         self.work_waiting = False  # a question or an answered turn here waits for a free turn
-        # Turns whose task still proposes the session's title, their turn over (``wait`` waits).
-        self._titling: dict[uuid.UUID, asyncio.Task[None]] = {}
+        # Turns over whose task still does what follows them: starting what waited for a free
+        # turn, proposing the session's title (``wait`` and ``settle`` wait for it).
+        self._ending: dict[uuid.UUID, asyncio.Task[None]] = {}
 
     @property
     def gateway(self) -> Gateway:
@@ -454,18 +455,17 @@ class Runner:
             self.work_waiting = True  # held by a limit (or started elsewhere): a later pass sees
 
     async def wait(self, session_id: uuid.UUID) -> None:
-        """Wait for the session's local turn to end, and the title proposed after it (tests,
-        shutdown)."""
+        """Wait for the session's local turn to end, and what follows it (tests, shutdown)."""
         live = self.hub.turns.get(session_id)
-        task = live.task if live is not None else self._titling.get(session_id)
+        task = live.task if live is not None else self._ending.get(session_id)
         if task is not None:
             await asyncio.shield(task)
 
     async def settle(self) -> None:
-        """Wait for every title this process is proposing on this event loop (tests, shutdown):
-        the turns are over, their last database writes are not."""
+        """Wait for what follows every turn of this process on this event loop (tests, shutdown):
+        the turns are over, their last database reads and writes are not."""
         loop = asyncio.get_running_loop()
-        pending = [task for task in self._titling.values() if task.get_loop() is loop and not task.done()]
+        pending = [task for task in self._ending.values() if task.get_loop() is loop and not task.done()]
         if pending:
             await asyncio.gather(*(asyncio.shield(task) for task in pending), return_exceptions=True)
 
@@ -516,16 +516,17 @@ class Runner:
             await self.hub.relay.unserve(live.session_id)
             await live.outbox.close()
             self.hub.turns.end(live)
-        await self.start_waiting()  # a turn is free
-        if outcome is not None and setup.untitled and titles.wanted(reason=outcome.reason) and live.task:
-            self._titling[live.session_id] = live.task
-            try:
+        if live.task is not None:
+            self._ending[live.session_id] = live.task
+        try:
+            await self.start_waiting()  # a turn is free
+            if outcome is not None and setup.untitled and titles.wanted(reason=outcome.reason):
                 await titles.propose(
                     session_id=live.session_id, gateway=self.gateway, announce=self.hub.publish
                 )
-            finally:
-                if self._titling.get(live.session_id) is live.task:
-                    del self._titling[live.session_id]
+        finally:
+            if self._ending.get(live.session_id) is live.task:
+                del self._ending[live.session_id]
 
 
 def _pending_frames(session_id: uuid.UUID) -> list[Frame]:

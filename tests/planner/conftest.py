@@ -29,10 +29,11 @@ def model() -> ScriptedGateway:
 
 
 @pytest.fixture(autouse=True)
-async def _titles_settled():
-    """A first turn proposes its chat's title after ``turn_ended``: a test that stops at that frame
-    lets the proposal finish before its database goes (SQLite refuses a flush while it writes).
-    Only here: the browser tests' Playwright runs an event loop of its own in their thread."""
+async def _turns_settled():
+    """After ``turn_ended`` a turn's task still looks for work that waited for a free turn, and a
+    first turn proposes its chat's title: a test that stops at that frame lets them finish before
+    its database goes (SQLite refuses a flush while another connection reads or writes). Only
+    here: the browser tests' Playwright runs an event loop of its own in their thread."""
     yield
     await runner.settle()
 
@@ -41,7 +42,7 @@ async def _titles_settled():
 async def planner(model) -> AsyncIterator[Runner]:
     planner = Runner(gateway=model)
     yield planner
-    await planner.settle()  # a title proposed after a test's last turn_ended
+    await planner.settle()  # what follows a test's last turn_ended
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from django.db import connection
 from planner.agent import compaction
 from planner.agent.gateway import AnthropicGateway, GatewayError
 from planner.agent.tools import ToolContext, call_tool
+from planner.live import runner as runner_module
 from planner.live.hub import hub
 from planner.models import Event, Message, Session, ToolCall
 from planner.services import sessions
@@ -486,3 +488,24 @@ async def test_an_answer_cut_off_inside_its_only_tool_call_leaves_nothing_half_w
     await drive(planner, session, member, "Briefly, please")  # the scripted model checks the history
     assert [m.kind for m in model.turn_requests[-1].messages] == ["human", "human"]
     assert await state_of(session) == "idle"
+
+
+async def test_settling_waits_for_what_follows_a_turn(planner, model, session, member, monkeypatch):
+    """After its end a turn's task looks for work that waited for a free turn: a test, or a
+    worker shutting down, that settles the runner waits for that read too."""
+    reading = threading.Event()
+    looked = []
+
+    def slow_look() -> bool:
+        reading.set()
+        time.sleep(0.3)
+        looked.append(True)
+        return False
+
+    monkeypatch.setattr(runner_module, "work_waiting", slow_look)
+    model.add(say("Done."))
+    await planner.send(session_id=session.pk, user=member, text="Hello")
+    assert await asyncio.to_thread(reading.wait, 10)
+    assert hub.turns.get(session.pk) is None  # the turn is over, the read after it is not
+    await planner.settle()
+    assert looked == [True]
