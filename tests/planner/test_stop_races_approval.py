@@ -15,6 +15,7 @@ from planner.models import Event
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import sync
 from tests.planner.test_requests import pause
+from tracker.errors import ConflictError
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
 
@@ -36,9 +37,16 @@ async def test_stop_racing_an_approval_says_what_happened(
             await asyncio.sleep(0)
         return await runner.stop(session_id=session.pk, user=member)
 
-    _, stopped = await asyncio.gather(
-        runner.answer(session_id=session.pk, user=member, request=str(request.pk), approve=True), stop_later()
+    answered, stopped = await asyncio.gather(
+        runner.answer(session_id=session.pk, user=member, request=str(request.pk), approve=True),
+        stop_later(),
+        return_exceptions=True,
     )
+    assert isinstance(stopped, bool), stopped
+    if isinstance(answered, BaseException):  # Stop came first: it cancelled the request, and says so
+        assert isinstance(answered, ConflictError), answered
+        assert answered.message == "This request was already cancelled."
+        assert stopped
     if not stopped:  # the turn runs on: stop it now, as a user would press Stop again
         assert await runner.stop(session_id=session.pk, user=member)
     await runner.wait(session.pk)
