@@ -117,11 +117,10 @@ class Replay:
         upto = min(len(self._results) - KEEP_RESULTS, len(self._results) - len(fresh))
         batch = sum(result_tokens(b) for b in self._results[self._cleared : upto])
         if upto > self._cleared and batch >= MIN_CLEAR_TOKENS:
-            homes = sorted(set(self._homes[self._cleared : upto]))
+            newly = frozenset(b.tool_use_id for b in self._results[self._cleared : upto])
+            for home in sorted(set(self._homes[self._cleared : upto])):
+                self._sent[home] = _stubbed(self._sent[home], newly)
             self._cleared, self._live = upto, self._live - batch
-            cleared = self.cleared
-            for home in homes:
-                self._sent[home] = _stubbed(self._sent[home], cleared)
 
 
 def _stubbed(message: ChatMessage, cleared: frozenset[str]) -> ChatMessage:
@@ -129,7 +128,7 @@ def _stubbed(message: ChatMessage, cleared: frozenset[str]) -> ChatMessage:
         return message
     content = tuple(
         ToolResultBlock(b.tool_use_id, STUB, is_error=b.is_error)
-        if isinstance(b, ToolResultBlock) and b.tool_use_id in cleared and b.content != STUB
+        if isinstance(b, ToolResultBlock) and b.tool_use_id in cleared
         else b
         for b in message.content
     )

@@ -845,20 +845,31 @@
 
   function answerRequest(card, request, body) {
     if (card.classList.contains("sending")) return;
-    card.classList.add("sending");
-    for (const control of card.querySelectorAll("button, textarea")) control.disabled = true;
     if (!connected()) {
       // It goes once the chat is live: at once when the page has just opened (its socket still
       // connecting), or when a lost connection is back; unless the request was settled meanwhile.
       socket.answersOnOpen.set(request.id, body);
-      const status = card.querySelector(".request-sending");
-      status.textContent = "Sends as soon as the chat is live…";
-      status.classList.remove("visually-hidden");
+      cardSending(card, "Sends as soon as the chat is live…", { shown: true });
       reconnectNow();
       return;
     }
-    socket.ws.send(JSON.stringify({ type: "answer", request: request.id, ...body }));
-    card.querySelector(".request-sending").textContent = "Sending…";
+    sendAnswer(card, request.id, body);
+  }
+
+  function sendAnswer(card, id, body) {
+    socket.ws.send(JSON.stringify({ type: "answer", request: id, ...body }));
+    cardSending(card, "Sending…");
+  }
+
+  /** A card whose answer is on its way, ``note`` saying how (shown to all while it waits for the
+   * socket), or with null, its controls back. */
+  function cardSending(card, note, { shown = false } = {}) {
+    const sending = note !== null;
+    card.classList.toggle("sending", sending);
+    for (const control of card.querySelectorAll("button, textarea")) control.disabled = sending;
+    const status = card.querySelector(".request-sending");
+    status.textContent = note || "";
+    status.classList.toggle("visually-hidden", !shown);
   }
 
   /** The answers given while the socket was not open, now that it is. */
@@ -867,25 +878,14 @@
       const card = findCard(id);
       const request = view.requests.get(id);
       if (!card || !request || request.status !== "pending") continue; // settled meanwhile: its card says how
-      socket.ws.send(JSON.stringify({ type: "answer", request: id, ...body }));
-      card.classList.add("sending");
-      for (const control of card.querySelectorAll("button, textarea")) control.disabled = true;
-      const status = card.querySelector(".request-sending");
-      status.textContent = "Sending…";
-      status.classList.add("visually-hidden");
+      sendAnswer(card, id, body);
     }
     socket.answersOnOpen.clear();
   }
 
   /** An answer the server refused: the card's controls come back (the error frame says why). */
   function answerRefused() {
-    for (const card of log.querySelectorAll(".request-card.sending")) {
-      card.classList.remove("sending");
-      for (const control of card.querySelectorAll("button, textarea")) control.disabled = false;
-      const status = card.querySelector(".request-sending");
-      status.textContent = "";
-      status.classList.add("visually-hidden");
-    }
+    for (const card of log.querySelectorAll(".request-card.sending")) cardSending(card, null);
   }
 
   function outcomeLine(request) {
