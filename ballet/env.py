@@ -204,6 +204,9 @@ class ServerConfig:
     sqlite_path: Annotated[str | None, Env("BALLET_SQLITE_PATH")] = None
     secret_key: Annotated[str | None, Env("DJANGO_SECRET_KEY")] = _secret()
     debug: Annotated[bool | None, Env("DJANGO_DEBUG")] = None
+    # Check every result of the planner's database threads for models (planner/live/bridge.py);
+    # unset: with DJANGO_DEBUG.
+    bridge_check: Annotated[bool | None, Env("BALLET_BRIDGE_CHECK")] = None
     allowed_hosts: Annotated[list[str], BeforeValidator(_comma_separated), Env("DJANGO_ALLOWED_HOSTS")] = (
         dataclasses.field(default_factory=list)
     )

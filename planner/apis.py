@@ -8,6 +8,7 @@ it on the event loop, and read and write the database through ``db``.
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -95,10 +96,10 @@ class SessionDetailApi(AsyncBalletApi):
         responses=with_errors({200: TranscriptSerializer}, *READ_ERRORS),
     )
     async def get(self, request: Request, session: str) -> Response:
-        found = await db(session_get)(user=caller(request), session_id=session)
-        if found.state == SessionState.RUNNING and await runner.recover(found.pk):
-            found = await db(session_get)(user=caller(request), session_id=session)
-        return await db(_transcript)(request, found)
+        state, session_id, body = await db(_transcript)(request, session)
+        if state == SessionState.RUNNING and await runner.recover(session_id):
+            _, _, body = await db(_transcript)(request, session)
+        return Response(body)
 
     @extend_schema(
         summary="Rename your session, or archive or unarchive it",
@@ -125,8 +126,10 @@ class SessionDetailApi(AsyncBalletApi):
         return await db(_archive)(request, session)
 
 
-def _transcript(request: Request, found: Session) -> Response:
+def _transcript(request: Request, session: str) -> tuple[str, uuid.UUID, dict[str, Any]]:
+    """The session's state, its id and its transcript as the endpoint answers it."""
     user = caller(request)
+    found = session_get(user=user, session_id=session)
     body = {**SessionSerializer(found).data, **transcript(session=found)}
     body.update(
         summary=found.summary,
@@ -138,7 +141,7 @@ def _transcript(request: Request, found: Session) -> Response:
         waiting=getattr(found, "waiting", False),  # annotated by session_list
         usage=ChatUsageSerializer(chat_usage(session=found)).data,
     )
-    return Response(body)
+    return found.state, found.pk, body
 
 
 def _rename(request: Request, session: str) -> Response:
@@ -173,10 +176,15 @@ def _owned(request: Request, session: str) -> Session:
 
 def _found_with(
     request: Request, session: str, serializer_class: type[serializers.Serializer[Any]]
-) -> tuple[Session, dict[str, Any]]:
-    """The session the caller may read, and the request's validated body."""
+) -> tuple[uuid.UUID, dict[str, Any]]:
+    """The id of the session the caller may read, and the request's validated body."""
     found = session_get(user=caller(request), session_id=session)
-    return found, parse(serializer_class, request.data)
+    return found.pk, parse(serializer_class, request.data)
+
+
+def _found(request: Request, session: str) -> uuid.UUID:
+    """The id of the session the caller may read."""
+    return session_get(user=caller(request), session_id=session).pk
 
 
 class SessionMessageApi(AsyncBalletApi):
@@ -190,7 +198,7 @@ class SessionMessageApi(AsyncBalletApi):
     )
     async def post(self, request: Request, session: str) -> Response:
         found, data = await db(_found_with)(request, session, MessageSendSerializer)
-        begin = await runner.send(session_id=found.pk, user=caller(request), text=data["text"])
+        begin = await runner.send(session_id=found, user=caller(request), text=data["text"])
         body = {
             "meaning": begin.meaning,
             "turn": begin.turn,
@@ -210,8 +218,8 @@ class SessionRetryApi(AsyncBalletApi):
         responses=with_errors({202: RedoneSerializer}, *WRITE_ERRORS, 409, 429, 503),
     )
     async def post(self, request: Request, session: str) -> Response:
-        found = await db(session_get)(user=caller(request), session_id=session)
-        return _redone(await runner.retry(session_id=found.pk, user=caller(request)))
+        found = await db(_found)(request, session)
+        return _redone(await runner.retry(session_id=found, user=caller(request)))
 
 
 class SessionEditApi(AsyncBalletApi):
@@ -228,7 +236,7 @@ class SessionEditApi(AsyncBalletApi):
     async def post(self, request: Request, session: str) -> Response:
         found, data = await db(_found_with)(request, session, MessageEditSerializer)
         user = caller(request)
-        return _redone(await runner.edit(session_id=found.pk, user=user, seq=data["seq"], text=data["text"]))
+        return _redone(await runner.edit(session_id=found, user=user, seq=data["seq"], text=data["text"]))
 
 
 def _redone(done: Redone) -> Response:
@@ -244,8 +252,8 @@ class SessionStopApi(AsyncBalletApi):
         responses=with_errors({200: StopSerializer}, *READ_ERRORS, 503),
     )
     async def post(self, request: Request, session: str) -> Response:
-        found = await db(session_get)(user=caller(request), session_id=session)
-        stopped = await runner.stop(session_id=found.pk, user=caller(request))
+        found = await db(_found)(request, session)
+        stopped = await runner.stop(session_id=found, user=caller(request))
         return Response({"stopped": stopped})
 
 
@@ -261,7 +269,7 @@ class SessionAnswerApi(AsyncBalletApi):
     async def post(self, request: Request, session: str) -> Response:
         found, data = await db(_found_with)(request, session, AnswerSerializer)
         resolution = await runner.answer(
-            session_id=found.pk,
+            session_id=found,
             user=caller(request),
             request=data["request"],
             text=data.get("text"),

@@ -17,6 +17,13 @@ logger = logging.getLogger(__name__)
 
 TURNS = Counter("ballet_planner_turns_total", "Planner turns by how they ended.", ["reason"])
 TOOL_CALLS = Counter("ballet_planner_tool_calls_total", "Planner tool calls.", ["tool", "outcome"])
+# What waited for a free turn and failed to start for an unexpected reason (a bug, the database
+# down): "question" or "session". Each is logged with its id; the pass goes on with the rest.
+START_FAILURES = Counter(
+    "ballet_planner_start_failures_total",
+    "Waiting questions and sessions whose start failed unexpectedly.",
+    ["kind"],
+)
 
 
 class QuestionsCollector:

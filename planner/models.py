@@ -235,6 +235,13 @@ class Question(models.Model):
     reused_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reuses"
     )
+    # Asked while a question meaning the same was still unsettled: no sub-chat of its own, settled
+    # with that one (docs/domain.md#agents-questions).
+    joined_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="joins"
+    )
+    # Tries to start its sub-chat's first turn that failed unexpectedly: past a few, the humans settle it.
+    start_failures = models.PositiveSmallIntegerField(default=0)
     # The text's sentence embedding (little-endian float32) and the backend that computed it: vectors
     # of another backend are never compared (tracker/search/embeddings.py).
     embedding = models.BinaryField(null=True, blank=True)

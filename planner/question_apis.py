@@ -4,12 +4,15 @@ for the answer), withdraw.
 Every request counts against the per-user limit of MCP and question requests
 (``docs/trust.md``, Limits). Asking, reading and withdrawing are async views
 (``planner/async_api.py``): they await the runner, and ``GET …/questions/{id}/?wait=SECONDS``
-waits for the answer on the event loop (``agent_questions.question_await``), holding no thread
-and no database connection meanwhile.
+waits for the answer on the event loop (``planner/live/question_waits.py``), holding no thread
+and no database connection meanwhile. What they read and write runs on the database threads,
+the request's project resolved there from its key each time (docs/architecture.md#one-bridge).
 """
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -19,8 +22,9 @@ from rest_framework.response import Response
 
 from planner.async_api import AsyncBalletApi
 from planner.live.bridge import db
+from planner.live.question_waits import question_await
 from planner.live.runner import runner
-from planner.models import Question, QuestionStatus
+from planner.models import QuestionStatus
 from planner.serializers import (
     QuestionAnswerSerializer,
     QuestionAskSerializer,
@@ -29,14 +33,18 @@ from planner.serializers import (
     QuestionWaitSerializer,
 )
 from planner.services.agent_questions import (
+    Asked,
+    Withdrawn,
     question_answer_human,
-    question_await,
+    question_ask,
     question_get,
     question_list,
+    question_status,
+    question_withdraw,
 )
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.limits import agent_request_count
-from tracker.models import Project, Scope
+from tracker.models import Scope
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ
 
 
@@ -75,28 +83,43 @@ class QuestionListApi(AsyncBalletApi):
         ),
     )
     async def post(self, request: Request, key: str) -> Response:
-        project, data = await db(_asking)(request, key)
-        asked = await runner.ask(
-            user=caller(request),
-            project=project,
-            text=data["text"],
-            item_key=data.get("item"),
-            idempotency_key=data.get("idempotency_key") or request.headers.get("Idempotency-Key"),
-            fresh=data.get("fresh", False),
-        )
+        asked = await runner.ask(functools.partial(_asking, request, key))
         code = status.HTTP_200_OK if asked.replayed else status.HTTP_201_CREATED
-        return await db(_serialized)(asked.question, code)
+        return await db(_serialized)(request, key, asked.question_id, code)
 
 
-def _asking(request: Request, key: str) -> tuple[Project, dict[str, Any]]:
+def _asking(request: Request, key: str) -> Asked:
     project = project_for(request, key, PLANNER_CHAT)
     agent_request_count(user_id=caller(request).pk, write=True)
-    return project, parse(QuestionAskSerializer, request.data)
+    data = parse(QuestionAskSerializer, request.data)
+    return question_ask(
+        user=caller(request),
+        project=project,
+        text=data["text"],
+        item_key=data.get("item"),
+        idempotency_key=data.get("idempotency_key") or request.headers.get("Idempotency-Key"),
+        fresh=data.get("fresh", False),
+    )
 
 
-def _serialized(question: Question, code: int = status.HTTP_200_OK) -> Response:
-    """Serialized where the database may be read: a serializer is free to follow a relation."""
-    return Response(QuestionSerializer(question).data, status=code)
+def _serialized(request: Request, key: str, question_id: int, code: int = status.HTTP_200_OK) -> Response:
+    """The question as it is now, read where the database may be read: a serializer is free to
+    follow a relation."""
+    project = project_for(request, key, TRACKER_READ)
+    found = question_get(user=caller(request), project=project, question_id=question_id)
+    return Response(QuestionSerializer(found).data, status=code)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """A question as a reader first reads it: serialized, and what deciding whether to wait needs."""
+
+    project_id: int
+    question_id: int
+    status: str
+    started: bool
+    seconds: float
+    body: dict[str, Any]
 
 
 class QuestionDetailApi(AsyncBalletApi):
@@ -106,21 +129,27 @@ class QuestionDetailApi(AsyncBalletApi):
         responses=with_errors({200: QuestionSerializer}, *READ_ERRORS, 429),
     )
     async def get(self, request: Request, key: str, question: str) -> Response:
+        read = await db(_reading)(request, key, question)
+        if read.seconds <= 0 or read.status != QuestionStatus.OPEN:
+            return Response(read.body)
+        if not read.started:  # the running-turn limits kept it waiting: a turn may have freed up
+            await runner.start_waiting(force=True)
         user = caller(request)
-        project, found, seconds = await db(_reading)(request, key, question)
-        if seconds > 0 and found.status == QuestionStatus.OPEN:
-            if not found.started:  # the running-turn limits kept it waiting: a turn may have freed up
-                await runner.start_waiting(force=True)
-            found = await question_await(user=user, project=project, question_id=found.pk, seconds=seconds)
-        return await db(_serialized)(found)
+        settled = functools.partial(
+            question_status, user=user, project_id=read.project_id, question_id=read.question_id
+        )
+        await question_await(question_id=read.question_id, status=settled, seconds=read.seconds)
+        return await db(_serialized)(request, key, read.question_id)
 
 
-def _reading(request: Request, key: str, question: str) -> tuple[Project, Question, float]:
-    """The project, the question as it is now, and how long the caller would wait for its answer."""
+def _reading(request: Request, key: str, question: str) -> _Reading:
+    """The question as it is now, and how long the caller would wait for its answer."""
     project = project_for(request, key, TRACKER_READ)
     agent_request_count(user_id=caller(request).pk, write=False)
     seconds = parse(QuestionWaitSerializer, request.query_params)["wait"]
-    return project, question_get(user=caller(request), project=project, question_id=question), seconds
+    found = question_get(user=caller(request), project=project, question_id=question)
+    body = dict(QuestionSerializer(found).data)
+    return _Reading(project.pk, found.pk, found.status, found.started, seconds, body)
 
 
 class QuestionAnswerApi(BalletApi):
@@ -157,15 +186,14 @@ class QuestionWithdrawApi(AsyncBalletApi):
         responses=with_errors({200: QuestionSerializer}, *WRITE_ERRORS, 409, 429, 503),
     )
     async def post(self, request: Request, key: str, question: str) -> Response:
-        project = await db(_withdrawing)(request, key)
-        withdrawn = await runner.withdraw(user=caller(request), project=project, question_id=question)
-        return await db(_serialized)(withdrawn)
+        withdrawn = await runner.withdraw(functools.partial(_withdrawing, request, key, question))
+        return await db(_serialized)(request, key, withdrawn.question_id)
 
 
-def _withdrawing(request: Request, key: str) -> Project:
+def _withdrawing(request: Request, key: str, question: str) -> Withdrawn:
     project = project_for(request, key, TRACKER_READ)
     agent_request_count(user_id=caller(request).pk, write=True)
-    return project
+    return question_withdraw(user=caller(request), project=project, question_id=question)
 
 
 __all__ = [

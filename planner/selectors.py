@@ -8,7 +8,6 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.db.models import BooleanField, Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncDate
 
@@ -18,7 +17,7 @@ from planner.agent.loop import History, TurnSettings
 from planner.agent.messages import ChatMessage, Provider, block_from_wire
 from planner.agent.prompt import system_prompt
 from planner.agent.tool_words import tool_label, tool_stage
-from planner.agent.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS
+from planner.agent.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS, ToolContext
 from planner.live.histories import Kept
 from planner.live.process import histories
 from planner.models import (
@@ -117,6 +116,34 @@ def session_get(*, user: AnyUser, session_id: uuid.UUID | str) -> Session:
         raise NotFoundError("Session not found.") from exc
 
 
+@dataclass(frozen=True)
+class SessionView:
+    """What the event loop needs of a session it may see (docs/architecture.md#one-bridge)."""
+
+    id: uuid.UUID
+    user_id: int  # its owner
+    state: str
+    last_message_seq: int
+    turn_count: int
+    answer_waiting: bool
+
+    @classmethod
+    def of(cls, found: Session) -> SessionView:
+        return cls(
+            id=found.pk,
+            user_id=found.user_id,
+            state=found.state,
+            last_message_seq=found.last_message_seq,
+            turn_count=found.turn_count,
+            answer_waiting=found.answer_waiting,
+        )
+
+
+def session_view(*, user: AnyUser, session_id: uuid.UUID | str) -> SessionView:
+    """:func:`session_get` as plain data."""
+    return SessionView.of(session_get(user=user, session_id=session_id))
+
+
 def session_project_seen(*, user: AnyUser, session_id: uuid.UUID | str) -> int | None:
     """The project of the session if ``user`` may see it, as :func:`sessions_visible` decides,
     from one statement and the user's access: what every frame of a chat checks
@@ -202,18 +229,22 @@ def project_provider(project: Project) -> Provider:
 
 @dataclass(frozen=True)
 class TurnSetup:
+    """Where a turn starts from, as plain data: it crosses to the event loop
+    (docs/architecture.md#one-bridge). Who the turn acts for and where are ids; its tools load them
+    on the database threads (``planner/live/session_io.py``)."""
+
     history: History
     settings: TurnSettings
     skills: tuple[tuple[str, int], ...]
-    user: User
-    project: Project
+    user_id: int  # the session's owner: who the turn acts for
+    project_id: int
     focus: list[str]
     approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval
     question_id: int | None = None  # the question of a question's sub-chat
-    shared: Reader | None = None  # a question's sub-chat: what its tools act with (session_reader)
     # The session's last stored message: the history's last, unless a retry superseded that one.
     last_seq: int = 0
     untitled: bool = False  # nobody named the chat yet: a title may be proposed after the turn
+    token_budget: int | None = None  # the project's daily token budget (docs/trust.md), if it has one
 
 
 def session_reader(*, session: Session) -> Reader | None:
@@ -235,6 +266,20 @@ def session_reader(*, session: Session) -> Reader | None:
     )
     others = {r.answered_by_id: r.answered_by for r in decided if r.answered_by is not None}
     return Reader(users=(session.user, *others.values()), project_id=session.project_id)
+
+
+def session_tool_context(*, session_id: uuid.UUID, focus: set[str]) -> ToolContext:
+    """What the tools of the session's running turn act with: its owner, its project (read now),
+    and in a question's sub-chat its readers (:func:`session_reader`); ``focus`` is the turn's own."""
+    session = Session.objects.select_related("user", "project__organization").get(pk=session_id)
+    return ToolContext(
+        user=session.user,
+        project=session.project,
+        session_id=session_id,
+        focus=focus,
+        question_id=session.question_id,
+        shared=session_reader(session=session),
+    )
 
 
 def turn_setup(*, session: Session, history: History) -> TurnSetup:
@@ -262,14 +307,14 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         history=history,
         settings=turn_settings,
         skills=prompt.skills,
-        user=session.user,
-        project=session.project,
+        user_id=session.user_id,
+        project_id=session.project_id,
         focus=list(session.focus),
         approve_tools=config.approve_tools,
         question_id=session.question_id,
-        shared=session_reader(session=session),
         last_seq=session.last_message_seq,
         untitled=session.title_source == TitleSource.NONE and session.question_id is None,
+        token_budget=config.daily_token_budget,
     )
 
 

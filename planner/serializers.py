@@ -6,8 +6,9 @@ from typing import Any
 
 from rest_framework import serializers
 
+from planner.live.question_waits import MAX_WAIT_SECONDS
 from planner.models import Question, QuestionStatus, Session
-from planner.services.agent_questions import MAX_IDEMPOTENCY_KEY, MAX_QUESTION_CHARS, MAX_WAIT_SECONDS
+from planner.services.agent_questions import MAX_IDEMPOTENCY_KEY, MAX_QUESTION_CHARS
 from planner.services.sessions import MAX_MESSAGE_CHARS, MAX_TITLE
 from tracker.serializers import (
     MAX_INT,
@@ -124,7 +125,8 @@ class QuestionSerializer(serializers.Serializer[Question]):
     )
     asker = serializers.CharField(source="asker.username")
     session = serializers.SerializerMethodField(
-        help_text="The question's sub-chat; null for a question answered from an earlier one (reused)."
+        help_text="The question's sub-chat (for a joined question, the one it joined); null for a question "
+        "answered from an earlier one (reused)."
     )
     created_at = serializers.DateTimeField()
     answered_at = serializers.DateTimeField(allow_null=True)
@@ -132,6 +134,12 @@ class QuestionSerializer(serializers.Serializer[Question]):
         help_text="Answered at once with the answer of an earlier question meaning the same (reused_from)."
     )
     reused_from = serializers.IntegerField(source="reused_from_id", allow_null=True)
+    joined_to = serializers.IntegerField(
+        source="joined_to_id",
+        allow_null=True,
+        help_text="Asked while this question, meaning the same, was still unsettled: this one waits for its "
+        "outcome and is settled with it, without a sub-chat of its own.",
+    )
     one_off = serializers.BooleanField(help_text="The human's answer is not kept as a decision nor reused.")
     decision = serializers.IntegerField(
         source="decision_id", allow_null=True, help_text="The knowledge entry the human's answer was kept as."
@@ -144,7 +152,8 @@ class QuestionSerializer(serializers.Serializer[Question]):
         return question.reused_from_id is not None
 
     def get_session(self, question: Question) -> str | None:
-        session = getattr(question, "session", None)
+        answering = question.joined_to if question.joined_to_id is not None else question
+        session = getattr(answering, "session", None)
         return str(session.pk) if session is not None else None
 
 

@@ -141,6 +141,7 @@ ROWS = [
         [],
     ),
     server("debug", "DJANGO_DEBUG", "1", True),
+    server("bridge_check", "BALLET_BRIDGE_CHECK", "1", True),
     server("anthropic_api_key", "ANTHROPIC_API_KEY", "sk-ant-env"),
     server("anthropic_base_url", "ANTHROPIC_BASE_URL", "http://127.0.0.1:9999"),
     server("sqlite_path", "BALLET_SQLITE_PATH", "/tmp/elsewhere/ballet.sqlite3"),

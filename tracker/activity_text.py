@@ -108,6 +108,7 @@ def _question(event: ActivityEvent, data: dict[str, Any], key: str) -> ActivityL
         "asked": "asked a question",
         "answered": "answered a question",
         "withdrawn": "withdrew a question",
+        "joined": "asked a question already in flight",  # joined to it: settled with it
     }
     if action == "needs_human":
         return ActivityLine(event, "", "A question", about, _item_url(key, about), " needs a human")

@@ -11,6 +11,7 @@ the user's roles allow. ``docs/api-keys.md``.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Final
 
@@ -76,11 +77,23 @@ def _key(credential: str) -> ApiKey:
     return key
 
 
+@dataclass(frozen=True)
+class KeyScopes:
+    """What :func:`scope_require` reads of an API key, as plain data: what a request served on the
+    event loop holds of its key (``planner/mcp_server/app.py``)."""
+
+    scopes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, key: ApiKey) -> KeyScopes:
+        return cls(tuple(key.scopes))
+
+
 def scope_require(auth: object, scope: Scope | None, what: str) -> None:
     """Raise MissingScopeError unless the request's ``auth`` may use ``what`` (``POST /api/v1/…``,
-    ``the tool ask_question``): an API key needs ``scope``, and None means no key may; a session
-    or a legacy token is not restricted by scopes."""
-    if not isinstance(auth, ApiKey):
+    ``the tool ask_question``): an API key (or its :class:`KeyScopes`) needs ``scope``, and None
+    means no key may; a session or a legacy token is not restricted by scopes."""
+    if not isinstance(auth, ApiKey | KeyScopes):
         return
     if scope is None:
         raise MissingScopeError(

@@ -65,7 +65,9 @@ class Reader:
     project_id: int | None = None
 
 
-Principal = AnyUser | Reader
+# A user's id stands for the user where no user object is held (the event loop's waits): their
+# access is read from the database all the same.
+Principal = AnyUser | Reader | int
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,16 @@ def access_of(user: Principal | None) -> Access:
     """``user``'s access now (once per scope)."""
     if isinstance(user, Reader):
         return _joint_access(user)
-    if user is None or not user.is_authenticated or user.pk is None or not user.is_active:
+    if isinstance(user, int):
+        pk = user
+    elif user is None or not user.is_authenticated or user.pk is None or not user.is_active:
         return NO_ACCESS
+    else:
+        pk = user.pk
     cache = _scope.get()
-    if cache is not None and user.pk in cache:
-        return cache[user.pk]
-    return access_load([user.pk])[user.pk]
+    if cache is not None and pk in cache:
+        return cache[pk]
+    return access_load([pk])[pk]
 
 
 def _joint_access(reader: Reader) -> Access:

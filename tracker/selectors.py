@@ -65,6 +65,14 @@ def _overrides(project: Project) -> dict[str, Any]:
     return project.settings if isinstance(project.settings, dict) else {}
 
 
+def project_by_id(project_id: int) -> Project:
+    """The project ``project_id`` (a caller that held its id alone, such as a wait on the event loop)."""
+    try:
+        return Project.objects.select_related("organization").get(pk=project_id)
+    except Project.DoesNotExist as exc:
+        raise NotFoundError("Project not found.") from exc
+
+
 def project_get(*, key: str) -> Project:
     if "\x00" in key:  # PostgreSQL refuses NUL even in a lookup
         raise NotFoundError("Project not found.")

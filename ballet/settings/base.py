@@ -34,6 +34,9 @@ BALLET_PRICES = config.prices
 
 # Off unless DJANGO_DEBUG=1, in both modes: the debug pages show code and settings (docs/trust.md#secrets).
 DEBUG = bool(SERVER.debug)
+# Every result of the planner's database threads is checked for model instances on its way to the
+# event loop (planner/live/bridge.py): on in DEBUG and in the tests, a walk too many for production.
+BRIDGE_CHECK = DEBUG if SERVER.bridge_check is None else SERVER.bridge_check
 # The embedded mode's SQLite file; its folder is made here, so a fresh clone's migrate works.
 SQLITE_PATH = None if PRODUCTION_MODE else embedded_database_path(SERVER, BASE_DIR / "db" / "ballet.sqlite3")
 # Production mode refuses to start without its keys; the embedded mode keeps generated ones

@@ -34,14 +34,15 @@ from planner.live.bridge import db
 from planner.live.hub import Hub, hub
 from planner.live.inbox import Seen
 from planner.live.turns import LiveTurn
-from planner.models import Question, SessionState
-from planner.selectors import TurnSetup, session_get, work_waiting
-from planner.services import agent_questions, human_requests, resend, sessions
+from planner.metrics import START_FAILURES
+from planner.models import SessionState
+from planner.selectors import SessionView, TurnSetup, session_view, work_waiting
+from planner.services import agent_questions, human_requests, question_turns, resend, sessions
+from planner.services.agent_questions import WaitingQuestion
 from planner.services.human_requests import Resolution
 from planner.services.resend import Redone
 from planner.services.sessions import Begin, TurnsFullError
 from tracker.errors import BalletError, NotFoundError, UnavailableError
-from tracker.models import Project
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,23 @@ class Runner:
             question=question,
             reply=human_requests.requests_reply,
         )
-        begin, live = await self._beginning(session_id, user, begun)
+        kind = "question" if question else "human"
+        seen = text if shown is None else shown
+        return await self._send(session_id, user.pk, begun, author=user.get_username(), seen=seen, kind=kind)
+
+    async def _send(
+        self,
+        session_id: uuid.UUID,
+        user_id: int,
+        begun: Callable[[], Begin],
+        *,
+        author: str,
+        seen: str,
+        kind: str,
+    ) -> Begin:
+        """``begun`` (a service giving a message from ``user_id`` its meaning) on the database
+        threads, then the turn it started or continued; watchers see the message as ``seen``."""
+        begin, live = await self._beginning(session_id, user_id, begun)
         if live is None:
             steered = self.hub.turns.get(session_id)
             if steered is not None:
@@ -121,17 +138,15 @@ class Runner:
             return begin
         first = list(begin.frames)
         if begin.message is not None:
-            kind = "continue" if begin.meaning == "continued" else "question" if question else "human"
-            seen = text if shown is None else shown
+            shown_as = "continue" if begin.meaning == "continued" else kind
             first.insert(
-                0,
-                frames.user_message(seq=begin.message.seq, text=seen, author=user.get_username(), kind=kind),
+                0, frames.user_message(seq=begin.message.seq, text=seen, author=author, kind=shown_as)
             )
         await self._start(live, begin, first)
         return begin
 
     async def _beginning(
-        self, session_id: uuid.UUID, user: User, begun: Callable[[], Begin]
+        self, session_id: uuid.UUID, user_id: int, begun: Callable[[], Begin]
     ) -> tuple[Begin, LiveTurn | None]:
         """``begun`` (a service giving a human's action its meaning) on the database threads,
         serving the session and claiming it here first; the turn it opened, registered here,
@@ -148,7 +163,7 @@ class Runner:
                     session_id=session_id,
                     turn=begin.turn,
                     outbox=await self.hub.relay.outbox(session_id),
-                    user_id=user.pk,
+                    user_id=user_id,
                 )
                 live.inputs_waiting = bool(begin.frames)  # a reply resumed it: steering may wait
                 self.hub.turns.start(live)
@@ -238,7 +253,7 @@ class Runner:
             session_id=session_id,
             turn=begin.turn,
             outbox=await self.hub.relay.outbox(session_id),
-            user_id=owner_id if owner_id is not None else (begin.setup.user.pk if begin.setup else None),
+            user_id=owner_id if owner_id is not None else (begin.setup.user_id if begin.setup else None),
         )
         live.inputs_waiting = True  # steering may have waited while the turn was paused
         self.hub.turns.start(live)
@@ -253,15 +268,28 @@ class Runner:
         if live is not None and live.user_id == user.pk:
             live.stop()  # at once: not behind the turn's own work on the database threads
             return True
-        session = await db(session_get)(user=user, session_id=session_id)
+        viewed = functools.partial(session_view, user=user, session_id=session_id)
+        session = await db(viewed)()
         if session.user_id != user.pk:
             raise NotFoundError("Session not found.")
+        cancel = functools.partial(human_requests.requests_cancel, session_id=session_id, user=user)
+        return await self._stop(session, cancel, viewed)
+
+    async def _stop(
+        self,
+        session: SessionView,
+        cancel: Callable[[], list[Frame] | None],
+        viewed: Callable[[], SessionView],
+    ) -> bool:
+        """Stop the turn of ``session`` that does not run here: ``cancel`` the requests it is paused
+        on, or stop it in the process running it (recovered if that process died)."""
+        session_id = session.id
         if session.state == SessionState.PAUSED:
-            cancelled = await db(human_requests.requests_cancel)(session_id=session_id, user=user)
+            cancelled = await db(cancel)()
             if cancelled is not None:
                 await self.hub.publish(session_id, cancelled)
                 return True
-            session = await db(session_get)(user=user, session_id=session_id)  # resumed meanwhile?
+            session = await db(viewed)()  # resumed meanwhile?
         if self.hub.turns.stop(session_id):
             return True
         if session.state != SessionState.RUNNING or await self.recover(session_id, answer=False):
@@ -300,7 +328,7 @@ class Runner:
             done.append(redo())
             return done[0].begin
 
-        begin, live = await self._beginning(session_id, user, begun)
+        begin, live = await self._beginning(session_id, user.pk, begun)
         assert live is not None  # a retry or an edit never steers
         first: list[Frame] = []
         if done[0].superseded:
@@ -313,68 +341,65 @@ class Runner:
 
     # ------------------------------------------------------------------ agents' questions
 
-    async def ask(
-        self,
-        *,
-        user: User,
-        project: Project,
-        text: Any,
-        item_key: Any = None,
-        idempotency_key: Any = None,
-        fresh: Any = False,
-    ) -> agent_questions.Asked:
-        """Record ``user``'s question and start its sub-chat's first turn at once, or, past the
-        running-turn limits, leave it open until a turn frees up (docs/domain.md). A question asked
-        before with the same idempotency key is returned as it is; one answered at once with an
-        earlier answer (answers are remembered; not with ``fresh``) has no sub-chat to start."""
-        asked: agent_questions.Asked = await db(agent_questions.question_ask)(
-            user=user,
-            project=project,
-            text=text,
-            item_key=item_key,
-            idempotency_key=idempotency_key,
-            fresh=fresh,
-        )
-        if not asked.replayed and asked.question.reused_from_id is None:
-            await self._start_question(asked.question)
+    async def ask(self, asking: Callable[[], agent_questions.Asked]) -> agent_questions.Asked:
+        """Record a question (``asking``, the interface's call of ``question_ask`` on the database
+        threads) and start its sub-chat's first turn at once, or, past the running-turn limits,
+        leave it open until a turn frees up (docs/domain.md). A question asked before with the
+        same idempotency key is returned as it is; one answered at once with an earlier answer, or
+        joined to one still unsettled (not with ``fresh``), has no sub-chat to start."""
+        asked = await db(asking)()
+        if asked.start is not None:
+            await self._start_question(asked.start)
         return asked
 
-    async def _start_question(self, question: Question) -> TurnsFullError | UnavailableError | None:
-        """Start the question's first turn; the limit that keeps it waiting, if one does (or the
-        channel layer, down for a moment)."""
+    async def _start_question(self, question: WaitingQuestion) -> TurnsFullError | UnavailableError | bool:
+        """Start the question's first turn: True if it started here, False if it no longer waits
+        (started elsewhere, settled) or cannot start (the humans settle it), else the limit that
+        keeps it waiting (or the channel layer, down for a moment)."""
+        begun = functools.partial(question_turns.question_turn_begin, question_id=question.id)
         try:
-            await self.send(
-                session_id=question.session.pk,
-                user=question.asker,
-                text=agent_questions.first_message(question),
-                question=True,
-                shown=question.text,
+            await self._send(
+                question.session_id,
+                question.asker_id,
+                begun,
+                author=question.asker,
+                seen=question.text,
+                kind="question",
             )
+        except agent_questions.QuestionNotWaitingError:
+            return False
         except (TurnsFullError, UnavailableError) as exc:  # it waits, recorded, for a later pass
             self.work_waiting = True
             return exc
         except BalletError as exc:  # the asker lost access meanwhile: the humans settle it
-            logger.warning("question %s cannot start: %s", question.pk, exc.message)
-            await db(agent_questions.question_unstartable)(question_id=question.pk, reason=exc.message)
-        return None
+            logger.warning("question %s cannot start: %s", question.id, exc.message)
+            await db(agent_questions.question_unstartable)(question_id=question.id, reason=exc.message)
+            return False
+        return True
 
     async def start_waiting(self, *, force: bool = False) -> list[uuid.UUID]:
         """Start what the running-turn limits kept waiting while turns are free: answered turns
         first, then questions, each oldest first; the sessions whose turns started here. What
         cannot start yet (its owner's or its project's turns are taken) holds back no other
         user's, project's or organization's, and what the same full limit holds is not tried
-        again in the same pass. Without ``force`` only when this process saw something wait, or
-        the database holds some (what waits may have been queued by a process since gone)."""
-        if not (force or self.work_waiting or await db(work_waiting)()):
-            return []
-        self.work_waiting = False
+        again in the same pass; what fails to start for another reason is logged, counted and
+        passed over (a question, after a few tries, is left to the humans). Without ``force``
+        only when this process saw something wait, or the database holds some (what waits may
+        have been queued by a process since gone). Never raises: a pass that cannot read what
+        waits (the database down) is logged, and a later pass reads it again."""
         started: list[uuid.UUID] = []
-        full = _FullLimits()
         try:
+            if not (force or self.work_waiting or await db(work_waiting)()):
+                return []
+            self.work_waiting = False
+            full = _FullLimits()
             await self._start_sessions(sessions.sessions_answer_waiting, self._answer, full, started)
             await self._start_sessions(human_requests.sessions_resume_waiting, self._resume, full, started)
             await self._start_questions(full, started)
         except UnavailableError:  # the channel layer is down: a later pass starts them
+            self.work_waiting = True
+        except Exception:  # what waits could not be read: a later pass reads it again
+            logger.exception("a pass over the work waiting for a free turn failed")
             self.work_waiting = True
         return started
 
@@ -389,7 +414,15 @@ class Runner:
         for session_id, owner, project in await db(waiting)():
             if full.holds(owner, project):
                 continue
-            done = await start(session_id)
+            try:
+                done = await start(session_id)
+            except UnavailableError:
+                raise
+            except Exception:  # one session that cannot start holds back none behind it
+                logger.exception("session %s waiting for a free turn failed to start", session_id)
+                START_FAILURES.labels("session").inc()
+                self.work_waiting = True
+                continue
             if done is True:
                 started.append(session_id)
             elif done:
@@ -421,22 +454,50 @@ class Runner:
         for question in await db(agent_questions.questions_waiting)():
             if full.holds(question.asker_id, question.project_id):
                 continue
-            held = await self._start_question(question)
+            try:
+                held = await self._start_question(question)
+            except Exception as exc:  # one question that cannot start holds back none behind it
+                await self._start_failed(question, exc)
+                continue
             if isinstance(held, UnavailableError):
                 raise held
-            if held is None:
-                started.append(question.session.pk)
-            else:
+            if held is True:
+                started.append(question.session_id)
+            elif held:
                 full.add(held, question.asker_id, question.project_id)
 
-    async def withdraw(self, *, user: User, project: Project, question_id: Any) -> Question:
-        """Withdraw a question (its asker, or a project admin) and stop its sub-chat's turn."""
-        done: agent_questions.Withdrawn = await db(agent_questions.question_withdraw)(
-            user=user, project=project, question_id=question_id
-        )
-        if done.session_id is not None:
-            await self.stop(session_id=done.session_id, user=done.question.asker)
-        return done.question
+    async def _start_failed(self, question: WaitingQuestion, exc: Exception) -> None:
+        """Log and count a question whose start failed unexpectedly; after a few such failures
+        the humans settle it (needs_human, with the reason)."""
+        reason = f"{type(exc).__name__}: {exc}"[:500]
+        logger.error("question %s failed to start: %s", question.id, reason, exc_info=exc)
+        START_FAILURES.labels("question").inc()
+        self.work_waiting = True
+        try:
+            left = await db(agent_questions.question_start_failed)(question_id=question.id, reason=reason)
+        except Exception:  # the database is down too: a later pass counts it
+            logger.warning("question %s: its failure to start was not recorded", question.id, exc_info=True)
+            return
+        if left:
+            logger.warning("question %s is left to the humans after repeated failures to start", question.id)
+
+    async def withdraw(
+        self, withdrawing: Callable[[], agent_questions.Withdrawn]
+    ) -> agent_questions.Withdrawn:
+        """Withdraw a question (``withdrawing``, the interface's call of ``question_withdraw``: its
+        asker or a project admin) and stop its sub-chat's turn, unless questions joined to it
+        still wait on it."""
+        done = await db(withdrawing)()
+        if done.session_id is None:
+            return done
+        live = self.hub.turns.get(done.session_id)
+        if live is not None:
+            live.stop()
+            return done
+        viewed = functools.partial(question_turns.withdrawn_session, session_id=done.session_id)
+        cancel = functools.partial(human_requests.requests_cancel_unwaited, session_id=done.session_id)
+        await self._stop(await db(viewed)(), cancel, viewed)
+        return done
 
     async def recover(self, session_id: uuid.UUID, *, answer: bool = True, start: bool = True) -> bool:
         """Recover the session if its turn's process died, and tell its watchers; True if it did.
@@ -478,13 +539,14 @@ class Runner:
         (at once, or later when this process loses it: the watcher reconnects
         and reloads what it missed).
         """
-        session = await db(session_get)(user=user, session_id=session_id)
+        viewed = functools.partial(session_view, user=user, session_id=session_id)
+        session = await db(viewed)()
         if (
             session.state == SessionState.RUNNING
             and not self.hub.turns.runs(session_id)
             and await self.recover(session_id, start=False)
         ):
-            session = await db(session_get)(user=user, session_id=session_id)
+            session = await db(viewed)()
         async with self.hub.watching(session_id) as (inbox, here):
             yield frames.state(
                 session_state=session.state, last_seq=session.last_message_seq, turn=session.turn_count

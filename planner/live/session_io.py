@@ -7,6 +7,10 @@ tool-call records wait for the next step's transaction. A round of tool calls
 is one trip to the database threads; when its calls only read, the answer and
 their results are stored together, after the calls ran (a process that dies
 meanwhile leaves the history as it was), else the answer first.
+
+What the tools act with (the session's owner and project, the readers of a question's sub-chat) is
+loaded on the database threads by the turn's first round of tool calls and stays there: the event
+loop holds the turn's ids, never a model (docs/architecture.md#one-bridge).
 """
 
 from __future__ import annotations
@@ -30,15 +34,14 @@ from planner.agent.messages import (
 )
 from planner.agent.tools import TOOLS, ToolContext
 from planner.agent.tools.base import reads_ahead
-from planner.live.bridge import db
+from planner.live.bridge import db, off_the_loop
 from planner.live.turns import LiveTurn
 from planner.models import RequestKind
-from planner.selectors import TurnSetup, tokens_used_since, utc_day_start
+from planner.selectors import TurnSetup, session_tool_context, tokens_used_since, utc_day_start
 from planner.services import human_requests, sessions
 from tracker import sql
 from tracker.inputs import nul_paths
-from tracker.permissions import Reader, access_query, access_scope
-from tracker.selectors import project_planner_config
+from tracker.permissions import access_query, access_scope
 
 Emit = Callable[[Frame], Awaitable[None]]
 
@@ -73,15 +76,9 @@ class SessionIO(TurnIO):
         self.live = live
         self.setup = setup
         self._emit = emit
-        self.context = ToolContext(
-            user=setup.user,
-            project=setup.project,
-            session_id=live.session_id,
-            focus=set(setup.focus),
-            question_id=setup.question_id,
-            shared=setup.shared,
-        )
-        self.records = sessions.StepRecords(project_id=setup.project.pk)
+        self.focus = set(setup.focus)  # what the session follows: the tools add to it
+        self._context: ToolContext | None = None  # on the database threads only: see context()
+        self.records = sessions.StepRecords(project_id=setup.project_id)
         self.last_seq = setup.last_seq  # each save checks that nothing was stored since
         self.ended = False  # the last answer's save ended the turn
 
@@ -90,7 +87,7 @@ class SessionIO(TurnIO):
             return []
         self.live.inputs_waiting = self.live.steering_waiting = False
         delivered = await db(sessions.session_inputs)(
-            session_id=self.live.session_id, turn=self.live.turn, focus=sorted(self.context.focus)
+            session_id=self.live.session_id, turn=self.live.turn, focus=sorted(self.focus)
         )
         for message, author in delivered:
             self.last_seq = message.seq
@@ -117,6 +114,14 @@ class SessionIO(TurnIO):
             answer=done.answer, runs=done.runs, results=done.results, error=done.error, paused=done.paused
         )
 
+    def context(self) -> ToolContext:
+        """What the turn's tools act with, loaded by its first round of calls (a database thread's
+        call: it holds the session's owner and project)."""
+        if self._context is None:
+            off_the_loop()
+            self._context = session_tool_context(session_id=self.live.session_id, focus=self.focus)
+        return self._context
+
     def _tool_round(
         self, answer: ChatMessage, usage: Usage, calls: list[ToolUseBlock], stopping: Callable[[], bool]
     ) -> _RoundDone:
@@ -136,7 +141,7 @@ class SessionIO(TurnIO):
                 after_seq=self.last_seq,
                 usage=usage,
                 then=_results(runs),
-                focus=sorted(self.context.focus),
+                focus=sorted(self.focus),
             )
         except Exception:
             self.records.tools.clear()  # calls that only read, of an answer never stored
@@ -154,9 +159,7 @@ class SessionIO(TurnIO):
             runs = self._calls(calls, stopping)
             if len(runs) < len(calls):
                 return _RoundDone(saved.message, runs, None, saved)
-            stored = self._store(
-                _results(runs), after_seq=saved.message.seq, focus=sorted(self.context.focus)
-            )
+            stored = self._store(_results(runs), after_seq=saved.message.seq, focus=sorted(self.focus))
         except Exception as exc:  # the answer is stored: the loop must know, then fail the turn
             return _RoundDone(saved.message, runs, None, saved, exc)
         return _RoundDone(saved.message, runs, stored.message, stored)
@@ -181,9 +184,7 @@ class SessionIO(TurnIO):
             if len(runs) < len(calls) - len(waiting):
                 return _RoundDone(saved.message, runs, None, saved)
             if not asks:  # every waiting call was refused: an ordinary round
-                stored = self._store(
-                    _results(runs), after_seq=saved.message.seq, focus=sorted(self.context.focus)
-                )
+                stored = self._store(_results(runs), after_seq=saved.message.seq, focus=sorted(self.focus))
                 return _RoundDone(saved.message, runs, stored.message, stored)
             paused = human_requests.turn_pause(
                 session_id=self.live.session_id,
@@ -191,8 +192,8 @@ class SessionIO(TurnIO):
                 after_seq=saved.message.seq,
                 asks=asks,
                 records=self.records,
-                focus=sorted(self.context.focus),
-                project=self.setup.project,
+                focus=sorted(self.focus),
+                project=self.context().project,
             )
         except Exception as exc:
             return _RoundDone(saved.message, runs, None, saved, exc)
@@ -215,22 +216,22 @@ class SessionIO(TurnIO):
 
     def _reads(self, calls: list[ToolUseBlock]) -> list[sql.Statement]:
         """The access of whom the tools read for, and what each call reads first."""
-        reader = self.context.reader
-        users = reader.users if isinstance(reader, Reader) else (reader,)
-        reads = [access_query([user.pk]) for user in users if user.pk is not None]
+        context = self.context()
+        users = context.shared.users if context.shared is not None else (context.user,)
+        reads = [access_query([user.pk]) for user in users]
         for call in calls:
-            reads.extend(reads_ahead(TOOLS.get(call.name), call.input, self.context))
+            reads.extend(reads_ahead(TOOLS.get(call.name), call.input, self.context()))
         return reads
 
     def _run(self, call: ToolUseBlock) -> ToolRun:
-        record = sessions.tool_run(context=self.context, call=call)
+        context = self.context()
+        record = sessions.tool_run(context=context, call=call)
         self.records.tools.append(record)
         outcome = record.outcome
         drafts = tuple(
-            frames.draft(kind=d.kind, snapshot=d.snapshot, artifact_id=d.artifact_id)
-            for d in self.context.drafts
+            frames.draft(kind=d.kind, snapshot=d.snapshot, artifact_id=d.artifact_id) for d in context.drafts
         )
-        self.context.drafts.clear()
+        context.drafts.clear()
         return ToolRun(
             result=ToolResultBlock(call.id, outcome.content, is_error=outcome.is_error),
             output=outcome.output,
@@ -238,7 +239,7 @@ class SessionIO(TurnIO):
         )
 
     async def save_results(self, message: ChatMessage) -> ChatMessage:
-        return await self._save(message, focus=sorted(self.context.focus))
+        return await self._save(message, focus=sorted(self.focus))
 
     async def _save(
         self,
@@ -298,7 +299,7 @@ class SessionIO(TurnIO):
             self.records.usage.append(record)  # stored with the answer it produced
             return
         await db(sessions.usage_save)(
-            project_id=self.setup.project.pk, session_id=self.live.session_id, record=record
+            project_id=self.setup.project_id, session_id=self.live.session_id, record=record
         )
 
 
@@ -321,7 +322,7 @@ class BudgetedGateway:
         self, request: ModelRequest, *, api_key: str | None, sink: StreamSink | None, meter: Meter
     ) -> ModelResponse:
         since = utc_day_start(timezone.now())
-        stored = await db(tokens_used_since)(project_id=self.io.setup.project.pk, since=since)
+        stored = await db(tokens_used_since)(project_id=self.io.setup.project_id, since=since)
         pending = sum(r.usage.context_tokens for r in self.io.records.usage)
         if stored + pending >= self.budget:
             raise GatewayError(
@@ -335,7 +336,7 @@ class BudgetedGateway:
 def budgeted(gateway: Gateway, io: SessionIO) -> Gateway:
     """``gateway`` within the project's daily token budget, if it has one: the demo planner
     processes no tokens, so it answers whatever the budget (docs/architecture.md#the-demo-planner)."""
-    budget = project_planner_config(io.setup.project).daily_token_budget
+    budget = io.setup.token_budget
     if budget is None or io.setup.settings.provider == "demo":
         return gateway
     return BudgetedGateway(gateway, io, budget)

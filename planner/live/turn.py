@@ -75,7 +75,7 @@ async def _run(
     if live.stop_requested:
         live.loop.stop()
     # A human who loses planner.chat while the turn runs stops it (planner/live/guard.py).
-    grant = guard.Grant(setup.user.pk, setup.project.pk, None, lambda _code: live.stop())
+    grant = guard.Grant(setup.user_id, setup.project_id, None, lambda _code: live.stop())
     hub.guard.hold(grant)
     try:
         return await _rounds(live, io, hub)

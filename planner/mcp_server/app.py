@@ -32,7 +32,6 @@ from typing import Any
 
 import mcp_types as types
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.http.request import split_domain_port, validate_host
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -42,7 +41,7 @@ from starlette.types import Receive, Scope, Send
 from planner.agent.tools.base import ToolOutcome, error_output
 from planner.live.bridge import db
 from planner.mcp_server.tools import DEFINITIONS, tool_call
-from tracker.credentials import credential_authenticate, credential_of
+from tracker.credentials import KeyScopes, credential_authenticate, credential_of
 from tracker.errors import CredentialError, RateLimitedError, UnavailableError
 from tracker.limits import LIMITER_UNAVAILABLE, agent_request_count
 from tracker.models import ApiKey
@@ -51,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 
 PATH = "/mcp"
-USER_KEY = "ballet.user"  # where the authenticated user rides in the ASGI scope
+USER_KEY = "ballet.user"  # where the authenticated user's id rides in the ASGI scope
 API_KEY = "ballet.key"  # and its API key (None: the legacy token)
 COUNTED_KEY = "ballet.counted"  # False when the request limiter could not count the request
 # Tools refused while requests cannot be counted.
@@ -75,8 +74,11 @@ class Refusal:
 
 @dataclass(frozen=True)
 class Admitted:
-    user: User
-    key: ApiKey | None  # None: the legacy token, not limited by scopes
+    """Who a request is, as plain data: it rides in the ASGI scope on the event loop, and each tool
+    call loads the user on the database threads (docs/architecture.md#one-bridge)."""
+
+    user_id: int
+    key: KeyScopes | None  # None: the legacy token, not limited by scopes
     counted: bool = True  # False: the limiter could not count it (the cache is down), so no writes
 
 
@@ -95,7 +97,7 @@ def admit(authorization: str | None) -> Admitted | Refusal:
         counted = agent_request_count(user_id=user.pk, write=False)
     except RateLimitedError as exc:
         return Refusal(429, exc.code, exc.message)
-    return Admitted(user, auth if isinstance(auth, ApiKey) else None, counted)
+    return Admitted(user.pk, KeyScopes.of(auth) if isinstance(auth, ApiKey) else None, counted)
 
 
 async def _list_tools(
@@ -108,14 +110,14 @@ async def _call_tool(
     ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     scope = ctx.request.scope if ctx.request is not None else {}
-    user = scope.get(USER_KEY)
-    assert isinstance(user, User), "every request is authenticated before the SDK sees it"
+    user_id = scope.get(USER_KEY)
+    assert isinstance(user_id, int), "every request is authenticated before the SDK sees it"
     key = ctx.request.scope[API_KEY] if ctx.request is not None else None
     try:
         if params.name in WRITES and not scope.get(COUNTED_KEY):
             outcome = ToolOutcome(error_output(UnavailableError.code, LIMITER_UNAVAILABLE), True)
         else:
-            outcome = await tool_call(user, params.name, params.arguments or {}, key=key)
+            outcome = await tool_call(user_id, params.name, params.arguments or {}, key=key)
     except Exception:  # the client gets a readable answer; the log keeps the traceback
         logger.exception("MCP tool %.100s failed", params.name)
         message = f"The tool {params.name[:100]} failed unexpectedly; the error was logged."
@@ -244,7 +246,7 @@ class McpApp:
             await refuse(send, admitted)
             return
         manager = self.lifetime.manager()
-        scoped = {**scope, USER_KEY: admitted.user, API_KEY: admitted.key, COUNTED_KEY: admitted.counted}
+        scoped = {**scope, USER_KEY: admitted.user_id, API_KEY: admitted.key, COUNTED_KEY: admitted.counted}
         await manager.handle_request(scoped, receive, send)
 
 

@@ -23,6 +23,8 @@ the answer up to ``wait_seconds`` on the event loop, holding no thread.
 from __future__ import annotations
 
 import copy
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -42,6 +44,7 @@ from planner.agent.tools.base import (
 )
 from planner.agent.tools.plan import ITEM_KEY
 from planner.live.bridge import db
+from planner.live.question_waits import MAX_WAIT_SECONDS, question_await
 from planner.live.runner import runner
 from planner.mcp_server.work import RELEASE_CLAIM, WORK_SPECS, release_spec
 from planner.models import Question, QuestionStatus
@@ -49,15 +52,16 @@ from planner.serializers import QuestionSerializer
 from planner.services.agent_questions import (
     MAX_IDEMPOTENCY_KEY,
     MAX_QUESTION_CHARS,
-    MAX_WAIT_SECONDS,
-    question_await,
+    Asked,
+    question_ask,
     question_get,
+    question_status,
 )
-from tracker.credentials import scope_require
-from tracker.errors import BalletError
-from tracker.models import ApiKey, Project, Scope
+from tracker.credentials import INACTIVE, KeyScopes, scope_require
+from tracker.errors import BalletError, CredentialError
+from tracker.models import Project, Scope
 from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, require
-from tracker.selectors import project_get
+from tracker.selectors import project_by_id, project_get
 
 READ_TOOLS = (
     "list_runnable",
@@ -200,70 +204,94 @@ def refused(exc: BalletError) -> ToolOutcome:
     return ToolOutcome(domain_error(exc), True)
 
 
-@db
-def _run(user: User, spec: ToolSpec, arguments: JsonObject) -> tuple[Project | None, ToolOutcome]:
-    with access_scope():
-        try:
-            project, rest = project_named(user, arguments)
-        except BalletError as exc:
-            return None, refused(exc)
-        return project, run_tool(spec, spec.name, rest, ToolContext(user=user, project=project))
+def _user(user_id: int) -> User:
+    """The caller, loaded for the call at hand (the event loop holds its id alone)."""
+    user = User.objects.filter(pk=user_id, is_active=True).first()
+    if user is None:
+        raise CredentialError(INACTIVE)
+    return user
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """A tool call's outcome, and the project it named (None: refused before one was read)."""
+
+    project_id: int | None
+    outcome: ToolOutcome
 
 
 @db
-def _checked(user: User, spec: ToolSpec, arguments: JsonObject) -> tuple[Project, JsonObject] | ToolOutcome:
-    """The project and the rest of valid ``arguments``; an error outcome otherwise."""
+def _run(user_id: int, spec: ToolSpec, arguments: JsonObject) -> _Ran:
     with access_scope():
         try:
+            user = _user(user_id)
             project, rest = project_named(user, arguments)
         except BalletError as exc:
-            return refused(exc)
-    problem = input_problem(spec, rest)
+            return _Ran(None, refused(exc))
+        return _Ran(project.pk, run_tool(spec, spec.name, rest, ToolContext(user=user, project=project)))
+
+
+def _asking(user_id: int, arguments: JsonObject) -> Asked:
+    """``ask_question``'s call on the database threads: the project, the input, the question."""
+    user = _user(user_id)
+    with access_scope():
+        project, args = project_named(user, arguments)
+    problem = input_problem(ASK_QUESTION, args)
     if problem:
-        return ToolOutcome(error_output("invalid_input", problem), True)
-    return project, rest
+        raise ToolError("invalid_input", problem)
+    return question_ask(
+        user=user,
+        project=project,
+        text=args["text"],
+        item_key=args.get("item"),
+        idempotency_key=args.get("idempotency_key"),
+        fresh=args.get("fresh", False),
+    )
 
 
-async def _ask(user: User, arguments: JsonObject) -> ToolOutcome:
-    checked = await _checked(user, ASK_QUESTION, arguments)
-    if isinstance(checked, ToolOutcome):
-        return checked
-    project, args = checked
+async def _ask(user_id: int, arguments: JsonObject) -> ToolOutcome:
     try:
-        asked = await runner.ask(
-            user=user,
-            project=project,
-            text=args["text"],
-            item_key=args.get("item"),
-            idempotency_key=args.get("idempotency_key"),
-            fresh=args.get("fresh", False),
-        )
+        asked = await runner.ask(functools.partial(_asking, user_id, arguments))
     except BalletError as exc:
         return refused(exc)
-    return await _awaited(user, project, asked.question.pk, args.get("wait_seconds", ASK_WAIT_SECONDS))
+    seconds = arguments.get("wait_seconds", ASK_WAIT_SECONDS)
+    return await _awaited(user_id, asked.project_id, asked.question_id, seconds)
 
 
-async def _get(user: User, arguments: JsonObject) -> ToolOutcome:
-    project, outcome = await _run(user, GET_QUESTION, arguments)
-    seconds = arguments.get("wait_seconds", 0)
-    if project is None or outcome.is_error or not seconds or outcome.output["status"] != QuestionStatus.OPEN:
+async def _get(user_id: int, arguments: JsonObject) -> ToolOutcome:
+    ran = await _run(user_id, GET_QUESTION, arguments)
+    outcome, seconds = ran.outcome, arguments.get("wait_seconds", 0)
+    if (
+        ran.project_id is None
+        or outcome.is_error
+        or not seconds
+        or outcome.output["status"] != QuestionStatus.OPEN
+    ):
         return outcome
     await runner.start_waiting(force=True)  # the running-turn limits may have kept it waiting
-    return await _awaited(user, project, outcome.output["id"], seconds)
+    return await _awaited(user_id, ran.project_id, outcome.output["id"], seconds)
 
 
-async def _awaited(user: User, project: Project, question_id: int, seconds: float) -> ToolOutcome:
+async def _awaited(user_id: int, project_id: int, question_id: int, seconds: float) -> ToolOutcome:
     """The question once answered or withdrawn, or as it is after ``seconds``."""
+    settled = functools.partial(question_status, user=user_id, project_id=project_id, question_id=question_id)
     try:
-        question = await question_await(user=user, project=project, question_id=question_id, seconds=seconds)
+        await question_await(question_id=question_id, status=settled, seconds=seconds)
+        return ToolOutcome(await db(_read)(user_id, project_id, question_id), False)
     except BalletError as exc:
         return refused(exc)
-    return ToolOutcome(await db(_serialized)(question), False)
 
 
-async def tool_call(user: User, name: str, arguments: Any, *, key: ApiKey | None) -> ToolOutcome:
-    """Run the MCP tool ``name`` as ``user`` within the scopes of ``key`` (None: the legacy token);
-    a refusal comes back as an error outcome."""
+def _read(user_id: int, project_id: int, question_id: int) -> JsonObject:
+    """The question serialized as it is now, for its reader."""
+    user = _user(user_id)
+    found = question_get(user=user, project=project_by_id(project_id), question_id=question_id)
+    return _serialized(found)
+
+
+async def tool_call(user_id: int, name: str, arguments: Any, *, key: KeyScopes | None) -> ToolOutcome:
+    """Run the MCP tool ``name`` as the user ``user_id`` within the scopes of ``key`` (None: the
+    legacy token); a refusal comes back as an error outcome."""
     spec = SPECS.get(name)
     if spec is None:
         message = f"There is no tool named {name[:100]!r}; there are {', '.join(SPECS)}."
@@ -275,9 +303,9 @@ async def tool_call(user: User, name: str, arguments: Any, *, key: ApiKey | None
     if not isinstance(arguments, dict):
         return ToolOutcome(error_output("invalid_input", "The input must be a JSON object."), True)
     if spec is ASK_QUESTION:
-        return await _ask(user, arguments)
+        return await _ask(user_id, arguments)
     if spec is GET_QUESTION:
-        return await _get(user, arguments)
+        return await _get(user_id, arguments)
     if spec is RELEASE_CLAIM:  # with an API key only the holder lets a claim go
         spec = release_spec(by_key=key is not None)
-    return (await _run(user, spec, arguments))[1]
+    return (await _run(user_id, spec, arguments)).outcome

@@ -16,27 +16,29 @@ one-off; and asking first looks for an answered question of the same item that m
 thing: found, the question is recorded answered with that answer (``reused_from``), with no
 sub-chat and no model call. ``fresh`` asks anyway.
 
-Waiting for the answer (:func:`question_await`) holds no thread and no
-database connection: it sleeps on an event this process sets when a question
-is answered here, and reads the question again at least every second for
-answers given in other processes.
+**Questions in flight are joined**: a question that means the same as one still unsettled about
+the same item (the same comparison) is joined to it: no sub-chat, no model call, no new request to
+the humans; it waits with that one and is settled with it (``joined_to``). Withdrawing one
+withdraws no other: a withdrawn question whose sub-chat others wait on keeps its sub-chat running
+for them. Identical asks arriving at once meet one at a time (:func:`_join_lock`).
+
+Waiting for the answer is the runtime's (``planner/live/question_waits.py``): this module wakes
+this process's waiters once an outcome is committed.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from planner.live.bridge import db
+from planner.live.question_waits import question_settled
 from planner.models import Question, QuestionStatus, Session
 from planner.services import answer_reuse
 from tracker.errors import (
@@ -48,14 +50,13 @@ from tracker.errors import (
 )
 from tracker.inputs import one_line, refuse_nul
 from tracker.models import ActivityEvent, Item, Project
-from tracker.permissions import PLANNER_CHAT, PROJECT_ADMIN, TRACKER_READ, has_permission, require
+from tracker.permissions import PLANNER_CHAT, PROJECT_ADMIN, TRACKER_READ, Principal, has_permission, require
 from tracker.selectors import item_get
 from tracker.services.activity import Actor, activity_record
 
 MAX_QUESTION_CHARS = 8_000
-MAX_WAIT_SECONDS = 60
 MAX_IDEMPOTENCY_KEY = 200
-POLL_SECONDS = 1.0
+MAX_START_FAILURES = 3  # unexpected failures to start a question's sub-chat before the humans settle it
 
 
 def _text(text: Any, *, field: str = "text") -> str:
@@ -80,10 +81,41 @@ def first_message(question: Question) -> str:
     return f"{about}{question.text}\n\n{how}"
 
 
+class QuestionNotWaitingError(InvalidStateError):
+    """The question's first turn is not to start: it started already (in another process's pass),
+    or the question was settled meanwhile."""
+
+
+@dataclass(frozen=True)
+class WaitingQuestion:
+    """A question whose sub-chat's first turn is to start, as the event loop holds it
+    (docs/architecture.md#one-bridge)."""
+
+    id: int
+    session_id: uuid.UUID
+    asker_id: int
+    asker: str  # the asker's username: whom the first message is from
+    project_id: int
+    text: str  # the question as asked: what the sub-chat's watchers see first
+
+
+def _waiting(question: Question) -> WaitingQuestion:
+    return WaitingQuestion(
+        id=question.pk,
+        session_id=question.session.pk,
+        asker_id=question.asker_id,
+        asker=question.asker.get_username(),
+        project_id=question.project_id,
+        text=question.text,
+    )
+
+
 @dataclass(frozen=True)
 class Asked:
-    question: Question
+    question_id: int
+    project_id: int
     replayed: bool = False  # asked before with the same idempotency key: nothing new was opened
+    start: WaitingQuestion | None = None  # the sub-chat to start; None: replayed, reused or joined
 
 
 @transaction.atomic
@@ -101,19 +133,18 @@ def question_ask(
     it and opens nothing; the same key for another question is a conflict."""
     key = _idempotency_key(idempotency_key)
     fresh = _fresh(fresh)
-    if not key:
-        return Asked(question_create(user=user, project=project, text=text, item_key=item_key, fresh=fresh))
     try:
         with transaction.atomic():  # a savepoint: a racing twin's insert fails alone
-            return Asked(
-                question_create(
-                    user=user, project=project, text=text, item_key=item_key, idempotency_key=key, fresh=fresh
-                )
+            question = question_create(
+                user=user, project=project, text=text, item_key=item_key, idempotency_key=key, fresh=fresh
             )
     except IntegrityError:
-        return Asked(
-            _replayed(user=user, project=project, key=key, text=_text(text), item_key=item_key), True
-        )
+        if not key:
+            raise
+        first = _replayed(user=user, project=project, key=key, text=_text(text), item_key=item_key)
+        return Asked(first.pk, project.pk, replayed=True)
+    opened = question.reused_from_id is None and question.joined_to_id is None
+    return Asked(question.pk, project.pk, start=_waiting(question) if opened else None)
 
 
 def _fresh(fresh: Any) -> bool:
@@ -135,24 +166,21 @@ def question_create(
     fresh: bool = False,
 ) -> Question:
     """Record ``user``'s question (needs ``planner.chat``): answered at once with the answer of an
-    answered question of the same item that means the same (unless ``fresh``), else with its
-    sub-chat opened (docs/domain.md#agents-questions)."""
+    answered question of the same item that means the same, or joined to an unsettled one that
+    does (unless ``fresh``); else with its sub-chat opened (docs/domain.md#agents-questions)."""
     require(user, project, PLANNER_CHAT)
     text = _text(text)
     item = _item(project, item_key)
     vector = answer_reuse.text_vector(text)
     if vector is not None and not fresh:
+        _join_lock(project, item)
+        asking = _Asking(user, project, item, text, idempotency_key, vector)
         match = answer_reuse.reusable_answer(project=project, item=item, vector=vector)
         if match is not None:
-            return _reused(
-                user=user,
-                project=project,
-                item=item,
-                text=text,
-                idempotency_key=idempotency_key,
-                match=match,
-                vector=vector,
-            )
+            return _reused(asking, match)
+        joinable = answer_reuse.joinable_question(project=project, item=item, vector=vector)
+        if joinable is not None:
+            return _joined(asking, joinable)
     question = Question.objects.create(
         project=project, asker=user, item=item, text=text, idempotency_key=idempotency_key
     )
@@ -168,42 +196,83 @@ def question_create(
     return question
 
 
-def _reused(
-    *,
-    user: User,
-    project: Project,
-    item: Item | None,
-    text: str,
-    idempotency_key: str,
-    match: answer_reuse.Match,
-    vector: answer_reuse.Vector,
-) -> Question:
+@dataclass(frozen=True)
+class _Asking:
+    """A question being recorded, before it is: who asks what, about which item."""
+
+    user: User
+    project: Project
+    item: Item | None
+    text: str
+    idempotency_key: str
+    vector: answer_reuse.Vector
+
+
+def _join_lock(project: Project, item: Item | None) -> None:
+    """Make identical questions about the item asked at once meet one at a time, so that each
+    finds the one before it to join (for the transaction). SQLite takes one writer at a time
+    already; PostgreSQL takes a lock of the transaction on the (project, item) pair, before any
+    row lock, so that it waits in no cycle."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            key = (project.pk % 2**31, item.pk % 2**31 if item is not None else 0)
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", key)
+
+
+def _reused(asked: _Asking, match: answer_reuse.Match) -> Question:
     """The question, recorded answered with ``match``'s answer: no sub-chat, no turn."""
     earlier = match.question
     question = Question.objects.create(
-        project=project,
-        asker=user,
-        item=item,
-        text=text,
-        idempotency_key=idempotency_key,
+        project=asked.project,
+        asker=asked.user,
+        item=asked.item,
+        text=asked.text,
+        idempotency_key=asked.idempotency_key,
         status=QuestionStatus.ANSWERED,
         answer=earlier.answer,
         answered_by=earlier.answered_by,
         answered_at=earlier.answered_at,
         reused_from=earlier,
         started=True,
-        embedding=vector.data,
-        embedding_model=vector.model,
+        embedding=asked.vector.data,
+        embedding_model=asked.vector.model,
     )
     data = {
-        "text": text[:200],
+        "text": asked.text[:200],
         "item": _key(question),
         "reused_from": earlier.pk,
         "similarity": round(match.similarity, 3),
         "answer": earlier.answer[:200],
     }
-    _record(question, Actor(user=user), "question.reused", data)
-    transaction.on_commit(lambda: _answered(question.pk))
+    _record(question, Actor(user=asked.user), "question.reused", data)
+    transaction.on_commit(_waking(question.pk))
+    return question
+
+
+def _joined(asked: _Asking, match: answer_reuse.Match) -> Question:
+    """The question, joined to ``match``'s unsettled question: it waits for that one's outcome, as
+    that one stands now (open, or waiting for the humans with its reason)."""
+    primary = match.question
+    question = Question.objects.create(
+        project=asked.project,
+        asker=asked.user,
+        item=asked.item,
+        text=asked.text,
+        idempotency_key=asked.idempotency_key,
+        status=primary.status,
+        reason=primary.reason,
+        joined_to=primary,
+        started=True,
+        embedding=asked.vector.data,
+        embedding_model=asked.vector.model,
+    )
+    data = {
+        "text": asked.text[:200],
+        "item": _key(question),
+        "joined_to": primary.pk,
+        "similarity": round(match.similarity, 3),
+    }
+    _record(question, Actor(user=asked.user), "question.joined", data)
     return question
 
 
@@ -266,7 +335,9 @@ def question_list(
     """The project's questions, newest first (needs ``tracker.read``); ``asker``: a username."""
     require(user, project, TRACKER_READ)
     qs = Question.objects.filter(project=project)
-    qs = qs.select_related("project", "asker", "item__project", "session", "reused_from")
+    qs = qs.select_related(
+        "project", "asker", "item__project", "session", "reused_from", "joined_to__session"
+    )
     if asker:
         qs = qs.filter(asker__username=asker)
     return qs.filter(status=status) if status else qs
@@ -285,32 +356,72 @@ def question_get(*, user: User, project: Project, question_id: Any) -> Question:
     return found
 
 
+def question_status(*, user: Principal, project_id: int, question_id: int) -> str:
+    """The question's status, as a wait reads it again and again (one statement and the reader's
+    access); NotFoundError for a question the user may not read (any more)."""
+    status = (
+        Question.objects.filter(pk=question_id, project_id=project_id)
+        .values_list("status", flat=True)
+        .first()
+        if has_permission(user, project_id, TRACKER_READ)
+        else None
+    )
+    if status is None:
+        raise NotFoundError("Question not found.")
+    return status
+
+
 @transaction.atomic
 def question_answer(*, session_id: uuid.UUID, user: User, answer: str) -> Question:
-    """The planner answers its sub-chat's question (``answer_question``), acting for ``user``."""
+    """The planner answers its sub-chat's question (``answer_question``), acting for ``user``: the
+    question and those joined to it that are still unsettled."""
     session = Session.objects.select_related("question__project", "question__item").get(pk=session_id)
-    question = session.question
-    if question is None:
+    if session.question is None:
         raise InvalidStateError(
             "This session answers no question: answer_question is for question sub-chats."
         )
-    question = _locked(question.pk)
-    _answer(question, Actor(user=user, planner_session=session_id), answer)
+    answered = _answer_group(session.question.pk, Actor(user=user, planner_session=session_id), answer)
     request = answer_reuse.human_of_session(session_id)
     if request is not None and request.answered_by is not None:  # the planner passes on a human's word
         answer_reuse.decision_record(
-            question=question, human=request.answered_by, session_id=session_id, request=request
+            question=answered[0], human=request.answered_by, session_id=session_id, request=request
         )
-    return question
+    return answered[0]
 
 
 UNSETTLED = (QuestionStatus.OPEN, QuestionStatus.NEEDS_HUMAN)
 
 
+def _group_locked(question_id: int) -> list[Question]:
+    """The question's group, locked, in one order (by id: the first asked first): the question it
+    joined, or itself, and every question joined to that one."""
+    first = Question.objects.filter(pk=question_id).values_list("joined_to_id", flat=True).first()
+    primary = first or question_id
+    locked = (
+        Question.objects.select_for_update(of=("self",))
+        .select_related("project", "asker", "item__project", "session")
+        .filter(Q(pk=primary) | Q(joined_to_id=primary))
+        .order_by("pk")
+    )
+    return list(locked)
+
+
+def _answer_group(question_id: int, actor: Actor, answer: str) -> list[Question]:
+    """Answer the unsettled questions of ``question_id``'s group; those answered, that question's
+    own first when it was unsettled. An InvalidStateError when none was."""
+    group = _group_locked(question_id)
+    unsettled = sorted((q for q in group if q.status in UNSETTLED), key=lambda q: (q.pk != question_id, q.pk))
+    if not unsettled:
+        status = next((q.status for q in group if q.pk == question_id), "settled")
+        raise InvalidStateError(f"The question is {status}; it takes no answer.")
+    for question in unsettled:
+        _answer(question, actor, answer)
+    return unsettled
+
+
 def _answer(question: Question, actor: Actor, answer: str) -> None:
-    """Record ``actor``'s answer to the locked ``question`` and wake its waiters once committed."""
-    if question.status not in UNSETTLED:
-        raise InvalidStateError(f"The question is {question.status}; it takes no answer.")
+    """Record ``actor``'s answer to the locked, unsettled ``question`` and wake its waiters once
+    committed."""
     question.status = QuestionStatus.ANSWERED
     question.answer = answer
     question.answered_by = actor.label
@@ -318,133 +429,123 @@ def _answer(question: Question, actor: Actor, answer: str) -> None:
     question.save(update_fields=["status", "answer", "answered_by", "answered_at"])
     answer_reuse.vector_store(question)
     _record(question, actor, "question.answered", {"answer": answer[:200], "item": _key(question)})
-    transaction.on_commit(lambda: _answered(question.pk))
+    transaction.on_commit(_waking(question.pk))
 
 
 @transaction.atomic
 def question_answer_human(
     *, user: User, project: Project, question_id: Any, answer: Any, one_off: Any = False
 ) -> Question:
-    """A member with ``planner.chat`` answers a question its sub-chat left to the project's humans;
-    the answer is kept as a decision entry unless ``one_off``."""
+    """A member with ``planner.chat`` answers a question its sub-chat left to the project's humans
+    (and with it those joined to the same); the answer is kept as a decision entry unless
+    ``one_off``."""
     require(user, project, PLANNER_CHAT)
     if not isinstance(one_off, bool):
         raise ValidationError({"one_off": ["Expected true or false."]})
     found = question_get(user=user, project=project, question_id=question_id)
-    question = _locked(found.pk)
-    if question.status == QuestionStatus.OPEN:
+    if any(q.status == QuestionStatus.OPEN for q in _group_locked(found.pk)):
         raise InvalidStateError(
             "The planner is still on this question; answer its request in the sub-chat, or wait until "
             "the question needs a human."
         )
-    _answer(question, Actor(user=user), _text(answer, field="answer"))
+    answered = _answer_group(found.pk, Actor(user=user), _text(answer, field="answer"))
+    question = answered[0]
     if one_off:
+        Question.objects.filter(pk__in=[q.pk for q in answered]).update(one_off=True)
         question.one_off = True
-        question.save(update_fields=["one_off"])
         return question
-    session = getattr(question, "session", None)
-    answer_reuse.decision_record(question=question, human=user, session_id=session.pk if session else None)
+    primary = question.joined_to_id or question.pk
+    session_id = Session.objects.filter(question_id=primary).values_list("pk", flat=True).first()
+    answer_reuse.decision_record(question=question, human=user, session_id=session_id)
     return question
-
-
-def _locked(question_id: int) -> Question:
-    return (
-        Question.objects.select_for_update(of=("self",))
-        .select_related("project", "asker", "item__project", "session")
-        .get(pk=question_id)
-    )
 
 
 @transaction.atomic
 def question_unanswered(*, question_id: int, reason: str) -> bool:
     """The question's sub-chat ended without answering it: it waits for the project's humans
-    (``needs_human``) with ``reason``, and its waiters hear it at once. False if it was settled
-    or already waits for them."""
-    question = _locked(question_id)
-    if question.status != QuestionStatus.OPEN:
-        return False
-    question.status = QuestionStatus.NEEDS_HUMAN
-    question.reason = reason
-    question.save(update_fields=["status", "reason"])
-    data = {"reason": reason[:200], "item": _key(question)}
-    _record(question, Actor(user=question.asker), "question.needs_human", data)
-    transaction.on_commit(lambda: _answered(question_id))
-    return True
+    (``needs_human``) with ``reason``, and so do those joined to it; their waiters hear it at
+    once. False if none was open (settled, or already waiting for the humans)."""
+    opened = [q for q in _group_locked(question_id) if q.status == QuestionStatus.OPEN]
+    for question in opened:
+        question.status = QuestionStatus.NEEDS_HUMAN
+        question.reason = reason
+        question.save(update_fields=["status", "reason"])
+        data = {"reason": reason[:200], "item": _key(question)}
+        _record(question, Actor(user=question.asker), "question.needs_human", data)
+        transaction.on_commit(_waking(question.pk))
+    return bool(opened)
 
 
 @dataclass(frozen=True)
 class Withdrawn:
-    question: Question
+    question_id: int
+    # The sub-chat to stop: the question's own, once no question joined to it waits on it any more.
     session_id: uuid.UUID | None
 
 
 @transaction.atomic
 def question_withdraw(*, user: User, project: Project, question_id: Any) -> Withdrawn:
-    """The asker (or a project admin) withdraws an open question; its sub-chat's turn is stopped
-    by the caller (``runner.withdraw``)."""
-    question = question_get(user=user, project=project, question_id=question_id)
-    if question.asker_id != user.pk and not has_permission(user, project, PROJECT_ADMIN):
+    """The asker (or a project admin) withdraws an unsettled question, and no other: the sub-chat
+    that questions joined to it still wait on runs on for them. Its turn is stopped by the caller
+    (``runner.withdraw``) once nothing waits on it."""
+    found = question_get(user=user, project=project, question_id=question_id)
+    if found.asker_id != user.pk and not has_permission(user, project, PROJECT_ADMIN):
         raise PermissionDeniedError("Only the asker or a project admin may withdraw a question.")
-    question = _locked(question.pk)
+    group = _group_locked(found.pk)
+    question = next(q for q in group if q.pk == found.pk)
     if question.status not in UNSETTLED:
         raise InvalidStateError(f"The question is already {question.status}.")
     question.status = QuestionStatus.WITHDRAWN
     question.answered_at = timezone.now()
     question.save(update_fields=["status", "answered_at"])
     _record(question, Actor(user=user), "question.withdrawn", {"item": _key(question)})
-    transaction.on_commit(lambda: _answered(question.pk))
-    session_id = Session.objects.filter(question=question).values_list("pk", flat=True).first()
-    return Withdrawn(question, session_id)
+    transaction.on_commit(_waking(question.pk))
+    if any(q.status in UNSETTLED for q in group):
+        return Withdrawn(question.pk, None)
+    primary = group[0].joined_to_id or group[0].pk
+    return Withdrawn(
+        question.pk, Session.objects.filter(question_id=primary).values_list("pk", flat=True).first()
+    )
 
 
 @transaction.atomic
 def question_unstartable(*, question_id: int, reason: str) -> None:
-    """The question's sub-chat cannot start (its asker lost access): the humans settle it."""
+    """The question's sub-chat cannot start (its asker lost access, or it failed to start time
+    after time): the humans settle it."""
     Question.objects.filter(pk=question_id).update(started=True)
     question_unanswered(question_id=question_id, reason=f"The planner could not start: {reason}")
 
 
-def questions_waiting(*, limit: int = 100) -> list[Question]:
+@transaction.atomic
+def question_start_failed(*, question_id: int, reason: str) -> bool:
+    """Count an unexpected failure to start the question's sub-chat; past :data:`MAX_START_FAILURES`
+    the humans settle it (:func:`question_unstartable`). True if it was left to them."""
+    Question.objects.filter(pk=question_id).update(start_failures=F("start_failures") + 1)
+    failures = Question.objects.filter(pk=question_id).values_list("start_failures", flat=True).first()
+    if failures is None or failures < MAX_START_FAILURES:
+        return False
+    question_unstartable(question_id=question_id, reason=reason)
+    return True
+
+
+def questions_waiting(*, limit: int = 100) -> list[WaitingQuestion]:
     """Open questions whose first turn has not started, oldest first."""
-    qs = Question.objects.filter(status=QuestionStatus.OPEN, started=False).select_related(
-        "project", "asker", "item", "session"
-    )
-    return list(qs.order_by("created_at", "pk")[:limit])
+    qs = Question.objects.filter(status=QuestionStatus.OPEN, started=False).select_related("asker", "session")
+    return [_waiting(q) for q in qs.order_by("created_at", "pk")[:limit]]
 
 
-# ---------------------------------------------------------------------- waiting for the answer
-
-_waiters: dict[int, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
-
-
-def _answered(question_id: int) -> None:
-    """Wake this process's waiters of the question (from any thread)."""
-    for loop, event in list(_waiters.get(question_id, ())):
-        loop.call_soon_threadsafe(event.set)
+def questions_waiting_on(session: Session) -> bool:
+    """Whether a question still waits on the sub-chat: its own, or one joined to it, unsettled."""
+    own = session.question_id
+    if own is None:
+        return False
+    return Question.objects.filter(Q(pk=own) | Q(joined_to_id=own), status__in=UNSETTLED).exists()
 
 
-async def question_await(*, user: User, project: Project, question_id: Any, seconds: float) -> Question:
-    """The question once it is no longer open, or as it is after ``seconds`` (at most 60)."""
-    question: Question = await db(question_get)(user=user, project=project, question_id=question_id)
-    deadline = time.monotonic() + max(0.0, min(float(seconds), MAX_WAIT_SECONDS))
-    if question.status != QuestionStatus.OPEN or seconds <= 0:
-        return question
-    entry = (asyncio.get_running_loop(), asyncio.Event())
-    _waiters.setdefault(question.pk, set()).add(entry)
-    try:
-        # Waiting from before the second read: an answer given meanwhile is read, or wakes it.
-        question = await db(question_get)(user=user, project=project, question_id=question.pk)
-        for _ in range(int(MAX_WAIT_SECONDS / POLL_SECONDS) + 2):  # bounded: the deadline ends it first
-            remaining = deadline - time.monotonic()
-            if question.status != QuestionStatus.OPEN or remaining <= 0:
-                break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(entry[1].wait(), timeout=min(remaining, POLL_SECONDS))
-            entry[1].clear()
-            question = await db(question_get)(user=user, project=project, question_id=question.pk)
-    finally:
-        waiters = _waiters[question.pk]
-        waiters.discard(entry)
-        if not waiters:
-            del _waiters[question.pk]
-    return question
+def _waking(question_id: int) -> Callable[[], None]:
+    """What wakes this process's waiters of the question, once the transaction commits."""
+
+    def wake() -> None:
+        question_settled(question_id)
+
+    return wake

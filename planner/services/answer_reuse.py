@@ -4,7 +4,8 @@ entry, and a question that means what an answered one meant gets that answer bac
 Reuse compares sentence embeddings, the hybrid search's semantic side (docs/search.md): the new
 question's vector against those of the project's answered questions about the same item (or, for a
 question about no item, the project-level ones), the newest :data:`MAX_CANDIDATES`; the best at or
-above the project's ``reuse_threshold`` (``tracker.selectors.project_work_config``) is reused. Only
+above the project's ``reuse_threshold`` (``tracker.selectors.project_work_config``) is reused. The
+same comparison against the unsettled questions finds the one a new question joins. Only
 first-hand answers are candidates: answered, not one-off, not reused copies themselves. A question's
 vector is stored with the backend's name when it is asked or answered (or, for an older answered
 question, the first time it is compared); vectors of another backend are never compared. The
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.contrib.auth.models import User
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from knowledge.models import KnowledgeEntry, KnowledgeKind
@@ -93,22 +95,37 @@ class Match:
 def reusable_answer(*, project: Project, item: Item | None, vector: Vector) -> Match | None:
     """The answered question of ``project`` about ``item`` (None: about no item) that means the
     same as the question of ``vector``: the most similar at or above the project's threshold."""
-    threshold = project_work_config(project).reuse_threshold
     answered = Question.objects.filter(
         project=project, status=QuestionStatus.ANSWERED, one_off=False, reused_from__isnull=True
     )
-    answered = answered.filter(item=item) if item is not None else answered.filter(item__isnull=True)
-    candidates = list(
-        answered.order_by("-answered_at", "-pk").only("pk", "text", "embedding", "embedding_model")[
-            :MAX_CANDIDATES
-        ]
+    return _best(answered.order_by("-answered_at", "-pk"), project=project, item=item, vector=vector)
+
+
+def joinable_question(*, project: Project, item: Item | None, vector: Vector) -> Match | None:
+    """The unsettled question of ``project`` about ``item`` that means the same as the question of
+    ``vector`` and has a sub-chat of its own (not itself joined to another), by the comparison of
+    :func:`reusable_answer`: the question a new one joins (docs/domain.md#agents-questions)."""
+    unsettled = Question.objects.filter(
+        project=project,
+        status__in=(QuestionStatus.OPEN, QuestionStatus.NEEDS_HUMAN),
+        joined_to__isnull=True,
+        session__isnull=False,
     )
-    if not candidates:
+    return _best(unsettled.order_by("-created_at", "-pk"), project=project, item=item, vector=vector)
+
+
+def _best(
+    candidates: QuerySet[Question], *, project: Project, item: Item | None, vector: Vector
+) -> Match | None:
+    """Of the newest :data:`MAX_CANDIDATES` of ``candidates`` about ``item``, the one most similar to
+    ``vector``, at or above the project's threshold (the newest of equals)."""
+    threshold = project_work_config(project).reuse_threshold
+    about = candidates.filter(item=item) if item is not None else candidates.filter(item__isnull=True)
+    found = list(about.only("pk", "text", "embedding", "embedding_model")[:MAX_CANDIDATES])
+    if not found:
         return None
-    _vectors_missing(candidates, vector.model)
-    rows = [
-        (q, q.embedding) for q in candidates if q.embedding is not None and q.embedding_model == vector.model
-    ]
+    _vectors_missing(found, vector.model)
+    rows = [(q, q.embedding) for q in found if q.embedding is not None and q.embedding_model == vector.model]
     if not rows:
         return None
     matrix = np.stack([from_bytes(data) for _, data in rows])
@@ -116,8 +133,8 @@ def reusable_answer(*, project: Project, item: Item | None, vector: Vector) -> M
     best = int(np.argmax(similarities))  # the newest of equals: candidates are newest first
     if float(similarities[best]) < threshold:
         return None
-    found = Question.objects.select_related("project", "item").get(pk=rows[best][0].pk)
-    return Match(found, float(similarities[best]))
+    match = Question.objects.select_related("project", "item").get(pk=rows[best][0].pk)
+    return Match(match, float(similarities[best]))
 
 
 def _vectors_missing(candidates: list[Question], model: str) -> None:

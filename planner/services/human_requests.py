@@ -43,6 +43,7 @@ from planner.models import (
 )
 from planner.selectors import session_reader
 from planner.services import sessions
+from planner.services.agent_questions import questions_waiting_on
 from planner.services.previews import request_preview
 from planner.services.sessions import Begin, StepRecords, ToolRecord
 from tracker.errors import (
@@ -332,6 +333,22 @@ def requests_cancel(*, session_id: uuid.UUID, user: User) -> list[Frame] | None:
     session = _locked(session_id, user)
     if session.user_id != user.pk:
         raise NotFoundError("Session not found.")
+    return _cancel(session)
+
+
+@transaction.atomic
+def requests_cancel_unwaited(*, session_id: uuid.UUID) -> list[Frame] | None:
+    """Stop a question's sub-chat paused on requests once no question waits on it any more (its
+    own and those joined to it withdrawn or settled): as :func:`requests_cancel`, for whoever
+    withdrew the last of them. None if it is not paused on requests, or a question still waits."""
+    session = (
+        Session.objects.select_for_update(of=("self",))
+        .select_related("project__organization", "user")
+        .filter(pk=session_id, question__isnull=False)
+        .first()
+    )
+    if session is None or questions_waiting_on(session):
+        return None
     return _cancel(session)
 
 

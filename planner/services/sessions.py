@@ -35,6 +35,7 @@ from planner.models import (
     Message,
     MessageKind,
     Question,
+    QuestionStatus,
     Session,
     SessionState,
     TitleSource,
@@ -42,7 +43,7 @@ from planner.models import (
     UsageRecord,
 )
 from planner.selectors import TurnSetup, session_history, session_reader, turn_setup
-from planner.services.agent_questions import question_unanswered
+from planner.services.agent_questions import QuestionNotWaitingError, question_unanswered
 from planner.services.notes import NOTED_EVENT, notes_for, notes_summary, notes_text
 from tracker import sql
 from tracker.errors import (
@@ -197,12 +198,7 @@ def session_begin(
     # What this turn's prompt will read, read with the locks (it asks what the session's last
     # start here asked, unless the project's skill changed since: then it reads it itself).
     with sql.reading_ahead(_PROMPT_READS.get(session_id, []), with_next=True):
-        begun = _begin(session_id, user, text, question=question, reply=reply)
-    if begun.setup is not None:
-        if len(_PROMPT_READS) >= KEPT_PROMPT_READS:
-            _PROMPT_READS.clear()
-        _PROMPT_READS[session_id] = prompt_reads(begun.setup.project)
-    return begun
+        return _begin(session_id, user, text, question=question, reply=reply)
 
 
 # Per session, what the prompt of its last turn started in this process read (session_begin).
@@ -214,6 +210,8 @@ def _begin(session_id: uuid.UUID, user: User, text: str, *, question: bool, repl
     session, running = _lock_to_begin(session_id, user)
     recovered = _recover_if_dead(session)
     limits: LimitsConfig = settings.BALLET_LIMITS
+    if question and session.state != SessionState.IDLE:
+        raise QuestionNotWaitingError("This question's sub-chat has started already.")
     if session.state == SessionState.RUNNING:
         _check_steering(session, text, limits)
         _count_message(user, limits)
@@ -227,8 +225,8 @@ def _begin(session_id: uuid.UUID, user: User, text: str, *, question: bool, repl
         replied = reply(session, user, text)
         if replied is not None:
             return replied
-    if question and session.question_id is not None:
-        Question.objects.filter(pk=session.question_id).update(started=True)
+    if question:
+        _question_started(session)
     elif not (continuing and reply is not None):
         _count_message(user, limits)
     if not continuing:
@@ -241,6 +239,18 @@ def _begin(session_id: uuid.UUID, user: User, text: str, *, question: bool, repl
     meaning: Meaning = "continued" if continuing else "started"
     setup = _open(session, history, continued=continuing)
     return Begin(meaning, session.turn_count, message, recovered, setup)
+
+
+def _question_started(session: Session) -> None:
+    """Mark the sub-chat's question started, under the session's lock: a question settled or
+    started meanwhile (another process's pass) is not started again."""
+    if session.question_id is None:
+        raise QuestionNotWaitingError("This chat answers no question.")
+    started = Question.objects.filter(
+        pk=session.question_id, status=QuestionStatus.OPEN, started=False
+    ).update(started=True)
+    if not started:
+        raise QuestionNotWaitingError("This question no longer waits for its sub-chat to start.")
 
 
 def _run_here(
@@ -271,8 +281,12 @@ def _run_here(
 
 
 def _open(session: Session, history: History, *, continued: bool, retry: bool = False) -> TurnSetup:
-    """Record ``turn_started`` (with the skill versions of its prompt); the turn's setup."""
+    """Record ``turn_started`` (with the skill versions of its prompt); the turn's setup. What its
+    prompt read is kept for the session's next start here (:func:`session_begin`)."""
     setup = turn_setup(session=session, history=history)
+    if len(_PROMPT_READS) >= KEPT_PROMPT_READS:
+        _PROMPT_READS.clear()
+    _PROMPT_READS[session.pk] = prompt_reads(session.project)
     data: dict[str, Any] = {
         "continued": continued,
         "skills": [{"name": n, "version": v} for n, v in setup.skills],

@@ -80,6 +80,10 @@ class Deployment:
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
             "PYTHONUNBUFFERED": "1",
         }
+        # The servers a test starts check what crosses to the event loop, as the suite does (pytest
+        # sets PYTEST_VERSION); a benchmark's run as deployed.
+        if "PYTEST_VERSION" in os.environ:
+            env["BALLET_BRIDGE_CHECK"] = "1"
         # Never the repository's own staticfiles/: each deployment collects, or not, its own.
         env["BALLET_STATIC_ROOT"] = str(tmp_path / "static")
         cleanup = name = None

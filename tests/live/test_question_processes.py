@@ -2,7 +2,8 @@
 Redis): agents waiting on one process, over REST and MCP, hear the answer the planner gives on the
 other during their wait; a question whose sub-chat's process is killed mid-turn gets an outcome the
 waiting agent hears, and a question the running-turn limits held back starts even though the
-process that queued it died."""
+process that queued it died, and one about a ticket that waited behind a full project starts once a
+turn is free and its asker's wait, on the other process, hears its answer."""
 
 from __future__ import annotations
 
@@ -52,6 +53,21 @@ def processes(tmp_path, deployment) -> Iterator[tuple[Server, Server, Worker]]:
     yield first, second, worker
     for process in (first, second, worker):
         process.stop()
+
+
+@pytest.fixture
+def one_turn_a_project(tmp_path, fake) -> Iterator[tuple[Server, Server, Worker]]:
+    """Two daphnes and a worker of a deployment where a project runs one turn at a time."""
+    deployment = Deployment.create(
+        tmp_path, fake.base_url, extra_env={"BALLET_LIMIT_RUNNING_TURNS_PER_PROJECT": "1"}
+    )
+    first = Server(deployment, log=tmp_path / "a.log").start()
+    second = Server(deployment, log=tmp_path / "b.log").start()
+    worker = Worker(deployment, tmp_path).start()
+    yield first, second, worker
+    for process in (first, second, worker):
+        process.stop()
+    deployment.drop()
 
 
 def agent_on(server: Server, key: str) -> Client:
@@ -147,3 +163,49 @@ def test_questions_of_a_process_killed_mid_turn_get_outcomes(fake, processes):
     assert recovered["status"] == "needs_human"
     assert "the turn was recovered" in recovered["reason"]
     assert (question["status"], question["answer"]) == ("answered", "main, always.")
+
+
+def test_a_question_about_a_ticket_behind_a_full_project_starts_and_the_wait_on_the_other_process_hears_it(
+    fake, one_turn_a_project
+):
+    """The project's one turn is taken by a question's sub-chat; a second question, about a ticket,
+    waits unstarted; its asker waits on the other daphne. The first turn ends: the second's
+    sub-chat starts (its item read on the database threads, not on the event loop) and answers
+    during the wait, which answers 200 with the answer."""
+    first, second, worker = one_turn_a_project
+    key = agent_key(first)
+    agent = agent_on(first, key)
+    release = threading.Event()
+    fake.enqueue(HangReply(release=release, reply=TextReply("I cannot tell from the plan.")))
+    status, holding = agent.request("POST", QUESTIONS, {"text": "Which port do we serve on?"})
+    assert status == 201, holding
+    wait_streaming(fake)
+    status, held = agent.request(
+        "POST", QUESTIONS, {"text": "Which format does the export write?", "item": "DEMO-15"}
+    )
+    fake.enqueue(
+        ToolUseReply([ToolCallSpec("answer_question", {"answer": "CSV, one row a ticket."})]),
+        TextReply("Answered."),
+    )
+    on_second = agent_on(second, key)
+    heard: dict[str, tuple[int, dict]] = {}
+    waiter = threading.Thread(
+        target=lambda: heard.setdefault("it", on_second.request("GET", f"{QUESTIONS}{held['id']}/?wait=60"))
+    )
+    waiter.start()
+    time.sleep(1.0)  # the agent waits on the other process; the worker's pass comes meanwhile
+    release.set()
+    waiter.join(90)
+    logs = first.log_tail(400) + second.log_tail(400) + worker.log.read_text(errors="replace")
+
+    assert (status, held["status"], held["item"]) == (201, "open", "DEMO-15")
+    waited, answered = heard["it"]
+    assert waited == 200, answered
+    assert (answered["status"], answered["answer"], answered["item"]) == (
+        "answered",
+        "CSV, one row a ticket.",
+        "DEMO-15",
+    )
+    assert "SynchronousOnlyOperation" not in logs
+    assert "ModelCrossingError" not in logs
+    assert "failed to start" not in logs

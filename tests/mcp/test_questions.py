@@ -10,10 +10,10 @@ import uuid
 import pytest
 import redis
 
+from planner.live import question_waits
 from planner.live.runner import runner
 from planner.mcp_server.tools import SPECS
 from planner.models import HumanRequest
-from planner.services import agent_questions
 from tests.fakes.scripted import Hang, call, say
 from tests.mcp.conftest import connected, token_of
 from tests.planner.api_client import client_for
@@ -68,10 +68,10 @@ async def test_ask_question_waits_for_the_planners_answer_given_during_it(script
         asking = asyncio.ensure_future(session.call_tool("ask_question", arguments))
         await hang.started.wait()
         for _ in range(500):  # until the agent waits for the answer
-            if agent_questions._waiters:
+            if question_waits._waiters:
                 break
             await asyncio.sleep(0.02)
-        assert agent_questions._waiters, "the agent never waited"
+        assert question_waits._waiters, "the agent never waited"
         hang.release.set()
         asked = await asking
     await runner.wait(uuid.UUID(output(asked)["session"]))
@@ -112,10 +112,10 @@ async def test_get_question_waits_for_the_answer(scripted, chat_project, member,
         arguments = {"project": "BAL", "id": asked["id"], "wait_seconds": 20}
         waiting = asyncio.ensure_future(session.call_tool("get_question", arguments))
         for _ in range(500):  # until the agent waits
-            if asked["id"] in agent_questions._waiters:
+            if asked["id"] in question_waits._waiters:
                 break
             await asyncio.sleep(0.02)
-        assert asked["id"] in agent_questions._waiters, "the agent never waited"
+        assert asked["id"] in question_waits._waiters, "the agent never waited"
         pending = await sync(lambda: HumanRequest.objects.get(session_id=sub).pk)()
         scripted.add(call("answer_question", {"answer": "Redis, says the owner."}), say("Answered."))
         await runner.answer(session_id=sub, user=owner, request=pending, text="Redis")

@@ -9,10 +9,9 @@ import uuid
 import pytest
 
 from knowledge.services import knowledge_create
-from planner.live import bridge
+from planner.live import bridge, question_waits
 from planner.live.runner import runner
 from planner.models import HumanRequest, Question, Session
-from planner.services import agent_questions
 from tests.fakes.scripted import Hang, call, change_notes, say, tool_results
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
@@ -40,7 +39,7 @@ async def waiters(question_id: int, count: int = 1) -> None:
     """Return once ``count`` requests wait for the question's answer (the answer then comes during
     their wait); fail if they never do."""
     for _ in range(500):
-        if len(agent_questions._waiters.get(question_id, ())) >= count:
+        if len(question_waits._waiters.get(question_id, ())) >= count:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"{count} waits for question {question_id} never began")
