@@ -10,7 +10,9 @@ from tracker.models.plan import Item
 
 
 class ClaimStatus(models.TextChoices):
-    """``active`` while the lease holds; every other status is how the claim ended (its outcome)."""
+    """``active`` until the claim ends, which every other status names (its outcome). An active
+    claim whose lease ran out holds nothing and reads as ``expired`` before the sweep writes it
+    (``tracker.work_selectors.held``)."""
 
     ACTIVE = "active"
     DONE = "done"  # a done report
