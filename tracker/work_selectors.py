@@ -1,4 +1,5 @@
-"""Reads of work on the plan (docs/domain.md#work): claims and their reports.
+"""Reads of work on the plan (docs/domain.md#work): claims and their reports, and when the sweep of
+lapsed leases last ran.
 
 A claim **holds** its ticket while it is active and its lease has not run out. One whose lease
 ran out holds nothing, whether or not the sweep (``claims_expire``) has ended it yet: every read
@@ -13,16 +14,21 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from datetime import UTC, datetime
-from typing import Any
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
 from tracker import sql
 from tracker.errors import NotFoundError
 from tracker.inputs import MAX_BIG_ID, ascii_number
-from tracker.models import Claim, ClaimStatus, Item, Project, Report, ReportKind
+from tracker.models import Claim, ClaimStatus, Item, Project, Report, ReportKind, Sweep
+
+LEASE_SWEEP: Final = "leases"  # the Sweep row of claims_expire
+# A sweep runs every 30 s: one that has not finished for ten times that is not running (/healthz).
+SWEEP_OVERDUE: Final = timedelta(minutes=5)
 
 
 def held(now: datetime) -> Q:
@@ -141,3 +147,56 @@ def final_reports(*, item_ids: Iterable[int]) -> dict[int, Report]:
     for report in rows:
         latest.setdefault(report.item_id, report)
     return latest
+
+
+# --- the sweep of lapsed leases, as /metrics and /healthz read it ---------------------------------
+
+
+def lease_sweep_finished_at() -> datetime | None:
+    """When ``claims_expire`` last finished, in any process; None if it never has."""
+    return Sweep.objects.filter(name=LEASE_SWEEP).values_list("finished_at", flat=True).first()
+
+
+@dataclass(frozen=True)
+class Lapsed:
+    """The claims whose lease ran out that the sweep has yet to end, and the earliest lapse."""
+
+    count: int
+    since: datetime | None
+
+
+def claims_lapsed(*, now: datetime) -> Lapsed:
+    """How many claims are still active though their lease ran out by ``now``, and since when."""
+    found = Claim.objects.filter(lapsed(now)).aggregate(count=Count("pk"), since=Min("expires_at"))
+    return Lapsed(count=found["count"], since=found["since"])
+
+
+def lease_sweep_overdue(*, now: datetime) -> str | None:
+    """What is wrong with the sweep of lapsed leases at ``now``, in words; None if nothing is.
+
+    Overdue: its last run finished more than :data:`SWEEP_OVERDUE` ago; or it never ran (a new
+    deployment, or beat never started) and a lease ran out longer ago than that. A deployment
+    that has not swept yet and has no lease waiting for it is not overdue."""
+    finished = lease_sweep_finished_at()
+    waiting = claims_lapsed(now=now)
+    if finished is not None and now - finished > SWEEP_OVERDUE:
+        said = f"The sweep of lapsed leases last finished {_ago(now - finished)} ago"
+    elif finished is None and waiting.since is not None and now - waiting.since > SWEEP_OVERDUE:
+        said = f"No sweep of lapsed leases has finished, and a lease ran out {_ago(now - waiting.since)} ago"
+    else:
+        return None
+    if waiting.count == 1:
+        said += "; 1 claim whose lease ran out still waits for it (every read counts it as expired)"
+    elif waiting.count:
+        said += (
+            f"; {waiting.count} claims whose lease ran out still wait for it "
+            "(every read counts them as expired)"
+        )
+    return said + "."
+
+
+def _ago(elapsed: timedelta) -> str:
+    minutes = int(elapsed.total_seconds() // 60)
+    if minutes < 120:
+        return f"{minutes} minutes"
+    return f"{minutes // 60} hours"

@@ -56,6 +56,17 @@ class Claim(models.Model):
         return f"Claim {self.pk} on {self.item_id} ({self.status})"
 
 
+class Sweep(models.Model):
+    """When a periodic sweep last finished (``leases``: the one that ends the claims whose lease ran
+    out), one row per sweep, for /metrics and /healthz in every process (docs/operations.md#health)."""
+
+    name = models.CharField(max_length=50, primary_key=True)
+    finished_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"Sweep {self.name} at {self.finished_at.isoformat()}"
+
+
 class ReportKind(models.TextChoices):
     PROGRESS = "progress"
     DONE = "done"

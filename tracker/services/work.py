@@ -29,7 +29,7 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.inputs import NUL_MESSAGE, nul_paths, refuse_nul
-from tracker.models import Claim, ClaimStatus, Item, ItemKind, Project, Report, ReportKind
+from tracker.models import Claim, ClaimStatus, Item, ItemKind, Project, Report, ReportKind, Sweep
 from tracker.permissions import TRACKER_READ, TRACKER_WRITE, require
 from tracker.selectors import (
     lapsed,
@@ -41,6 +41,7 @@ from tracker.selectors import (
 )
 from tracker.services.activity import Actor, activity_record
 from tracker.services.items import item_update
+from tracker.work_selectors import LEASE_SWEEP
 
 MAX_SUMMARY_BYTES: Final = 20_000  # a report's Markdown summary, UTF-8
 MAX_DETAILS_BYTES: Final = 20_000  # a report's details, as JSON
@@ -471,6 +472,9 @@ def _expire_one(claim_id: int, now: datetime) -> bool:
 
 def claims_expire(*, now: datetime | None = None) -> int:
     """End every active claim whose lease ran out by ``now`` (default: now) as expired, each in its
-    own transaction; the tickets go back to ready. How many it ended."""
+    own transaction; the tickets go back to ready. How many it ended. Once all are ended, when
+    it finished is recorded for /metrics and /healthz (``lease_sweep_finished_at``)."""
     now = now or timezone.now()
-    return sum(_expire_one(claim_id, now) for claim_id in _due_claim_ids(now))
+    ended = sum(_expire_one(claim_id, now) for claim_id in _due_claim_ids(now))
+    Sweep.objects.update_or_create(name=LEASE_SWEEP, defaults={"finished_at": timezone.now()})
+    return ended
