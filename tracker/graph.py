@@ -10,15 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tracker.models import Claim, ClaimStatus, Dependency, Item, ItemKind, Project
+from django.utils import timezone
+
+from tracker.models import Claim, Dependency, Item, ItemKind, Project
 from tracker.models.plan import RESOLVED_STATES
-from tracker.selectors import runnable_tickets
+from tracker.selectors import held, runnable_tickets
 
 
 @dataclass(frozen=True)
 class GraphNode:
     """One ticket. ``new``: it does not exist yet (a proposed changeset would create it), so it has
-    no page to link to. ``claimed_by``: the label of whoever holds its active claim, if anyone."""
+    no page to link to. ``claimed_by``: the label of whoever holds it under a claim whose lease has
+    not run out, if anyone."""
 
     key: str
     title: str
@@ -48,9 +51,7 @@ def project_graph(*, project: Project) -> PlanGraph:
     )
     runnable = set(runnable_tickets(project=project).values_list("pk", flat=True))
     holders = dict(
-        Claim.objects.filter(project=project, status=ClaimStatus.ACTIVE).values_list(
-            "item_id", "holder__username"
-        )
+        Claim.objects.filter(held(timezone.now()), project=project).values_list("item_id", "holder__username")
     )
     nodes = tuple(
         GraphNode(

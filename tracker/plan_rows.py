@@ -16,8 +16,9 @@ from typing import Any
 from rest_framework import serializers
 
 from tracker import sql
-from tracker.models import ClaimStatus, Project
+from tracker.models import Project
 from tracker.models.plan import RESOLVED_STATES
+from tracker.work_selectors import held_sql, lapsed_sql
 
 JsonObject = dict[str, Any]
 
@@ -58,8 +59,8 @@ class ItemListing:
 
 
 def item_rows(listing: ItemListing) -> tuple[list[JsonObject], bool]:
-    """The page's items by number, each with the holder of its active claim, and whether more
-    follow, in one statement."""
+    """The page's items by number, each with the holder of the claim that holds it (its lease
+    not run out: ``tracker.work_selectors.held``), and whether more follow, in one statement."""
     found = sql.rows(*item_rows_statement(listing))
     items = []
     for row in found[: listing.limit]:
@@ -81,12 +82,13 @@ def item_rows_statement(listing: ItemListing) -> sql.Statement:
     for parent, parent_id in listing.parents.items():
         where.append(f"i.{parent}_id = %s")
         params.append(parent_id)
+    holds, at = held_sql("c")
     return (
         f"SELECT {_ROW}, u.username{_ROW_FROM}"
-        " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
+        f" LEFT JOIN tracker_claim c ON c.item_id = i.id AND {holds}"
         " LEFT JOIN auth_user u ON u.id = c.holder_id"
         f" WHERE {' AND '.join(where)} ORDER BY i.number LIMIT %s OFFSET %s",
-        [ClaimStatus.ACTIVE, *params, listing.limit + 1, listing.offset],
+        [*at, *params, listing.limit + 1, listing.offset],
     )
 
 
@@ -99,15 +101,19 @@ def runnable_rows(*, project: Project, limit: int) -> list[JsonObject]:
 
 
 def runnable_statement(*, project: Project, limit: int) -> sql.Statement:
-    """The statement :func:`runnable_rows` runs."""
+    """The statement :func:`runnable_rows` runs: a ticket whose claim lapsed unswept is runnable as
+    the sweep will leave it (``in_progress`` goes back to ``ready``)."""
+    holds, held_at = held_sql("c")
+    ran_out, lapsed_at = lapsed_sql("l")
     return (
         f"SELECT {_ROW}{_ROW_FROM}"  # noqa: S608 - fixed columns; values are parameters
-        " WHERE i.project_id = %s AND i.kind = 'ticket' AND i.state = 'ready'"
+        " WHERE i.project_id = %s AND i.kind = 'ticket' AND (i.state = 'ready' OR (i.state = 'in_progress'"
+        f" AND EXISTS (SELECT 1 FROM tracker_claim l WHERE l.item_id = i.id AND {ran_out})))"
         " AND NOT EXISTS (SELECT 1 FROM tracker_dependency d JOIN tracker_item b ON b.id = d.blocker_id"
         f" WHERE d.blocked_id = i.id AND b.state NOT IN ({sql.placeholders(len(RESOLVED_STATES))}))"
-        " AND NOT EXISTS (SELECT 1 FROM tracker_claim c WHERE c.item_id = i.id AND c.status = %s)"
+        f" AND NOT EXISTS (SELECT 1 FROM tracker_claim c WHERE c.item_id = i.id AND {holds})"
         " ORDER BY i.number LIMIT %s",
-        [project.pk, *RESOLVED_STATES, ClaimStatus.ACTIVE, limit],
+        [project.pk, *lapsed_at, *RESOLVED_STATES, *held_at, limit],
     )
 
 
@@ -116,8 +122,9 @@ _ITEM_ID = "(SELECT id FROM tracker_item WHERE project_id = %s AND number = %s)"
 
 
 def item_detail(*, project: Project, number: int) -> JsonObject | None:
-    """The item numbered ``number`` in ``project`` as ``get_item`` shows it (its dependencies, its
-    active claim and its newest reports), in three statements sent at once; None if there is none."""
+    """The item numbered ``number`` in ``project`` as ``get_item`` shows it (its dependencies, the
+    claim that holds it and its newest reports), in three statements sent at once; None if there
+    is none."""
     item_rows_, dependency_rows, report_rows = sql.result_sets(
         item_detail_statements(project=project, number=number)
     )
@@ -149,9 +156,10 @@ def item_detail(*, project: Project, number: int) -> JsonObject | None:
 def item_detail_statements(*, project: Project, number: int) -> list[sql.Statement]:
     """The statements :func:`item_detail` runs: the item, its dependencies, its newest reports."""
     at = [project.pk, number]
+    holds, held_at = held_sql("c")
     return [
         (
-            "SELECT i.id, i.kind, i.title, i.state, i.version, ep.key, e.number, mp.key, m.number,"
+            "SELECT i.id, i.kind, i.title, i.state, i.version, ep.key, e.number, mp.key, m.number,"  # noqa: S608 - fixed SQL; values are parameters
             " i.description, i.acceptance_criteria, i.policy, c.id, u.username, c.status,"
             " c.created_at, c.renewed_at, c.expires_at, c.ended_at, c.end_reason"
             " FROM tracker_item i"
@@ -159,10 +167,10 @@ def item_detail_statements(*, project: Project, number: int) -> list[sql.Stateme
             " LEFT JOIN tracker_project ep ON ep.id = e.project_id"
             " LEFT JOIN tracker_item m ON m.id = i.milestone_id"
             " LEFT JOIN tracker_project mp ON mp.id = m.project_id"
-            " LEFT JOIN tracker_claim c ON c.item_id = i.id AND c.status = %s"
+            f" LEFT JOIN tracker_claim c ON c.item_id = i.id AND {holds}"
             " LEFT JOIN auth_user u ON u.id = c.holder_id"
             " WHERE i.project_id = %s AND i.number = %s",
-            [ClaimStatus.ACTIVE, *at],
+            [*held_at, *at],
         ),
         (
             # Each dependency with the item at its other end, and whether this item blocks it.
@@ -194,7 +202,7 @@ def _dependencies(rows: list[sql.Row]) -> tuple[list[JsonObject], list[JsonObjec
 
 
 def _claim(key: str, title: str, columns: sql.Row) -> JsonObject | None:
-    """The active claim read beside its item, as ``ClaimSerializer`` shows it."""
+    """The claim that holds the item, read beside it, as ``ClaimSerializer`` shows it."""
     claim_id, holder, status, created, renewed, expires, ended, end_reason = columns
     if claim_id is None:
         return None

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.utils import timezone
 
 from ballet.env import PlannerConfig, WorkConfig, with_overrides
 from tracker import sql
@@ -24,7 +25,6 @@ from tracker.models import (
     ApiKey,
     Changeset,
     Claim,
-    ClaimStatus,
     Dependency,
     Item,
     ItemKind,
@@ -40,12 +40,20 @@ from tracker.search import ITEM, SKILL, SearchHit, project_search
 
 # Claims and reports, re-exported: REST, the MCP tools and the planner read them from here.
 from tracker.work_selectors import (  # noqa: F401
+    claim_as_read,
     claim_get,
     claim_list,
     claims_active_by_item,
+    claims_lapsed,
     final_reports,
+    held,
+    lapsed,
+    lease_ran_out,
+    lease_sweep_finished_at,
+    lease_sweep_overdue,
     reports_of,
     reports_on,
+    utc_minute,
 )
 
 
@@ -219,11 +227,17 @@ def unresolved_blockers(*, blocked: Any) -> QuerySet[Dependency]:
 
 def runnable_tickets(*, project: Project) -> QuerySet[Item]:
     """Ready tickets whose blockers are all done or cancelled, and that no worker holds (a claimed
-    ticket is in progress; one a human set back to ready while its claim holds is not free either)."""
+    ticket is in progress; one a human set back to ready while its claim holds is not free either).
+
+    A claim whose lease ran out holds nothing, swept or not: its ticket is runnable as the sweep
+    will leave it, an ``in_progress`` one back to ``ready`` (claiming it expires the claim first)."""
+    now = timezone.now()
     unresolved = unresolved_blockers(blocked=OuterRef("pk"))
-    claimed = Claim.objects.filter(item=OuterRef("pk"), status=ClaimStatus.ACTIVE)
+    claimed = Claim.objects.filter(held(now), item=OuterRef("pk"))
+    ran_out = Claim.objects.filter(lapsed(now), item=OuterRef("pk"))
     return (
-        Item.objects.filter(project=project, kind="ticket", state="ready")
+        Item.objects.filter(project=project, kind="ticket")
+        .filter(Q(state="ready") | Q(Exists(ran_out), state="in_progress"))
         .exclude(Exists(unresolved))
         .exclude(Exists(claimed))
         .select_related("project", "epic__project", "milestone__project")

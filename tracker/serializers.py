@@ -34,7 +34,7 @@ from tracker.models.plan import ALL_STATES as ITEM_STATES
 from tracker.operations import LIST as OPERATIONS_LIST
 from tracker.operations import OPERATION_SCHEMA, OPERATIONS, openapi_dialect, operation_schema
 from tracker.permissions import permissions_for
-from tracker.selectors import EffectiveSkill, ItemDependencies
+from tracker.selectors import EffectiveSkill, ItemDependencies, claim_as_read
 from tracker.services.changeset_validation import MAX_RATIONALE, MAX_TITLE
 from tracker.services.changesets import MAX_NOTE
 from tracker.services.keys import MAX_EXPIRY_DAYS
@@ -525,6 +525,8 @@ class ReportCreatedSerializer(ReportSerializer):
 
 
 class ClaimSerializer(serializers.Serializer[Claim]):
+    """A claim as it reads now: one whose lease ran out reads as expired, swept or not."""
+
     id = serializers.IntegerField()
     item = serializers.CharField(source="item.key")
     item_title = serializers.CharField(source="item.title")
@@ -535,6 +537,9 @@ class ClaimSerializer(serializers.Serializer[Claim]):
     expires_at = serializers.DateTimeField(help_text="When the lease runs out without a heartbeat or report.")
     ended_at = serializers.DateTimeField(allow_null=True)
     end_reason = serializers.CharField()
+
+    def to_representation(self, instance: Claim) -> dict[str, Any]:
+        return dict(super().to_representation(claim_as_read(instance)))
 
 
 class ClaimDetailSerializer(ClaimSerializer):
@@ -549,7 +554,7 @@ class ClaimFilterSerializer(serializers.Serializer[Any]):
     active = serializers.ChoiceField(
         choices=["true", "false"],
         required=False,
-        help_text="true: only claims whose lease holds; false: only ended ones.",
+        help_text="true: only claims whose lease holds; false: only ended ones (a lapsed lease has ended).",
     )
 
 

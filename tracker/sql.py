@@ -39,6 +39,25 @@ def _vendor() -> str:
     return connection.vendor
 
 
+class _Now:
+    def __repr__(self) -> str:
+        return "sql.NOW"
+
+
+NOW = _Now()
+"""A parameter that stands for the time (``timezone.now()``) when its statement is sent: the same
+statement then has the same parameters whenever it is built, so one read ahead
+(:func:`reading_ahead`) is the one its code asks for, and each compares with the moment it reads."""
+
+
+def _bound(params: Sequence[Any]) -> Sequence[Any]:
+    """``params`` with :data:`NOW` replaced by the time, as the ORM sends a date-time."""
+    if not any(param is NOW for param in params):
+        return params
+    now = datetime_in(timezone.now())
+    return [now if param is NOW else param for param in params]
+
+
 def rows(sql: str, params: Sequence[Any] = ()) -> list[Row]:
     """Every row of ``sql``, a statement prepared once per connection on PostgreSQL."""
     if (found := _read_ahead(sql, params)) is not None:
@@ -48,7 +67,7 @@ def rows(sql: str, params: Sequence[Any] = ()) -> list[Row]:
 
 def _rows_sent(sql: str, params: Sequence[Any]) -> list[Row]:
     with _reading() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, _bound(params))
         return cursor.fetchall()
 
 
@@ -57,7 +76,7 @@ def row(sql: str, params: Sequence[Any] = ()) -> Row | None:
     if (ahead := _read_ahead(sql, params)) is not None:
         return ahead[0] if ahead else None
     with _reading() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, _bound(params))
         found: Row | None = cursor.fetchone()
         return found
 
@@ -94,7 +113,7 @@ def _reading() -> Any:
 def execute(sql: str, params: Sequence[Any] = ()) -> int:
     """Run ``sql``; the number of rows it changed."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, _bound(params))
         return int(cursor.rowcount)
 
 
@@ -486,7 +505,7 @@ def _send(
     """Run ``statements`` as one execute; leave the cursor past ``skip`` results (all but the last
     when None)."""
     sql = "; ".join(s for s, _ in statements)
-    params = [p for _, ps in statements for p in ps]
+    params = _bound([p for _, ps in statements for p in ps])
     result = cursor.execute(sql, params) if execute is None else execute(sql, params, False, context)
     for _ in range(len(statements) - 1 if skip is None else skip):
         cursor.nextset()
@@ -534,7 +553,7 @@ def _pipelined(statements: Sequence[Statement], *, commit: bool = False) -> list
                 if opening:
                     raw.execute("BEGIN")
                 for cursor, (sql, params) in zip(cursors, statements, strict=True):
-                    cursor.execute(sql, params)
+                    cursor.execute(sql, _bound(params))
                 if commit:
                     raw.execute("COMMIT")
             return [cursor.fetchall() for cursor in cursors]

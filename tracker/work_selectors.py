@@ -1,28 +1,88 @@
-"""Reads of work on the plan (docs/domain.md#work): claims and their reports.
+"""Reads of work on the plan (docs/domain.md#work): claims and their reports, and when the sweep of
+lapsed leases last ran.
+
+A claim **holds** its ticket while it is active and its lease has not run out. One whose lease
+ran out holds nothing, whether or not the sweep (``claims_expire``) has ended it yet: every read
+counts it as expired, as the sweep will leave it. :func:`held` and :func:`lapsed` say so for the
+ORM, :func:`held_sql` and :func:`lapsed_sql` for the hand-written SQL of the hot path
+(``tracker/plan_rows.py``), :func:`claim_as_read` for one claim in hand.
 
 Re-exported by :mod:`tracker.selectors`; REST, the MCP tools and the planner read through these.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
 
-from django.db.models import QuerySet
+from django.db.models import Count, Min, Q, QuerySet
+from django.utils import timezone
 
+from tracker import sql
 from tracker.errors import NotFoundError
 from tracker.inputs import MAX_BIG_ID, ascii_number
-from tracker.models import Claim, ClaimStatus, Item, Project, Report, ReportKind
+from tracker.models import Claim, ClaimStatus, Item, Project, Report, ReportKind, Sweep
+
+LEASE_SWEEP: Final = "leases"  # the Sweep row of claims_expire
+# A sweep runs every 30 s: one that has not finished for ten times that is not running (/healthz).
+SWEEP_OVERDUE: Final = timedelta(minutes=5)
+
+
+def held(now: datetime) -> Q:
+    """Claims that hold their ticket at ``now``: active, the lease not run out."""
+    return Q(status=ClaimStatus.ACTIVE, expires_at__gt=now)
+
+
+def lapsed(now: datetime) -> Q:
+    """Claims still active whose lease ran out by ``now``: the sweep has yet to end them."""
+    return Q(status=ClaimStatus.ACTIVE, expires_at__lte=now)
+
+
+def held_sql(alias: str) -> sql.Statement:
+    """:func:`held` over the claim ``alias`` in SQL, at the moment the statement is sent."""
+    return f"{alias}.status = %s AND {alias}.expires_at > %s", [ClaimStatus.ACTIVE, sql.NOW]
+
+
+def lapsed_sql(alias: str) -> sql.Statement:
+    """:func:`lapsed` over the claim ``alias`` in SQL, at the moment the statement is sent."""
+    return f"{alias}.status = %s AND {alias}.expires_at <= %s", [ClaimStatus.ACTIVE, sql.NOW]
+
+
+def utc_minute(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%H:%M UTC")
+
+
+def lease_ran_out(claim: Claim) -> str:
+    """Why an expired claim ended: "the lease ran out at 12:30 UTC (no heartbeat or report for 30
+    minutes)"."""
+    minutes = round((claim.expires_at - claim.renewed_at).total_seconds() / 60)
+    return (
+        f"the lease ran out at {utc_minute(claim.expires_at)} (no heartbeat or report for {minutes} minutes)"
+    )
+
+
+def claim_as_read(claim: Claim, now: datetime | None = None) -> Claim:
+    """``claim`` as it reads at ``now`` (default: now): itself, or, if its lease ran out unswept, an
+    unsaved copy as the sweep will leave it: expired when the lease ran out, saying why."""
+    if claim.status != ClaimStatus.ACTIVE or claim.expires_at > (now or timezone.now()):
+        return claim
+    shown = copy.copy(claim)
+    shown.status, shown.ended_at = ClaimStatus.EXPIRED, claim.expires_at
+    shown.end_reason = lease_ran_out(claim)
+    return shown
 
 
 def claim_list(*, project: Project, active: bool | None = None) -> QuerySet[Claim]:
-    """The project's claims, newest first; ``active`` True: only those whose lease holds (status
-    active), False: only ended ones, None: all."""
+    """The project's claims, newest first; ``active`` True: only those that hold their ticket
+    (:func:`held`), False: only ended ones (a lapsed lease has ended, swept or not), None: all."""
     qs = Claim.objects.filter(project=project).select_related("project", "item__project", "holder")
     if active is True:
-        qs = qs.filter(status=ClaimStatus.ACTIVE)
+        qs = qs.filter(held(timezone.now()))
     elif active is False:
-        qs = qs.exclude(status=ClaimStatus.ACTIVE)
+        qs = qs.exclude(held(timezone.now()))
     return qs.order_by("-created_at", "-pk")
 
 
@@ -48,11 +108,11 @@ def claim_get(*, project: Project, claim_id: Any) -> Claim:
 
 
 def claims_active_by_item(*, item_ids: Iterable[int]) -> dict[int, Claim]:
-    """The active claim of each of ``item_ids`` that has one, by item id, in one query."""
+    """The claim holding each of ``item_ids`` that one holds (:func:`held`), by item id, in one query."""
     ids = list(set(item_ids))
     if not ids:
         return {}
-    rows = Claim.objects.filter(item_id__in=ids, status=ClaimStatus.ACTIVE).select_related(
+    rows = Claim.objects.filter(held(timezone.now()), item_id__in=ids).select_related(
         "project", "item__project", "holder"
     )
     return {claim.item_id: claim for claim in rows}
@@ -87,3 +147,56 @@ def final_reports(*, item_ids: Iterable[int]) -> dict[int, Report]:
     for report in rows:
         latest.setdefault(report.item_id, report)
     return latest
+
+
+# --- the sweep of lapsed leases, as /metrics and /healthz read it ---------------------------------
+
+
+def lease_sweep_finished_at() -> datetime | None:
+    """When ``claims_expire`` last finished, in any process; None if it never has."""
+    return Sweep.objects.filter(name=LEASE_SWEEP).values_list("finished_at", flat=True).first()
+
+
+@dataclass(frozen=True)
+class Lapsed:
+    """The claims whose lease ran out that the sweep has yet to end, and the earliest lapse."""
+
+    count: int
+    since: datetime | None
+
+
+def claims_lapsed(*, now: datetime) -> Lapsed:
+    """How many claims are still active though their lease ran out by ``now``, and since when."""
+    found = Claim.objects.filter(lapsed(now)).aggregate(count=Count("pk"), since=Min("expires_at"))
+    return Lapsed(count=found["count"], since=found["since"])
+
+
+def lease_sweep_overdue(*, now: datetime) -> str | None:
+    """What is wrong with the sweep of lapsed leases at ``now``, in words; None if nothing is.
+
+    Overdue: its last run finished more than :data:`SWEEP_OVERDUE` ago; or it never ran (a new
+    deployment, or beat never started) and a lease ran out longer ago than that. A deployment
+    that has not swept yet and has no lease waiting for it is not overdue."""
+    finished = lease_sweep_finished_at()
+    waiting = claims_lapsed(now=now)
+    if finished is not None and now - finished > SWEEP_OVERDUE:
+        said = f"The sweep of lapsed leases last finished {_ago(now - finished)} ago"
+    elif finished is None and waiting.since is not None and now - waiting.since > SWEEP_OVERDUE:
+        said = f"No sweep of lapsed leases has finished, and a lease ran out {_ago(now - waiting.since)} ago"
+    else:
+        return None
+    if waiting.count == 1:
+        said += "; 1 claim whose lease ran out still waits for it (every read counts it as expired)"
+    elif waiting.count:
+        said += (
+            f"; {waiting.count} claims whose lease ran out still wait for it "
+            "(every read counts them as expired)"
+        )
+    return said + "."
+
+
+def _ago(elapsed: timedelta) -> str:
+    minutes = int(elapsed.total_seconds() // 60)
+    if minutes < 120:
+        return f"{minutes} minutes"
+    return f"{minutes // 60} hours"

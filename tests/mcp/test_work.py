@@ -5,8 +5,10 @@ it, the caller is not the holder, the key lacks the work scope, the input is bad
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from tests.factories import make_key
 from tests.mcp.conftest import connected
@@ -109,6 +111,33 @@ async def test_a_second_worker_is_told_who_holds_the_ticket(users, tickets):
     assert release.is_error
     assert output(release)["error"]["code"] == "permission_denied"
     assert await sync(lambda: Claim.objects.get(status=ClaimStatus.ACTIVE).holder.username)() == "member"
+
+
+async def test_a_worker_takes_over_a_ticket_whose_lease_ran_out_before_any_sweep(users, tickets):
+    await sync(tickets)()
+    first = await sync(make_key)(users["member"], "read", "work", name="first")
+    second = await sync(make_key)(users["maintainer"], "read", "work", name="second")
+    async with connected(first) as session:
+        claimed = output(await session.call_tool("claim_ticket", {"project": "BAL", "item": "BAL-1"}))
+    past = timezone.now() - timedelta(minutes=1)
+    await sync(Claim.objects.filter(pk=claimed["id"]).update)(expires_at=past)
+
+    async with connected(second) as session:
+        runnable = output(await session.call_tool("list_runnable", {"project": "BAL"}))
+        brief = output(await session.call_tool("get_brief", {"project": "BAL", "item": "BAL-1"}))
+        taken = output(await session.call_tool("claim_ticket", {"project": "BAL", "item": "BAL-1"}))
+    async with connected(first) as session:
+        late = output(
+            await session.call_tool(
+                "report", {"project": "BAL", "claim": claimed["id"], "kind": "done", "summary": "Late"}
+            )
+        )
+
+    assert [t["key"] for t in runnable["tickets"]] == ["BAL-1"]
+    assert brief["claim"] is None
+    assert (taken["holder"], taken["status"]) == ("maintainer", "active")
+    assert late["error"]["code"] == "invalid_state"
+    assert f"Claim {claimed['id']} on BAL-1 has ended (expired: the lease ran out" in late["error"]["message"]
 
 
 async def test_the_holder_releases_and_the_ticket_is_ready_again(users, tickets):

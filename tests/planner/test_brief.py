@@ -142,6 +142,18 @@ def test_the_brief_shows_the_tickets_claim_and_its_reports(client_for, member, p
     assert [report["summary"] for report in brief["reports"]] == ["Form renders"]
 
 
+def test_the_brief_shows_no_claim_whose_lease_ran_out_unswept(client_for, member, plan):
+    claim = _claim(plan["ticket"], member)
+    _report(claim, "progress", "Form renders")
+    Claim.objects.filter(pk=claim.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+
+    brief = client_for(member).get(_url("BAL", plan["ticket"].key)).json()
+
+    assert brief["claim"] is None  # as once swept: the ticket is free for the next worker
+    assert [r["summary"] for r in brief["reports"]] == ["Form renders"]
+    assert Claim.objects.get(pk=claim.pk).status == ClaimStatus.ACTIVE  # nothing swept it
+
+
 def test_knowledge_linked_beyond_the_readers_projects_stays_out(client_for, org, member, owner, plan):
     elsewhere = make_project(organization=org, key="SEC")
     make_membership(project=elsewhere, user=owner, role=Role.OWNER)

@@ -5,12 +5,16 @@ tests hold the two to one answer."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from knowledge.services import knowledge_create
 from planner.agent.tools import call_tool
 from tests.factories import MembershipFactory
 from tests.planner.test_tools import ctx
+from tracker.models import Claim
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_apply, changeset_propose, changeset_reject
 from tracker.services.items import dependency_add
@@ -173,6 +177,29 @@ def test_list_items_names_the_holders_rest_names(project, viewer, member, worked
         == {claim["item"]: claim["holder"] for claim in claims}
         == {worked["claimed"][0].key: member.username}
     )
+
+
+def test_the_tools_and_rest_agree_that_a_lapsed_claim_holds_nothing(project, viewer, worked, client_for):
+    ticket, claim = worked["claimed"]
+    Claim.objects.filter(pk=claim.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    runnable = rest(client_for, viewer, f"{BAL}runnable/")["results"]
+    holding = rest(client_for, viewer, f"{BAL}claims/?active=true")["results"]
+    detail = rest(client_for, viewer, f"{BAL}claims/{claim.pk}/")
+
+    tickets = tool(viewer, project, "list_runnable", {})["tickets"]
+    items = tool(viewer, project, "list_items", {"kind": "ticket"})["items"]
+    item = tool(viewer, project, "get_item", {"key": ticket.key})
+
+    assert tickets == [
+        {name: row[name] for name in ("key", "kind", "title", "state", "version", "epic", "milestone")}
+        for row in runnable
+    ]
+    assert ticket.key in [t["key"] for t in tickets]
+    assert holding == []
+    assert [i["key"] for i in items if "claimed_by" in i] == []
+    assert detail["status"] == "expired"
+    assert item["claim"] is None
+    assert Claim.objects.get(pk=claim.pk).status == "active"  # no sweep ran
 
 
 def test_dependencies_are_listed_by_key_number(project, viewer, plan):

@@ -447,6 +447,20 @@ def test_reads_read_ahead_are_answered_from_what_was_read_once_each(session):
         assert len(set(map(id, sent_in[:4]))) == 1
 
 
+def test_now_is_the_time_a_statement_is_sent_and_one_statement_whenever_it_is_built(session):
+    def beats_later() -> sql.Statement:  # built afresh each time, as a tool builds what it reads
+        return ("SELECT COUNT(*) FROM planner_session WHERE heartbeat_at > %s", [sql.NOW])
+
+    Session.objects.filter(pk=session.pk).update(heartbeat_at=timezone.now() + datetime.timedelta(seconds=1))
+    assert sql.row(*beats_later()) == (1,)
+    Session.objects.filter(pk=session.pk).update(heartbeat_at=timezone.now() - datetime.timedelta(seconds=1))
+    assert sql.rows(*beats_later()) == [(0,)]
+    assert sql.result_sets([beats_later()]) == [[(0,)]]
+    with CaptureQueriesContext(connection) as sent, sql.reading_ahead([beats_later()]):
+        assert sql.row(*beats_later()) == (0,)  # served from what was read ahead
+    assert len(sent) == 1
+
+
 def test_reads_ahead_with_the_next_go_in_its_round_trip(session):
     where = [sql.prep(Session, "id", session.pk)]
     title = ("SELECT title FROM planner_session WHERE id = %s", where)

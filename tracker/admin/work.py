@@ -14,13 +14,14 @@ from tracker.admin.base import BalletAdmin, actor_of, error_text
 from tracker.errors import BalletError
 from tracker.models import Claim, ClaimStatus, Report
 from tracker.permissions import TRACKER_READ, TRACKER_WRITE, is_superuser, project_ids_with
+from tracker.selectors import claim_as_read
 from tracker.services.work import claim_release
 
 CLAIM_FIELDS = (
     "project",
     "item",
     "holder",
-    "status",
+    "status_now",
     "created_at",
     "renewed_at",
     "expires_at",
@@ -61,7 +62,7 @@ class ClaimAdmin(BalletAdmin):
     """Read-only rows; Release lets the selected active claims go, their tickets back to ready."""
 
     rules = {"view": TRACKER_READ, "add": None, "change": None, "delete": None}
-    list_display = ("item", "holder", "status", "expires_at", "created_at")
+    list_display = ("item", "holder", "status_now", "expires_at", "created_at")
     list_filter = ("status", ("project", RelatedOnlyFieldListFilter))
     search_fields = ("holder__username", "end_reason")
     list_select_related = ("item__project", "holder", "project")
@@ -69,6 +70,12 @@ class ClaimAdmin(BalletAdmin):
     readonly_fields = CLAIM_FIELDS
     inlines = (ReportInline,)
     actions = ("release",)
+
+    @admin.display(description="status", ordering="status")
+    def status_now(self, claim: Claim) -> str:
+        """As every read shows it: a claim whose lease ran out is expired before the sweep says so."""
+        shown = claim_as_read(claim)
+        return claim.status if shown is claim else f"{shown.status} (its lease ran out; not swept yet)"
 
     def has_release_permission(self, request: HttpRequest) -> bool:
         """Offered to those who hold tracker.write in some project; each claim is checked again."""

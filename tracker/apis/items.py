@@ -46,6 +46,10 @@ class ItemDetailApi(BalletApi):
 class RunnableListApi(BalletApi):
     @extend_schema(
         summary="List runnable tickets: ready, with every blocker done or cancelled",
+        description=(
+            "Held by no worker: a ticket whose claim's lease ran out is listed, even while it still "
+            "reads in_progress (claiming it ends that claim first)."
+        ),
         responses=with_errors({200: ItemSerializer(many=True)}, *READ_ERRORS),
     )
     def get(self, request: Request, key: str) -> Response:

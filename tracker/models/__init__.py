@@ -15,7 +15,7 @@ from tracker.models.plan import (
 )
 from tracker.models.search import SearchDocument, SearchHead
 from tracker.models.skills import Skill, SkillPin, SkillScope, SkillVersion
-from tracker.models.work import CLAIM_OUTCOMES, Claim, ClaimStatus, Report, ReportKind
+from tracker.models.work import CLAIM_OUTCOMES, Claim, ClaimStatus, Report, ReportKind, Sweep
 
 __all__ = [
     "CLAIM_OUTCOMES",
@@ -45,4 +45,5 @@ __all__ = [
     "SkillPin",
     "SkillScope",
     "SkillVersion",
+    "Sweep",
 ]

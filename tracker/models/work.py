@@ -10,7 +10,9 @@ from tracker.models.plan import Item
 
 
 class ClaimStatus(models.TextChoices):
-    """``active`` while the lease holds; every other status is how the claim ended (its outcome)."""
+    """``active`` until the claim ends, which every other status names (its outcome). An active
+    claim whose lease ran out holds nothing and reads as ``expired`` before the sweep writes it
+    (``tracker.work_selectors.held``)."""
 
     ACTIVE = "active"
     DONE = "done"  # a done report
@@ -52,6 +54,17 @@ class Claim(models.Model):
 
     def __str__(self) -> str:
         return f"Claim {self.pk} on {self.item_id} ({self.status})"
+
+
+class Sweep(models.Model):
+    """When a periodic sweep last finished (``leases``: the one that ends the claims whose lease ran
+    out), one row per sweep, for /metrics and /healthz in every process (docs/operations.md#health)."""
+
+    name = models.CharField(max_length=50, primary_key=True)
+    finished_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"Sweep {self.name} at {self.finished_at.isoformat()}"
 
 
 class ReportKind(models.TextChoices):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -29,11 +29,19 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.inputs import NUL_MESSAGE, nul_paths, refuse_nul
-from tracker.models import Claim, ClaimStatus, Item, ItemKind, Project, Report, ReportKind
+from tracker.models import Claim, ClaimStatus, Item, ItemKind, Project, Report, ReportKind, Sweep
 from tracker.permissions import TRACKER_READ, TRACKER_WRITE, require
-from tracker.selectors import project_work_config, unresolved_blockers, with_article
+from tracker.selectors import (
+    lapsed,
+    lease_ran_out,
+    project_work_config,
+    unresolved_blockers,
+    utc_minute,
+    with_article,
+)
 from tracker.services.activity import Actor, activity_record
 from tracker.services.items import item_update
+from tracker.work_selectors import LEASE_SWEEP
 
 MAX_SUMMARY_BYTES: Final = 20_000  # a report's Markdown summary, UTF-8
 MAX_DETAILS_BYTES: Final = 20_000  # a report's details, as JSON
@@ -48,10 +56,6 @@ RUNNABLE_RULE: Final = "only ready tickets whose blockers are done can be claime
 _url = URLValidator(schemes=["http", "https"])
 
 
-def _utc(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%H:%M UTC")
-
-
 def _lease(project: Project) -> timedelta:
     return timedelta(minutes=max(1, project_work_config(project).claim_minutes))
 
@@ -64,7 +68,7 @@ def _first_line(text: str, limit: int = MAX_END_REASON) -> str:
 
 
 def _claimed_message(claim: Claim, key: str) -> str:
-    return f"{key} is claimed by {claim.holder.get_username()} until {_utc(claim.expires_at)}."
+    return f"{key} is claimed by {claim.holder.get_username()} until {utc_minute(claim.expires_at)}."
 
 
 def _claimed_error(claim: Claim, key: str) -> ConflictError:
@@ -129,11 +133,11 @@ def _end(claim: Claim, status: str, reason: str, now: datetime) -> None:
     claim.save(update_fields=["status", "ended_at", "end_reason"])
 
 
-def _expire(claim: Claim, item: Item, now: datetime) -> Item:
-    """End ``claim`` (locked, active, its lease run out) as expired; the ticket goes back to ready."""
-    minutes = round((claim.expires_at - claim.renewed_at).total_seconds() / 60)
-    reason = f"the lease ran out at {_utc(claim.expires_at)} (no heartbeat or report for {minutes} minutes)"
-    _end(claim, ClaimStatus.EXPIRED, reason, now)
+def _expire(claim: Claim, item: Item) -> Item:
+    """End ``claim`` (locked, active, its lease run out) as expired when its lease ran out, as every
+    read showed it meanwhile (``claim_as_read``); the ticket goes back to ready."""
+    reason = lease_ran_out(claim)
+    _end(claim, ClaimStatus.EXPIRED, reason, claim.expires_at)
     lease = Actor(user=claim.holder, system=LEASE_SYSTEM)
     item = _ticket_back(lease, item)
     _record(
@@ -181,7 +185,7 @@ def claim_take(*, actor: Actor, project: Project, item: Item) -> Claim:
     if current is not None:
         if current.expires_at > now:
             raise _claimed_error(current, locked.key)
-        locked = _expire(current, locked, now)
+        locked = _expire(current, locked)
     _require_runnable(locked)
     try:
         with transaction.atomic():  # a savepoint: a lost race leaves the outer transaction usable
@@ -222,7 +226,7 @@ def _open(claim: Claim, item: Item, now: datetime) -> bool:
     if claim.status != ClaimStatus.ACTIVE:
         raise _ended_error(claim)
     if claim.expires_at <= now:
-        _expire(claim, item, now)
+        _expire(claim, item)
         return False
     return True
 
@@ -425,34 +429,32 @@ def claim_release(*, actor: Actor, claim: Claim, reason: Any = "", by_key: bool 
     reason = reason.strip()
     with transaction.atomic():
         item, locked = _locked(claim)
-        if locked.status != ClaimStatus.ACTIVE:
-            raise _ended_error(locked)
-        by = actor.user.get_username()
-        who = "its holder" if actor.user.pk == locked.holder_id else by
-        _end(
-            locked,
-            ClaimStatus.RELEASED,
-            f"released by {who}" + (f": {reason}" if reason else ""),
-            timezone.now(),
-        )
-        item = _ticket_back(actor, item)
-        locked.item = item
-        _record(
-            actor,
-            item,
-            "claim.released",
-            {"claim": locked.pk, "holder": locked.holder.get_username(), "by": by, "reason": reason},
-        )
+        held = _open(locked, item, timezone.now())
+        if held:
+            _release(actor, locked, item, reason)
+    if not held:  # its lease had run out: now expired, and refused as any ended claim is
+        raise _ended_error(locked)
     return locked
+
+
+def _release(actor: Actor, claim: Claim, item: Item, reason: str) -> None:
+    """End the locked, held ``claim`` as released by ``actor``; the ticket goes back to ready."""
+    by = actor.user.get_username()
+    who = "its holder" if actor.user.pk == claim.holder_id else by
+    why = f"released by {who}" + (f": {reason}" if reason else "")
+    _end(claim, ClaimStatus.RELEASED, why, timezone.now())
+    claim.item = _ticket_back(actor, item)
+    _record(
+        actor,
+        claim.item,
+        "claim.released",
+        {"claim": claim.pk, "holder": claim.holder.get_username(), "by": by, "reason": reason},
+    )
 
 
 def _due_claim_ids(now: datetime) -> list[int]:
     """Active claims whose lease ran out by ``now``, oldest deadline first."""
-    return list(
-        Claim.objects.filter(status=ClaimStatus.ACTIVE, expires_at__lte=now)
-        .order_by("expires_at", "pk")
-        .values_list("pk", flat=True)
-    )
+    return list(Claim.objects.filter(lapsed(now)).order_by("expires_at", "pk").values_list("pk", flat=True))
 
 
 def _expire_one(claim_id: int, now: datetime) -> bool:
@@ -464,12 +466,15 @@ def _expire_one(claim_id: int, now: datetime) -> bool:
         item, locked = _locked(claim)
         if locked.status != ClaimStatus.ACTIVE or locked.expires_at > now:
             return False  # reported on, released or renewed since the sweep listed it
-        _expire(locked, item, now)
+        _expire(locked, item)
         return True
 
 
 def claims_expire(*, now: datetime | None = None) -> int:
     """End every active claim whose lease ran out by ``now`` (default: now) as expired, each in its
-    own transaction; the tickets go back to ready. How many it ended."""
+    own transaction; the tickets go back to ready. How many it ended. Once all are ended, when
+    it finished is recorded for /metrics and /healthz (``lease_sweep_finished_at``)."""
     now = now or timezone.now()
-    return sum(_expire_one(claim_id, now) for claim_id in _due_claim_ids(now))
+    ended = sum(_expire_one(claim_id, now) for claim_id in _due_claim_ids(now))
+    Sweep.objects.update_or_create(name=LEASE_SWEEP, defaults={"finished_at": timezone.now()})
+    return ended

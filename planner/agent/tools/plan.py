@@ -213,7 +213,8 @@ SPECS = (
     ),
     ToolSpec(
         name="list_runnable",
-        description="Tickets ready to run now: state ready and every blocker done or cancelled.",
+        description="Tickets ready to run now: state ready and every blocker done or cancelled, held by "
+        "no worker (a ticket whose worker's lease ran out is runnable again, even if still in_progress).",
         input_schema=_schema({"limit": LIMIT}),
         permission=TRACKER_READ,
         handler=list_runnable,
