@@ -409,6 +409,7 @@ def test_a_redis_outage_answers_an_agent_s_work_with_its_write_or_a_503_never_bo
                 break  # what follows needs this step's write
     finally:
         cluster.redis.start()
+    cluster.worker.wait_sweeps(1, timeout=BACK_SECONDS + 30)  # its broker back, the worker works
     unacceptable = [(what, verdict) for what, verdict in verdicts if verdict not in ("written", "refused")]
     # Once Redis is back nothing has changed behind the answers (no write came late, or twice).
     assert (unacceptable, work_of(cluster.a, key, item)) == ([], last), verdicts

@@ -6,6 +6,8 @@ and a committed write answered 500."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from rest_framework.test import APIClient
 
 from knowledge.models import KnowledgeEntry
 from tests.factories import make_key
-from tests.fakes.celery_broker import broker_down
+from tests.fakes.celery_broker import broker_down, broker_hung
 from tracker.models import Changeset, Claim, Item, Report, Skill
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the hooks run when a write really commits
@@ -133,3 +135,27 @@ def test_rest_writes_that_index_answer_with_the_write_while_the_broker_is_down(m
             "knowledge": ["Use SQLite"],
         },
     )
+
+
+ANSWER_SECONDS = 15  # a write answers within this while the broker hangs (its publish gives up)
+
+
+def test_a_claim_answers_within_seconds_with_the_write_while_the_broker_hangs(member, make_item):
+    """Without socket timeouts on the broker's connections the publish after the commit waited for
+    ever, and so did the committed claim's answer (the client's retry would meet its own write)."""
+    ticket = make_item(title="Add the cache", state="ready")
+    worker = caller(key=make_key(member, "work"))
+    answers: list[tuple[tuple[int, Any], bool]] = []
+
+    def claim() -> None:
+        answer = answered(worker.post(f"{API}items/{ticket.key}/claim/"))
+        answers.append((answer, time.monotonic() - started < ANSWER_SECONDS))
+
+    started = time.monotonic()
+    claiming = threading.Thread(target=claim, daemon=True)
+    with broker_hung():
+        claiming.start()
+        claiming.join(ANSWER_SECONDS)
+    claiming.join(ANSWER_SECONDS)  # the broker is closed: a claim still waiting on it goes on now
+
+    assert (answers, Claim.objects.filter(item=ticket).count()) == ([((201, "active"), True)], 1)
