@@ -17,7 +17,7 @@ from django.db import transaction
 P = ParamSpec("P")
 
 
-def hook_name(func: Callable[..., object]) -> str:
+def _hook_name(func: Callable[..., object]) -> str:
     """``module.qualname`` of ``func``, or its repr when it has no name (a partial)."""
     name = getattr(func, "__qualname__", None)
     module = getattr(func, "__module__", None)
@@ -34,5 +34,5 @@ def on_commit_robust(func: Callable[P, object], /, *args: P.args, **kwargs: P.kw
     def hook() -> None:
         func(*args, **kwargs)
 
-    hook.__name__ = hook.__qualname__ = hook_name(func)  # what Django's log line reads
+    hook.__name__ = hook.__qualname__ = _hook_name(func)  # what Django's log line reads
     transaction.on_commit(hook, robust=True)
