@@ -4,11 +4,10 @@ The expiry of claims is in ``tracker/work_tasks.py``."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import partial
 
 from celery import shared_task
-from django.db import transaction
 
+from tracker.commit_hooks import on_commit_robust
 from tracker.search.indexing import search_index_refresh
 
 
@@ -18,11 +17,15 @@ def search_index(kind: str, ids: list[int]) -> int:
     return search_index_refresh(kind=kind, ids=ids)
 
 
+def search_index_enqueue(kind: str, ids: list[int]) -> None:
+    """Queue :func:`search_index` for the worker (run at once in the embedded mode)."""
+    search_index.delay(kind, ids)
+
+
 def search_index_on_commit(kind: str, ids: Iterable[int]) -> None:
     """Index ``ids`` of ``kind`` once the current transaction commits; nothing if it rolls back.
 
     A failure to enqueue (the broker is down) is logged and does not fail the
     write, which has committed: ``manage.py search_backfill`` repairs the index.
     """
-    batch = sorted(set(ids))
-    transaction.on_commit(partial(search_index.delay, kind, batch), robust=True)
+    on_commit_robust(search_index_enqueue, kind, sorted(set(ids)))

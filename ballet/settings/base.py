@@ -232,6 +232,11 @@ AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "csrfmiddlewaretoken"]  #
 CELERY_BROKER_URL = SERVER.redis_url or "memory://localhost/"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not PRODUCTION_MODE
+# Without timeouts a publish to a Redis that stopped answering (hung, or cut off without closing the
+# connection) waits for ever: the search indexing queued after a write commits held the write's
+# answer. With them it gives up within about 6 s, is logged, and the write answers
+# (docs/operations.md#a-redis-outage). The worker's BRPOP waits 1 s, well within them.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 3}
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 # Task modules beside the apps' tasks.py that autodiscovery finds.

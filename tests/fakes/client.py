@@ -53,17 +53,7 @@ class Client:
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
         """One REST call that answers ``(status, parsed body)`` instead of raising on an HTTP error."""
-        request = urllib.request.Request(
-            self.base_url + path,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", "Authorization": f"Token {self.token}"},
-            method=method,
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, _json_or_text(response.read())
-        except urllib.error.HTTPError as refused:
-            return refused.code, _json_or_text(refused.read())
+        return rest_call(self.base_url, f"Token {self.token}", method, path, body)
 
     def transcript(self, session_id: str) -> dict[str, Any]:
         body: dict[str, Any] = self.get(f"/api/v1/planner/sessions/{session_id}")
@@ -83,6 +73,24 @@ class Client:
             time.sleep(0.2)
             body = self.transcript(session_id)
         return body
+
+
+def rest_call(
+    base_url: str, authorization: str, method: str, path: str, body: dict[str, Any] | None = None
+) -> tuple[int, Any]:
+    """One REST call with ``authorization`` (``Bearer KEY``, ``Token TOKEN``): ``(status, parsed
+    body)``, an HTTP error included."""
+    request = urllib.request.Request(
+        base_url + path,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": authorization},
+        method=method,
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, _json_or_text(response.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, _json_or_text(refused.read())
 
 
 def _json_or_text(raw: bytes) -> Any:

@@ -25,7 +25,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.fakes.client import Client
+from tests.fakes.client import Client, rest_call
 from tests.fakes.messages_api import (
     FakeMessagesAPI,
     HangReply,
@@ -36,7 +36,8 @@ from tests.fakes.messages_api import (
 )
 from tests.fakes.servers import PASSWORD, Deployment, RedisServer, Server, Worker, production_mode
 from tests.fakes.watchers import Frame, Watcher
-from tests.live.conftest import Script
+from tests.live.conftest import Script, agent_key
+from tests.live.work_steps import DEMO, WORK_STEPS, work_of, work_step, work_verdict, work_written
 
 pytestmark = [
     pytest.mark.live,
@@ -389,6 +390,29 @@ def test_a_redis_outage_serves_agents_reads_and_refuses_their_writes_with_503(cl
         },
         "the question asked before is not withdrawn": True,
     }
+
+
+def test_a_redis_outage_answers_an_agent_s_work_with_its_write_or_a_503_never_both(cluster: Cluster) -> None:
+    key = agent_key(cluster.a)
+    item = rest_call(cluster.a.url, f"Bearer {key}", "GET", f"{DEMO}runnable/")[1]["results"][0]["key"]
+    verdicts: list[tuple[str, str]] = []
+    claim, last = None, work_of(cluster.a, key, item)
+    cluster.redis.stop()
+    try:
+        for step in WORK_STEPS:
+            before = work_of(cluster.b, key, item)
+            answer = work_step(cluster.b, key, step[0], item, claim)
+            claim = answer[1].get("id", claim) if step[0] == "claim" and answer[0] == 201 else claim
+            last = work_of(cluster.b, key, item)
+            verdicts.append((step[0], work_verdict(answer, before, last, work_written(step, before))))
+            if verdicts[-1][1] != "written":
+                break  # what follows needs this step's write
+    finally:
+        cluster.redis.start()
+    cluster.worker.wait_sweeps(1, timeout=BACK_SECONDS + 30)  # its broker back, the worker works
+    unacceptable = [(what, verdict) for what, verdict in verdicts if verdict not in ("written", "refused")]
+    # Once Redis is back nothing has changed behind the answers (no write came late, or twice).
+    assert (unacceptable, work_of(cluster.a, key, item)) == ([], last), verdicts
 
 
 # -- c. one liveness signal -------------------------------------------------------------------------------

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import partial
 from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from tracker.commit_hooks import on_commit_robust
 from tracker.errors import (
     BalletError,
     ConflictError,
@@ -320,9 +320,7 @@ def _decide(
         target=f"changeset:{changeset.number}",
         data=data,
     )
-    transaction.on_commit(
-        partial(changeset_decided.send_robust, sender=Changeset, changeset=changeset), robust=True
-    )
+    on_commit_robust(changeset_decided.send_robust, sender=Changeset, changeset=changeset)
     return changeset
 
 
