@@ -152,7 +152,13 @@ if PRODUCTION_MODE:
     }
     # Rate limits and lockouts must be shared by every process.
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": SERVER.redis_url}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": SERVER.redis_url,
+            # A Redis that takes the connection and stops answering fails a count in seconds (a
+            # readable 503, nothing written) instead of holding the request for ever.
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 3},
+        }
     }
 else:
     DATABASES = {

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
+from redis import RedisError
 
 from ballet.env import LimitsConfig
 from planner.agent import frames
@@ -52,10 +53,11 @@ from tracker.errors import (
     NotFoundError,
     PermissionDeniedError,
     RateLimitedError,
+    UnavailableError,
     ValidationError,
 )
 from tracker.inputs import refuse_nul
-from tracker.limits import rate_hit
+from tracker.limits import LIMITER_UNAVAILABLE, rate_hit
 from tracker.models import Organization, Project
 from tracker.permissions import (
     PLANNER_CHAT,
@@ -300,7 +302,11 @@ def _open(session: Session, history: History, *, continued: bool, retry: bool = 
 
 def _count_message(user: User, limits: LimitsConfig) -> None:
     limit = limits.messages_per_minute
-    if not rate_hit(scope="planner-message", key=user.pk, limit=limit, window_seconds=60):
+    try:
+        allowed = rate_hit(scope="planner-message", key=user.pk, limit=limit, window_seconds=60)
+    except RedisError as exc:  # before anything is written: a readable 503
+        raise UnavailableError(LIMITER_UNAVAILABLE) from exc
+    if not allowed:
         raise RateLimitedError(
             f"You are sending messages too fast: at most {limits.messages_per_minute} a minute. "
             "Try again in a few seconds."

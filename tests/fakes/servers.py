@@ -251,6 +251,8 @@ def served(
     finally:
         server.stop()
         deployment.drop()
+    crossed = [line for line in server.log_tail(100_000).splitlines() if "ModelCrossingError" in line]
+    assert not crossed, f"a model crossed to the event loop in the server (live/bridge.py): {crossed[:3]}"
 
 
 @dataclass

@@ -82,4 +82,3 @@ def test_the_servers_the_tests_start_check_too(tmp_path, monkeypatch):
     benchmarked = Deployment.create(tmp_path, "http://127.0.0.1:9")
     assert under_test.env.get("BALLET_BRIDGE_CHECK") == "1"
     assert "BALLET_BRIDGE_CHECK" not in benchmarked.env
-

@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from planner.consumers import FrameMeter
 from planner.live.runner import runner
@@ -47,6 +48,24 @@ def test_a_refused_message_over_rest_is_a_429(client, limits, session, member):
     assert second.status_code == 429
     assert second.json()["error"]["code"] == "rate_limited"
     assert "a minute" in second.json()["error"]["message"]
+
+
+def test_a_message_the_cache_cannot_count_is_a_503_with_nothing_written(client, session, member, monkeypatch):
+    """Redis gone under the message rate's count: refused before anything is written, readable."""
+
+    def down(**_: object) -> bool:
+        raise RedisConnectionError("Connection refused")
+
+    monkeypatch.setattr("planner.services.sessions.rate_hit", down)
+    client.force_login(member)
+    sent = client.post(
+        f"/api/v1/planner/sessions/{session.pk}/messages/", {"text": "First"}, content_type="application/json"
+    )
+
+    assert sent.status_code == 503
+    assert sent.json()["error"]["code"] == "unavailable"
+    assert "try again in a few seconds" in sent.json()["error"]["message"]
+    assert not Message.objects.filter(session=session).exists()
 
 
 async def test_running_turns_per_user(scripted, limits, session, member):
