@@ -219,60 +219,57 @@ def _join_lock(project: Project, item: Item | None) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", key)
 
 
-def _reused(asked: _Asking, match: answer_reuse.Match) -> Question:
+def _reused(asking: _Asking, match: answer_reuse.Match) -> Question:
     """The question, recorded answered with ``match``'s answer: no sub-chat, no turn."""
     earlier = match.question
-    question = Question.objects.create(
-        project=asked.project,
-        asker=asked.user,
-        item=asked.item,
-        text=asked.text,
-        idempotency_key=asked.idempotency_key,
+    question = _without_sub_chat(
+        asking,
+        match,
+        "question.reused",
+        {"reused_from": earlier.pk, "answer": earlier.answer[:200]},
         status=QuestionStatus.ANSWERED,
         answer=earlier.answer,
         answered_by=earlier.answered_by,
         answered_at=earlier.answered_at,
         reused_from=earlier,
-        started=True,
-        embedding=asked.vector.data,
-        embedding_model=asked.vector.model,
     )
-    data = {
-        "text": asked.text[:200],
-        "item": _key(question),
-        "reused_from": earlier.pk,
-        "similarity": round(match.similarity, 3),
-        "answer": earlier.answer[:200],
-    }
-    _record(question, Actor(user=asked.user), "question.reused", data)
     transaction.on_commit(_waking(question.pk))
     return question
 
 
-def _joined(asked: _Asking, match: answer_reuse.Match) -> Question:
+def _joined(asking: _Asking, match: answer_reuse.Match) -> Question:
     """The question, joined to ``match``'s unsettled question: it waits for that one's outcome, as
     that one stands now (open, or waiting for the humans with its reason)."""
     primary = match.question
-    question = Question.objects.create(
-        project=asked.project,
-        asker=asked.user,
-        item=asked.item,
-        text=asked.text,
-        idempotency_key=asked.idempotency_key,
+    return _without_sub_chat(
+        asking,
+        match,
+        "question.joined",
+        {"joined_to": primary.pk},
         status=primary.status,
         reason=primary.reason,
         joined_to=primary,
-        started=True,
-        embedding=asked.vector.data,
-        embedding_model=asked.vector.model,
     )
-    data = {
-        "text": asked.text[:200],
-        "item": _key(question),
-        "joined_to": primary.pk,
-        "similarity": round(match.similarity, 3),
-    }
-    _record(question, Actor(user=asked.user), "question.joined", data)
+
+
+def _without_sub_chat(
+    asking: _Asking, match: answer_reuse.Match, verb: str, data: dict[str, Any], **fields: Any
+) -> Question:
+    """The question, recorded with ``fields`` and no sub-chat of its own (never to start), and its
+    activity event ``verb`` saying what it matched."""
+    question = Question.objects.create(
+        project=asking.project,
+        asker=asking.user,
+        item=asking.item,
+        text=asking.text,
+        idempotency_key=asking.idempotency_key,
+        started=True,
+        embedding=asking.vector.data,
+        embedding_model=asking.vector.model,
+        **fields,
+    )
+    said = {"text": asking.text[:200], "item": _key(question), "similarity": round(match.similarity, 3)}
+    _record(question, Actor(user=asking.user), verb, {**said, **data})
     return question
 
 

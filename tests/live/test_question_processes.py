@@ -45,13 +45,18 @@ def deployment(tmp_path, fake) -> Iterator[Deployment]:
     created.drop()
 
 
-@pytest.fixture
-def processes(tmp_path, deployment) -> Iterator[tuple[Server, Server, Worker]]:
+def started(tmp_path, deployment: Deployment) -> tuple[Server, Server, Worker]:
+    """Two daphnes and a worker with its beat on ``deployment``."""
     first = Server(deployment, log=tmp_path / "a.log").start()
     second = Server(deployment, log=tmp_path / "b.log").start()
-    worker = Worker(deployment, tmp_path).start()
-    yield first, second, worker
-    for process in (first, second, worker):
+    return first, second, Worker(deployment, tmp_path).start()
+
+
+@pytest.fixture
+def processes(tmp_path, deployment) -> Iterator[tuple[Server, Server, Worker]]:
+    running = started(tmp_path, deployment)
+    yield running
+    for process in running:
         process.stop()
 
 
@@ -61,11 +66,9 @@ def one_turn_a_project(tmp_path, fake) -> Iterator[tuple[Server, Server, Worker]
     deployment = Deployment.create(
         tmp_path, fake.base_url, extra_env={"BALLET_LIMIT_RUNNING_TURNS_PER_PROJECT": "1"}
     )
-    first = Server(deployment, log=tmp_path / "a.log").start()
-    second = Server(deployment, log=tmp_path / "b.log").start()
-    worker = Worker(deployment, tmp_path).start()
-    yield first, second, worker
-    for process in (first, second, worker):
+    running = started(tmp_path, deployment)
+    yield running
+    for process in running:
         process.stop()
     deployment.drop()
 
