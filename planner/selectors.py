@@ -268,18 +268,45 @@ def session_reader(*, session: Session) -> Reader | None:
     return Reader(users=(session.user, *others.values()), project_id=session.project_id)
 
 
-def session_tool_context(*, session_id: uuid.UUID, focus: set[str]) -> ToolContext:
-    """What the tools of the session's running turn act with: its owner, its project (read now),
-    and in a question's sub-chat its readers (:func:`session_reader`); ``focus`` is the turn's own."""
-    session = Session.objects.select_related("user", "project__organization").get(pk=session_id)
-    return ToolContext(
+# The tool context of the turns opened in this process, from their opening (which read the session's
+# owner and project already) to their first round of tool calls: both on the database threads.
+_OPENED: dict[uuid.UUID, tuple[int, ToolContext]] = {}
+KEPT_OPENED = 10_000
+
+
+def tool_context_keep(*, session: Session) -> None:
+    """Keep what the turn ``session`` opens now acts with (its row as the opening holds it), for
+    :func:`session_tool_context`."""
+    if len(_OPENED) >= KEPT_OPENED:
+        _OPENED.clear()
+    context = ToolContext(
         user=session.user,
         project=session.project,
-        session_id=session_id,
-        focus=focus,
+        session_id=session.pk,
         question_id=session.question_id,
         shared=session_reader(session=session),
     )
+    _OPENED[session.pk] = (session.turn_count, context)
+
+
+def session_tool_context(*, session_id: uuid.UUID, turn: int, focus: set[str]) -> ToolContext:
+    """What the tools of the session's turn ``turn`` act with: its owner, its project and in a
+    question's sub-chat its readers (:func:`session_reader`), as its opening in this process read
+    them, else read now; ``focus`` is the turn's own."""
+    opened = _OPENED.pop(session_id, None)
+    if opened is not None and opened[0] == turn:
+        context = opened[1]
+    else:
+        session = Session.objects.select_related("user", "project__organization").get(pk=session_id)
+        context = ToolContext(
+            user=session.user,
+            project=session.project,
+            session_id=session_id,
+            question_id=session.question_id,
+            shared=session_reader(session=session),
+        )
+    context.focus = focus
+    return context
 
 
 def turn_setup(*, session: Session, history: History) -> TurnSetup:

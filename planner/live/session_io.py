@@ -119,7 +119,9 @@ class SessionIO(TurnIO):
         call: it holds the session's owner and project)."""
         if self._context is None:
             off_the_loop()
-            self._context = session_tool_context(session_id=self.live.session_id, focus=self.focus)
+            self._context = session_tool_context(
+                session_id=self.live.session_id, turn=self.live.turn, focus=self.focus
+            )
         return self._context
 
     def _tool_round(

@@ -43,7 +43,7 @@ from planner.models import (
     ToolCall,
     UsageRecord,
 )
-from planner.selectors import TurnSetup, session_history, session_reader, turn_setup
+from planner.selectors import TurnSetup, session_history, session_reader, tool_context_keep, turn_setup
 from planner.services.agent_questions import QuestionNotWaitingError, question_unanswered
 from planner.services.notes import NOTED_EVENT, notes_for, notes_summary, notes_text
 from tracker import sql
@@ -286,6 +286,7 @@ def _open(session: Session, history: History, *, continued: bool, retry: bool = 
     """Record ``turn_started`` (with the skill versions of its prompt); the turn's setup. What its
     prompt read is kept for the session's next start here (:func:`session_begin`)."""
     setup = turn_setup(session=session, history=history)
+    tool_context_keep(session=session)
     if len(_PROMPT_READS) >= KEPT_PROMPT_READS:
         _PROMPT_READS.clear()
     _PROMPT_READS[session.pk] = prompt_reads(session.project)
