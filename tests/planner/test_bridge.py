@@ -11,6 +11,7 @@ from django.conf import settings
 
 from planner.live import bridge
 from planner.live.bridge import ModelCrossingError, db, model_inside, off_the_loop
+from planner.selectors import session_tool_context, tool_context_keep
 from tests.fakes.servers import Deployment
 from tracker.models import Item, Project
 
@@ -81,3 +82,20 @@ def test_the_servers_the_tests_start_check_too(tmp_path, monkeypatch):
     benchmarked = Deployment.create(tmp_path, "http://127.0.0.1:9")
     assert under_test.env.get("BALLET_BRIDGE_CHECK") == "1"
     assert "BALLET_BRIDGE_CHECK" not in benchmarked.env
+
+
+def test_a_turns_tools_act_with_what_its_opening_read_or_read_it_again(session, member):
+    """The opening keeps the turn's owner and project for its first round of tool calls; a turn
+    whose opening this process did not keep (another turn's, or none) reads them again."""
+    session.turn_count = 3
+    tool_context_keep(session=session)
+    kept = session_tool_context(session_id=session.pk, turn=3, focus={"BAL-1"})
+    again = session_tool_context(session_id=session.pk, turn=3, focus=set())
+    tool_context_keep(session=session)
+    other_turn = session_tool_context(session_id=session.pk, turn=4, focus=set())
+
+    assert (kept.user, kept.project, kept.focus) == (member, session.project, {"BAL-1"})
+    assert kept.user is session.user  # no second read
+    assert again.user == member
+    assert again.user is not session.user
+    assert other_turn.user is not session.user
