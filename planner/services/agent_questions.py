@@ -28,6 +28,7 @@ this process's waiters once an outcome is committed.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -133,16 +134,24 @@ def question_ask(
     it and opens nothing; the same key for another question is a conflict."""
     key = _idempotency_key(idempotency_key)
     fresh = _fresh(fresh)
-    try:
-        with transaction.atomic():  # a savepoint: a racing twin's insert fails alone
-            question = question_create(
-                user=user, project=project, text=text, item_key=item_key, idempotency_key=key, fresh=fresh
-            )
-    except IntegrityError:
-        if not key:
-            raise
-        first = _replayed(user=user, project=project, key=key, text=_text(text), item_key=item_key)
-        return Asked(first.pk, project.pk, replayed=True)
+    asking = functools.partial(
+        question_create,
+        user=user,
+        project=project,
+        text=text,
+        item_key=item_key,
+        idempotency_key=key,
+        fresh=fresh,
+    )
+    if not key:
+        question = asking()
+    else:
+        try:
+            with transaction.atomic():  # a savepoint: a racing twin's insert fails alone
+                question = asking(idempotency_key=key)
+        except IntegrityError:
+            first = _replayed(user=user, project=project, key=key, text=_text(text), item_key=item_key)
+            return Asked(first.pk, project.pk, replayed=True)
     opened = question.reused_from_id is None and question.joined_to_id is None
     return Asked(question.pk, project.pk, start=_waiting(question) if opened else None)
 
@@ -377,7 +386,8 @@ def question_answer(*, session_id: uuid.UUID, user: User, answer: str) -> Questi
         raise InvalidStateError(
             "This session answers no question: answer_question is for question sub-chats."
         )
-    answered = _answer_group(session.question.pk, Actor(user=user, planner_session=session_id), answer)
+    own = session.question.pk  # a sub-chat's question is the first of its group
+    answered = _answer_group(_group_locked(own), own, Actor(user=user, planner_session=session_id), answer)
     request = answer_reuse.human_of_session(session_id)
     if request is not None and request.answered_by is not None:  # the planner passes on a human's word
         answer_reuse.decision_record(
@@ -389,24 +399,26 @@ def question_answer(*, session_id: uuid.UUID, user: User, answer: str) -> Questi
 UNSETTLED = (QuestionStatus.OPEN, QuestionStatus.NEEDS_HUMAN)
 
 
-def _group_locked(question_id: int) -> list[Question]:
-    """The question's group, locked, in one order (by id: the first asked first): the question it
-    joined, or itself, and every question joined to that one."""
-    first = Question.objects.filter(pk=question_id).values_list("joined_to_id", flat=True).first()
-    primary = first or question_id
+def _group_locked(first: int) -> list[Question]:
+    """The group of the question ``first`` (one joined to no other: a sub-chat's), locked, in one
+    order (by id: the first asked first): it and every question joined to it."""
     locked = (
         Question.objects.select_for_update(of=("self",))
         .select_related("project", "asker", "item__project", "session")
-        .filter(Q(pk=primary) | Q(joined_to_id=primary))
+        .filter(Q(pk=first) | Q(joined_to_id=first))
         .order_by("pk")
     )
     return list(locked)
 
 
-def _answer_group(question_id: int, actor: Actor, answer: str) -> list[Question]:
-    """Answer the unsettled questions of ``question_id``'s group; those answered, that question's
+def _first_of(question: Question) -> int:
+    """The question that ``question``'s group is joined to: the one with the sub-chat."""
+    return question.joined_to_id or question.pk
+
+
+def _answer_group(group: list[Question], question_id: int, actor: Actor, answer: str) -> list[Question]:
+    """Answer the unsettled questions of the locked ``group``; those answered, ``question_id``'s
     own first when it was unsettled. An InvalidStateError when none was."""
-    group = _group_locked(question_id)
     unsettled = sorted((q for q in group if q.status in UNSETTLED), key=lambda q: (q.pk != question_id, q.pk))
     if not unsettled:
         status = next((q.status for q in group if q.pk == question_id), "settled")
@@ -440,19 +452,19 @@ def question_answer_human(
     if not isinstance(one_off, bool):
         raise ValidationError({"one_off": ["Expected true or false."]})
     found = question_get(user=user, project=project, question_id=question_id)
-    if any(q.status == QuestionStatus.OPEN for q in _group_locked(found.pk)):
+    group = _group_locked(_first_of(found))
+    if any(q.status == QuestionStatus.OPEN for q in group):
         raise InvalidStateError(
             "The planner is still on this question; answer its request in the sub-chat, or wait until "
             "the question needs a human."
         )
-    answered = _answer_group(found.pk, Actor(user=user), _text(answer, field="answer"))
+    answered = _answer_group(group, found.pk, Actor(user=user), _text(answer, field="answer"))
     question = answered[0]
     if one_off:
         Question.objects.filter(pk__in=[q.pk for q in answered]).update(one_off=True)
         question.one_off = True
         return question
-    primary = question.joined_to_id or question.pk
-    session_id = Session.objects.filter(question_id=primary).values_list("pk", flat=True).first()
+    session_id = Session.objects.filter(question_id=_first_of(found)).values_list("pk", flat=True).first()
     answer_reuse.decision_record(question=question, human=user, session_id=session_id)
     return question
 
@@ -461,7 +473,8 @@ def question_answer_human(
 def question_unanswered(*, question_id: int, reason: str) -> bool:
     """The question's sub-chat ended without answering it: it waits for the project's humans
     (``needs_human``) with ``reason``, and so do those joined to it; their waiters hear it at
-    once. False if none was open (settled, or already waiting for the humans)."""
+    once. False if none was open (settled, or already waiting for the humans). ``question_id``:
+    a sub-chat's question."""
     opened = [q for q in _group_locked(question_id) if q.status == QuestionStatus.OPEN]
     for question in opened:
         question.status = QuestionStatus.NEEDS_HUMAN
@@ -488,7 +501,7 @@ def question_withdraw(*, user: User, project: Project, question_id: Any) -> With
     found = question_get(user=user, project=project, question_id=question_id)
     if found.asker_id != user.pk and not has_permission(user, project, PROJECT_ADMIN):
         raise PermissionDeniedError("Only the asker or a project admin may withdraw a question.")
-    group = _group_locked(found.pk)
+    group = _group_locked(_first_of(found))
     question = next(q for q in group if q.pk == found.pk)
     if question.status not in UNSETTLED:
         raise InvalidStateError(f"The question is already {question.status}.")
