@@ -16,6 +16,7 @@ from knowledge.models import KnowledgeEntry, KnowledgeKind, KnowledgeRevision
 from knowledge.selectors import knowledge_snapshot, knowledge_visible
 from tracker.errors import ConflictError, NotFoundError, PermissionDeniedError, ValidationError
 from tracker.inputs import NUL_MESSAGE, nul_paths
+from tracker.locks import locked as row_locked
 from tracker.models import Item, Project
 from tracker.permissions import (
     KNOWLEDGE_READ,
@@ -180,7 +181,7 @@ def knowledge_update(
     items: list[Item] | None = None,
 ) -> KnowledgeEntry:
     """Change ``fields`` (kind, title, body) and optionally the links, at ``version``."""
-    locked = KnowledgeEntry.objects.select_for_update().get(pk=entry.pk)
+    locked = row_locked(KnowledgeEntry.objects.all()).get(pk=entry.pk)
     if not knowledge_visible(user=actor.user).filter(pk=locked.pk).exists():
         raise NotFoundError(f"Knowledge entry {locked.pk} not found.")
     if not _can_edit(actor, locked):

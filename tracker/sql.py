@@ -123,7 +123,10 @@ def placeholders(count: int) -> str:
 
 
 def for_update() -> str:
-    """The row-lock clause where the database has one (SQLite's write transactions lock it all)."""
+    """The row-lock clause where the database has one (SQLite's write transactions lock it all):
+    ``FOR NO KEY UPDATE``, as ``tracker.locks.locked`` takes it (docs/architecture.md#row-locks)."""
+    if connection.features.has_select_for_no_key_update:
+        return " FOR NO KEY UPDATE"
     return " FOR UPDATE" if connection.features.has_select_for_update else ""
 
 

@@ -50,6 +50,7 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.inputs import one_line, refuse_nul
+from tracker.locks import locked as row_locked
 from tracker.models import ActivityEvent, Item, Project
 from tracker.permissions import PLANNER_CHAT, PROJECT_ADMIN, TRACKER_READ, Principal, has_permission, require
 from tracker.selectors import item_get
@@ -403,8 +404,7 @@ def _group_locked(first: int) -> list[Question]:
     """The group of the question ``first`` (one joined to no other: a sub-chat's), locked, in one
     order (by id: the first asked first): it and every question joined to it."""
     locked = (
-        Question.objects.select_for_update(of=("self",))
-        .select_related("project", "asker", "item__project", "session")
+        row_locked(Question.objects.select_related("project", "asker", "item__project", "session"))
         .filter(Q(pk=first) | Q(joined_to_id=first))
         .order_by("pk")
     )

@@ -25,6 +25,7 @@ from planner.models import HumanRequest, RequestStatus, Session, SessionState, T
 from planner.services.sessions import MAX_TITLE
 from tracker.errors import InvalidStateError, NotFoundError, ValidationError
 from tracker.inputs import one_line
+from tracker.locks import locked as row_locked
 from tracker.permissions import PLANNER_CHAT, require
 
 PROPOSED_TITLE_CHARS = 80  # a proposal is a heading, not a paragraph
@@ -66,12 +67,7 @@ def proposed_title(text: str) -> str | None:
 
 def _owned(session_id: uuid.UUID, user: User) -> Session:
     """The session, locked, for its owner with ``planner.chat``; everyone else: not found."""
-    session = (
-        Session.objects.select_for_update(of=("self",))
-        .select_related("project")
-        .filter(pk=session_id)
-        .first()
-    )
+    session = row_locked(Session.objects.select_related("project")).filter(pk=session_id).first()
     if session is None or session.user_id != user.pk:
         raise NotFoundError("Session not found.")
     require(user, session.project, PLANNER_CHAT)

@@ -53,6 +53,7 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.inputs import refuse_nul
+from tracker.locks import locked as row_locked
 from tracker.models import Project
 from tracker.permissions import PLANNER_CHAT, has_permission, require
 
@@ -187,8 +188,7 @@ def _answer_body(kind: str, text: Any, approve: Any, reason: Any) -> tuple[Reque
 
 def _locked(session_id: uuid.UUID, user: User) -> Session:
     session = (
-        Session.objects.select_for_update(of=("self",))
-        .select_related("project__organization", "user")
+        row_locked(Session.objects.select_related("project__organization", "user"))
         .filter(pk=session_id)
         .first()
     )
@@ -252,8 +252,7 @@ def turn_resume(*, session_id: uuid.UUID) -> Resolution | None:
     """Resume a turn whose answers waited for a free turn; None if it no longer waits (resumed
     elsewhere, stopped, or a request is pending again)."""
     session = (
-        Session.objects.select_for_update(of=("self",))
-        .select_related("project__organization", "user")
+        row_locked(Session.objects.select_related("project__organization", "user"))
         .filter(pk=session_id, state=SessionState.PAUSED, resume_waiting=True)
         .first()
     )
@@ -342,8 +341,7 @@ def requests_cancel_unwaited(*, session_id: uuid.UUID) -> list[Frame] | None:
     own and those joined to it withdrawn or settled): as :func:`requests_cancel`, for whoever
     withdrew the last of them. None if it is not paused on requests, or a question still waits."""
     session = (
-        Session.objects.select_for_update(of=("self",))
-        .select_related("project__organization", "user")
+        row_locked(Session.objects.select_related("project__organization", "user"))
         .filter(pk=session_id, question__isnull=False)
         .first()
     )

@@ -58,6 +58,7 @@ from tracker.errors import (
 )
 from tracker.inputs import refuse_nul
 from tracker.limits import LIMITER_UNAVAILABLE, rate_hit
+from tracker.locks import locked as row_locked
 from tracker.models import Organization, Project
 from tracker.permissions import (
     PLANNER_CHAT,
@@ -452,7 +453,7 @@ def _running_reads(
 def _lock_statement(key: Any) -> sql.Statement:
     """The session with its project and organization, its row locked, in SQL
     (docs/architecture.md#the-hot-path-in-sql)."""
-    lock = " FOR UPDATE OF s" if connection.features.has_select_for_update_of else ""
+    lock = f"{sql.for_update()} OF s" if connection.features.has_select_for_update_of else ""
     selected = f"{sql.columns(Session, 's')}, {sql.columns(Project, 'p')}, {sql.columns(Organization, 'o')}"
     statement = (
         f"SELECT {selected} FROM planner_session s JOIN tracker_project p ON p.id = s.project_id"  # noqa: S608
@@ -899,7 +900,7 @@ def turn_end(
     messages before the end: it comes before anything sent later, in the history the next turn
     answers.
     """
-    session = Session.objects.select_for_update().get(pk=session_id)
+    session = row_locked(Session.objects.all()).get(pk=session_id)
     if records is not None:
         records.write(session_id, turn)
     try:
@@ -1051,7 +1052,7 @@ class Recovered:
 @transaction.atomic
 def session_recover_if_dead(*, session_id: uuid.UUID, answer: bool = True) -> Recovered | None:
     """Recover the session if its turn's process died (docs/architecture.md); None if it did not."""
-    session = Session.objects.select_for_update().filter(pk=session_id).first()
+    session = row_locked(Session.objects.filter(pk=session_id)).first()
     told = _recover_if_dead(session, answer=answer) if session is not None else ()
     if session is None or not told:
         return None

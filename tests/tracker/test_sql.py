@@ -646,7 +646,7 @@ def test_a_turn_starts_in_three_round_trips_on_postgresql(session, member):
     assert sent_in[4:] == [None, None]
     # Django logs its own BEGIN and COMMIT, which it never sends here
     statements = [q["sql"] for q in sent.captured_queries if q["sql"] not in {"BEGIN", "COMMIT"}]
-    assert "FOR UPDATE" in statements[2]
+    assert statements[2].endswith(" FOR NO KEY UPDATE")  # docs/architecture.md#row-locks
     assert statements[2].startswith("SELECT id FROM tracker_project")
     assert statements[4].startswith('SELECT "planner_message"')
     assert statements[5].startswith("INSERT INTO")

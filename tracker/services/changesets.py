@@ -26,6 +26,7 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.inputs import refuse_nul
+from tracker.locks import locked as row_locked
 from tracker.models import Changeset, ChangesetStatus, Item, Project
 from tracker.permissions import (
     CHANGESET_APPLY,
@@ -132,9 +133,7 @@ def _store(*, actor: Actor, project: Project, title: str, rationale: str, operat
 
 
 def _lock_proposed(changeset: Changeset) -> Changeset:
-    locked = (
-        Changeset.objects.select_for_update().select_related("project", "proposed_by").get(pk=changeset.pk)
-    )
+    locked = row_locked(Changeset.objects.select_related("project", "proposed_by")).get(pk=changeset.pk)
     if locked.status != ChangesetStatus.PROPOSED:
         raise InvalidStateError(
             f"Changeset #{locked.number} is {locked.status}; only a proposed changeset can be decided."
@@ -173,7 +172,7 @@ def changeset_apply(*, actor: Actor, changeset: Changeset, note: Any = "") -> Ch
     with transaction.atomic():
         locked = _lock_proposed(changeset)
         _authorize_decision(actor, locked, applying=True)
-        Project.objects.select_for_update().filter(pk=locked.project_id).first()
+        row_locked(Project.objects.filter(pk=locked.project_id)).first()  # held past a conflict too
         try:
             with transaction.atomic():
                 created = _execute(actor, locked)
@@ -229,6 +228,10 @@ def _conflict_reason(errors: dict[str, list[str]]) -> str:
 
 
 def _execute(actor: Actor, changeset: Changeset) -> dict[str, str]:
+    """Validate under the project's row lock and write every operation; the items it updates are
+    locked first, by id, before anything is written (docs/architecture.md#row-locks): each write
+    appends to the activity log under the organization's row lock, which comes last."""
+    row_locked(Project.objects.filter(pk=changeset.project_id)).first()
     try:
         operations = changeset_validate(
             project=changeset.project,
@@ -237,6 +240,8 @@ def _execute(actor: Actor, changeset: Changeset) -> dict[str, str]:
         )
     except ValidationError as exc:
         raise ApplyConflictError(_conflict_reason(exc.errors)) from exc
+    updated = sorted({op.item for op in operations if op.op == "update" and isinstance(op.item, int)})
+    list(row_locked(Item.objects.filter(pk__in=updated)).order_by("pk").values_list("pk", flat=True))
     created: dict[Node, Item] = {}
     for operation in operations:
         try:

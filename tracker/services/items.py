@@ -13,6 +13,7 @@ from django.db.models import F
 
 from tracker.errors import ConflictError, ValidationError
 from tracker.inputs import refuse_nul
+from tracker.locks import locked as row_locked
 from tracker.models import STATES_BY_KIND, Dependency, Item, Project
 from tracker.search.types import ITEM
 from tracker.services.activity import Actor, activity_record
@@ -66,7 +67,7 @@ def item_create(*, actor: Actor, project: Project, kind: str, fields: dict[str, 
 def item_update(*, actor: Actor, item: Item, fields: dict[str, Any], base_version: int | None = None) -> Item:
     """Change ``fields`` of ``item``; a stale ``base_version`` is a conflict."""
     refuse_nul(**fields)
-    locked = Item.objects.select_for_update().select_related("project").get(pk=item.pk)
+    locked = row_locked(Item.objects.select_related("project")).get(pk=item.pk)
     if base_version is not None and locked.version != base_version:
         raise ConflictError(
             f"{locked.key} changed: base_version {base_version} is stale, "

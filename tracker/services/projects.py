@@ -11,6 +11,7 @@ from ballet.env import PROJECT_SETTINGS, ConfigError, project_setting
 from tracker.crypto import encrypt
 from tracker.errors import NotFoundError, ValidationError
 from tracker.inputs import refuse_nul
+from tracker.locks import locked as row_locked
 from tracker.models import Membership, Project, Role
 from tracker.permissions import PROJECT_ADMIN, require
 from tracker.services.activity import Actor, activity_record
@@ -131,7 +132,7 @@ def membership_remove(*, actor: Actor, project: Project, username: str) -> None:
 
 def _keep_an_owner(project: Project, leaving: User) -> None:
     """Refuse to remove or demote the project's last owner."""
-    owners = Membership.objects.select_for_update().filter(project=project, role=Role.OWNER)
+    owners = row_locked(Membership.objects.filter(project=project, role=Role.OWNER))
     if list(owners.values_list("user_id", flat=True)) == [leaving.pk]:
         message = f"{leaving.get_username()} is the last owner of {project.key}."
         raise ValidationError({"username": [message]}, message)

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from tracker.errors import PermissionDeniedError, ValidationError
+from tracker.locks import locked as row_locked
 from tracker.models import Project, Skill, SkillPin, SkillVersion
 from tracker.permissions import SKILL_WRITE, AnyUser, has_permission, require
 from tracker.search.types import SKILL
@@ -60,7 +61,7 @@ def skill_version_create(
     if organization_scope:
         _require_everywhere(actor, project)
     _check(name, body)
-    skill, created = Skill.objects.select_for_update().get_or_create(
+    skill, created = row_locked(Skill.objects.all()).get_or_create(
         organization_id=project.organization_id,
         project=None if organization_scope else project,
         name=name,

@@ -3,9 +3,10 @@ with heartbeats and progress reports, and ends it with a done, blocked or failed
 go (release), or its lease runs out (expiry).
 
 Every function checks the caller's permissions itself: REST and the MCP tools call these alike.
-A claim's ticket row is locked before the claim's row, always in that order, so that a claim, a
-report, a release and the expiry sweep meeting on one ticket wait for one another instead of
-deadlocking; and each re-reads what it decides on under those locks.
+A claim's ticket row is locked before the claim's row, always in that order and those rows only
+(``tracker/locks.py``), so that a claim, a report, a release and the expiry sweep meeting on one
+ticket wait for one another instead of deadlocking; and each re-reads what it decides on under
+those locks.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.inputs import NUL_MESSAGE, nul_paths, refuse_nul
+from tracker.locks import locked as row_locked
 from tracker.models import Claim, ClaimStatus, Item, ItemKind, Project, Report, ReportKind, Sweep
 from tracker.permissions import TRACKER_READ, TRACKER_WRITE, require
 from tracker.selectors import (
@@ -84,10 +86,8 @@ def _claimed_error(claim: Claim, key: str) -> ConflictError:
 
 def _locked(claim: Claim) -> tuple[Item, Claim]:
     """The claim's ticket and the claim, locked in that order and read afresh."""
-    item = Item.objects.select_for_update().select_related("project__organization").get(pk=claim.item_id)
-    locked = (
-        Claim.objects.select_for_update().select_related("holder", "project__organization").get(pk=claim.pk)
-    )
+    item = row_locked(Item.objects.select_related("project__organization")).get(pk=claim.item_id)
+    locked = row_locked(Claim.objects.select_related("holder", "project__organization")).get(pk=claim.pk)
     locked.item = item
     return item, locked
 
@@ -174,11 +174,10 @@ def claim_take(*, actor: Actor, project: Project, item: Item) -> Claim:
     require(actor.user, project, TRACKER_WRITE)
     if item.project_id != project.pk:
         raise NotFoundError(f"Item {item.key} not found in project {project.key}.")
-    locked = Item.objects.select_for_update().select_related("project__organization").get(pk=item.pk)
+    locked = row_locked(Item.objects.select_related("project__organization")).get(pk=item.pk)
     now = timezone.now()
     current = (
-        Claim.objects.select_for_update()
-        .select_related("holder")
+        row_locked(Claim.objects.select_related("holder"))
         .filter(item_id=locked.pk, status=ClaimStatus.ACTIVE)
         .first()
     )
