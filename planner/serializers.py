@@ -152,8 +152,10 @@ class QuestionSerializer(serializers.Serializer[Question]):
         return question.reused_from_id is not None
 
     def get_session(self, question: Question) -> str | None:
-        answering = question.joined_to if question.joined_to_id is not None else question
-        session = getattr(answering, "session", None)
+        if question.joined_to_id is not None:  # the sub-chat of the question it joined
+            joined = Session.objects.filter(question_id=question.joined_to_id).values_list("pk", flat=True)
+            return next((str(pk) for pk in joined), None)
+        session = getattr(question, "session", None)
         return str(session.pk) if session is not None else None
 
 

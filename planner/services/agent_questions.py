@@ -341,10 +341,8 @@ def question_list(
 ) -> QuerySet[Question]:
     """The project's questions, newest first (needs ``tracker.read``); ``asker``: a username."""
     require(user, project, TRACKER_READ)
-    qs = Question.objects.filter(project=project)
-    qs = qs.select_related(
-        "project", "asker", "item__project", "session", "reused_from", "joined_to__session"
-    )
+    qs = Question.objects.filter(project=project).defer("embedding")  # kilobytes no reader needs
+    qs = qs.select_related("project", "asker", "item__project", "session")
     if asker:
         qs = qs.filter(asker__username=asker)
     return qs.filter(status=status) if status else qs
