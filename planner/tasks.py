@@ -53,17 +53,22 @@ async def _run_waiting() -> int:
     more: a loop's end would cancel them), sweeping dead turns meanwhile: this task holds a
     worker process that the beat's sweep may be waiting for. The worker's hub runs meanwhile."""
     async with hub.running():
-        started = await runner.start_waiting(force=True)
-        for _ in range(MAX_PASSES):
-            running = [asyncio.ensure_future(runner.wait(session_id)) for session_id in hub.turns.sessions()]
-            if not running:
-                break
-            await asyncio.wait(running, timeout=SWEEP_SECONDS)
-            for found in await db(sessions_recover_dead)():
-                await hub.publish(found.session_id, list(found.frames))
-                if found.answer_waiting:
-                    await runner.start_waiting(force=True)
-        await runner.settle()
+        try:
+            started = await runner.start_waiting(force=True)
+            for _ in range(MAX_PASSES):
+                running = [
+                    asyncio.ensure_future(runner.wait(session_id)) for session_id in hub.turns.sessions()
+                ]
+                if not running:
+                    break
+                await asyncio.wait(running, timeout=SWEEP_SECONDS)
+                for found in await db(sessions_recover_dead)():
+                    await hub.publish(found.session_id, list(found.frames))
+                    if found.answer_waiting:
+                        await runner.start_waiting(force=True)
+            await runner.settle()
+        finally:
+            await runner.close_clients()  # this loop ends here; the worker lives on
     if started:
         logger.info("started %d planner turn(s) that waited for a free turn", len(started))
     return len(started)

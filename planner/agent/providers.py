@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from planner.agent.gateway import Gateway, Meter, StreamSink
+from planner.agent.gateway import AnthropicGateway, Gateway, Meter, StreamSink
 from planner.agent.messages import ModelRequest, ModelResponse
 
 
@@ -32,3 +32,8 @@ class ProviderGateway:
         self, request: ModelRequest, *, api_key: str | None, sink: StreamSink | None, meter: Meter
     ) -> ModelResponse:
         return await self.of(request).complete(request, api_key=api_key, sink=sink, meter=meter)
+
+    async def close(self) -> None:
+        """Close the clients this event loop opened (the demo provider opens none)."""
+        if isinstance(self.anthropic, AnthropicGateway):
+            await self.anthropic.close()

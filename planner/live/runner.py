@@ -522,6 +522,13 @@ class Runner:
         if task is not None:
             await asyncio.shield(task)
 
+    async def close_clients(self) -> None:
+        """Close the model clients this event loop opened. A loop that ends while the process
+        lives on (the worker's pass) must: each client holds its loop, and the two stay in memory
+        for good (the worker grew 6 MB a minute so, docs/benchmarks.md#soak)."""
+        if isinstance(self._gateway, ProviderGateway):
+            await self._gateway.close()
+
     async def settle(self) -> None:
         """Wait for what follows every turn of this process on this event loop (tests, shutdown):
         the turns are over, their last database reads and writes are not."""
