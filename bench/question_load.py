@@ -63,7 +63,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -75,6 +74,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from _fake_process import FakeProcess, serve
 from _ws import percentile, proc_status_kb, raise_fd_limit
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ CALL_MARGIN = 30  # seconds a call may take beyond its wait before the agent giv
 
 def serve_fake() -> None:
     """Run the fake Messages API until stdin closes; print its base URL first."""
-    from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply, ToolCallSpec, ToolUseReply
+    from tests.fakes.messages_api import HangReply, TextReply, ToolCallSpec, ToolUseReply
 
     def respond(body: dict[str, Any]) -> Any:
         content = body["messages"][-1]["content"]
@@ -104,31 +104,7 @@ def serve_fake() -> None:
         # The same pause for the same question on every run: the model "thinks" before it answers.
         return HangReply(random.Random(tag).uniform(0.5, 1.5), reply=call)
 
-    fake = FakeMessagesAPI(responder=respond)
-    print(fake.base_url, flush=True)
-    try:
-        sys.stdin.read()  # the bench closes it (or dies)
-    finally:
-        fake.close()
-
-
-class FakeProcess:
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve-fake"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.base_url = self.process.stdout.readline().strip()
-        if not self.base_url.startswith("http"):
-            raise RuntimeError("the fake Messages API did not start")
-
-    def stop(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=10)
+    serve(respond)
 
 
 # --- the deployment --------------------------------------------------------------------------
@@ -640,7 +616,7 @@ def main() -> None:
     home = args.keep or Path(tempfile.mkdtemp(prefix="ballet-question-load-"))
     home.mkdir(parents=True, exist_ok=True)
     flush_redis()
-    fake = FakeProcess()
+    fake = FakeProcess(__file__)
     cluster = None
     try:
         started = time.monotonic()

@@ -34,7 +34,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _fake_process import FakeProcess, serve
 from _ws import api, api_token, percentile, proc_status_kb, raise_fd_limit
 
 TAG = re.compile(r"\[q:([a-z0-9-]+)\]")
@@ -52,7 +52,7 @@ TAG = re.compile(r"\[q:([a-z0-9-]+)\]")
 
 def serve_fake() -> None:
     """Run the fake Messages API until stdin closes; print its base URL first."""
-    from tests.fakes.messages_api import FakeMessagesAPI, TextReply, ToolCallSpec, ToolUseReply
+    from tests.fakes.messages_api import TextReply, ToolCallSpec, ToolUseReply
 
     def respond(body: dict[str, Any]) -> Any:
         content = body["messages"][-1]["content"]
@@ -62,31 +62,7 @@ def serve_fake() -> None:
         answer = f"The answer to [q:{found.group(1) if found else 'none'}]."
         return ToolUseReply([ToolCallSpec("answer_question", {"answer": answer})])
 
-    fake = FakeMessagesAPI(responder=respond)
-    print(fake.base_url, flush=True)
-    try:
-        sys.stdin.read()  # the bench closes it (or dies)
-    finally:
-        fake.close()
-
-
-class FakeProcess:
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve-fake"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.base_url = self.process.stdout.readline().strip()
-        if not self.base_url.startswith("http"):
-            raise RuntimeError("the fake Messages API did not start")
-
-    def stop(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=10)
+    serve(respond)
 
 
 # --- 1. latency over REST --------------------------------------------------------------------
@@ -283,7 +259,7 @@ def main() -> None:
             "BALLET_LIMIT_RUNNING_TURNS_PER_USER": many,
             "BALLET_LIMIT_RUNNING_TURNS_PER_PROJECT": many,
         }
-    fake = FakeProcess()
+    fake = FakeProcess(__file__)
     try:
         redis_url, log = os.environ.get("REDIS_URL"), args.log_dir / "daphne.log"
         with served(tmp, fake.base_url, extra_env=limits, redis_url=redis_url, log=log) as server:

@@ -46,7 +46,6 @@ import logging
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from _fake_process import FakeProcess, serve
 from _soak_figures import Figures, LogWatch, print_final, print_minute, process_group
 from _soak_humans import Human, human_loop, keeper_loop
 from _ws import raise_fd_limit
@@ -76,18 +76,6 @@ SHARED_TEXTS = (
 
 
 # --- the fake model, in its own process -------------------------------------------------------
-
-
-def serve_fake() -> None:
-    """Run the fake Messages API until stdin closes; print its base URL first."""
-    from tests.fakes.messages_api import FakeMessagesAPI
-
-    fake = FakeMessagesAPI(responder=respond)
-    print(fake.base_url, flush=True)
-    try:
-        sys.stdin.read()  # the bench closes it (or dies)
-    finally:
-        fake.close()
 
 
 def respond(body: dict[str, Any]) -> Any:
@@ -118,25 +106,6 @@ def respond(body: dict[str, Any]) -> Any:
         return ToolUseReply([spec], text_before="Let me propose it. ")
     calls = [ToolCallSpec("list_runnable", {"limit": 5}), ToolCallSpec("get_item", {"key": "DEMO-1"})]
     return ToolUseReply(calls, text_before="Let me look. ")
-
-
-class FakeProcess:
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve-fake"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.base_url = self.process.stdout.readline().strip()
-        if not self.base_url.startswith("http"):
-            raise RuntimeError("the fake Messages API did not start")
-
-    def stop(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=10)
 
 
 # --- the deployment ---------------------------------------------------------------------------
@@ -546,7 +515,7 @@ async def load(cluster: Cluster, keys: list[str], humans: list[Human], figures: 
 
 def main() -> None:
     if len(sys.argv) == 2 and sys.argv[1] == "--serve-fake":
-        serve_fake()
+        serve(respond)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30.0)
@@ -571,7 +540,7 @@ def main() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     home = args.keep or Path(tempfile.mkdtemp(prefix="ballet-soak-"))
     home.mkdir(parents=True, exist_ok=True)
-    fake = FakeProcess()
+    fake = FakeProcess(__file__)
     cluster = None
     try:
         began = time.monotonic()
