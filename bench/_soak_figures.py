@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import traceback
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from _ws import percentile, proc_status_kb
 
@@ -23,18 +25,6 @@ from _ws import percentile, proc_status_kb
 # "error:<frame code>".
 SERVER_ERRORS = re.compile(r"^(5\d\d|tool:(internal_error|unavailable)|exception)$")
 NUMBERS = re.compile(r"\d+")
-
-
-def process_group(pid: int) -> list[int]:
-    """The processes of a process group (the worker's: its main process, its beat and its pool)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) == pid:
-                members.append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    return members
 
 
 def status_class(outcome: str) -> str:
@@ -279,3 +269,27 @@ def print_final(figures: Figures, minutes: float, logs: dict[str, LogWatch], pg_
         print(f"  PostgreSQL's log (the server's, shared) during the run: {deadlocks} deadlock(s)")
         if "deadlock detected" in pg_log.firsts:
             print("      " + "\n      ".join(pg_log.firsts["deadlock detected"]))
+
+
+async def rest_call(
+    http: Any, figures: Figures, op: str, method: str, path: str, *, body: Any = None
+) -> tuple[int, Any]:
+    """One REST call on the ``httpx2`` client ``http``, counted as ``op``: its status and body
+    (0 and None when the connection broke or timed out, counted as a failure)."""
+    started = time.monotonic()
+    try:
+        response = await http.request(method, path, json=body)
+    except Exception as exc:
+        figures.failed("rest", op, exc, time.monotonic() - started)
+        return 0, None
+    seconds = time.monotonic() - started
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = response.text[:300]
+    message = ""
+    if response.status_code >= 400:
+        error = payload.get("error") if isinstance(payload, dict) else None
+        message = str(error.get("message") if isinstance(error, dict) else payload)
+    figures.add("rest", op, str(response.status_code), seconds, message)
+    return response.status_code, payload

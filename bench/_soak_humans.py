@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from _soak_figures import Figures
+from _soak_figures import Figures, rest_call
 
 if TYPE_CHECKING:
     import httpx2
@@ -65,22 +65,7 @@ class Human:
         self, figures: Figures, op: str, method: str, path: str, body: Any = None
     ) -> tuple[int, Any]:
         """One REST call, counted as the human's ``op``."""
-        started = time.monotonic()
-        try:
-            response = await self.http.request(method, path, json=body)
-        except Exception as exc:  # the connection broke or timed out
-            figures.failed("rest", f"human {op}", exc, time.monotonic() - started)
-            return 0, None
-        try:
-            payload = response.json()
-        except ValueError:
-            payload = response.text[:300]
-        message = ""
-        if response.status_code >= 400:
-            error = payload.get("error") if isinstance(payload, dict) else None
-            message = str(error.get("message") if isinstance(error, dict) else payload)
-        figures.add("rest", f"human {op}", str(response.status_code), time.monotonic() - started, message)
-        return response.status_code, payload
+        return await rest_call(self.http, figures, f"human {op}", method, path, body=body)
 
     async def connect(self) -> None:
         """The chat's WebSocket, read in the background: ``turn_ended`` and ``error`` frames counted."""

@@ -88,6 +88,18 @@ def proc_status_kb(pid: int, field: str) -> int:
     raise KeyError(field)
 
 
+def process_group(pid: int) -> list[int]:
+    """The processes of a process group (the worker's: its main process, its beat and its pool)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) == pid:
+                members.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return members
+
+
 def proc_cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds a process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

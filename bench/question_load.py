@@ -75,7 +75,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _fake_process import FakeProcess, serve
-from _ws import percentile, proc_status_kb, raise_fd_limit
+from _ws import percentile, proc_status_kb, process_group, raise_fd_limit
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -198,18 +198,6 @@ class Peaks:
     samples: int = 0
     killed: float | None = None  # when A was killed (monotonic)
     a_cleared: float | None = None  # seconds after the kill when no turn of A was left running
-
-
-def process_group(pid: int) -> list[int]:
-    """The processes of a process group (the worker's: its main process and its pool child)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) == pid:
-                members.append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    return members
 
 
 def group_rss_kb(pid: int) -> int:

@@ -54,9 +54,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _fake_process import FakeProcess, serve
-from _soak_figures import Figures, LogWatch, print_final, print_minute, process_group
+from _soak_figures import Figures, LogWatch, print_final, print_minute, rest_call
 from _soak_humans import Human, human_loop, keeper_loop
-from _ws import raise_fd_limit
+from _ws import process_group, raise_fd_limit
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -214,23 +214,7 @@ class Rest:
         await self.http.aclose()
 
     async def call(self, op: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        started = time.monotonic()
-        try:
-            response = await self.http.request(method, path, json=body)
-        except Exception as exc:  # the connection broke or timed out: counted as a failure
-            self.figures.failed("rest", op, exc, time.monotonic() - started)
-            return 0, None
-        seconds = time.monotonic() - started
-        try:
-            payload = response.json()
-        except ValueError:
-            payload = response.text[:300]
-        message = ""
-        if response.status_code >= 400:
-            error = payload.get("error") if isinstance(payload, dict) else None
-            message = str(error.get("message") if isinstance(error, dict) else payload)
-        self.figures.add("rest", op, str(response.status_code), seconds, message)
-        return response.status_code, payload
+        return await rest_call(self.http, self.figures, op, method, path, body=body)
 
     async def runnable(self) -> list[str]:
         status, body = await self.call("runnable", "GET", "runnable/")
