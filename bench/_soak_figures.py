@@ -21,7 +21,8 @@ from typing import Any
 from _ws import percentile, proc_status_kb
 
 # A REST answer is its status code; an MCP call is "ok", "tool:<error code>" (a refusal in the
-# tool's result) or "exception" (the call raised); a chat turn is "ok", "refused:<status>" or
+# tool's result), "refused:rate_limited" (the server's refusal past the token's requests a minute,
+# a JSON-RPC error) or "exception" (the call raised); a chat turn is "ok", "refused:<status>" or
 # "error:<frame code>".
 SERVER_ERRORS = re.compile(r"^(5\d\d|tool:(internal_error|unavailable)|exception)$")
 NUMBERS = re.compile(r"\d+")

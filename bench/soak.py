@@ -28,12 +28,12 @@ answers the questions left to humans.
         .venv/bin/python bench/soak.py --minutes 30
 
 Each minute, and for the whole run at the end: calls by surface and status (``rest`` 2xx/4xx/5xx,
-``mcp`` ok/tool refusals/exceptions, ``ws`` chat turns), the server errors with their messages
-(a deadlock answers 503), MCP call failures by exception type (with the first traceback of each),
-p50/p99 latency per operation, the RSS of each daphne and of the worker (its main process with the
-beat, and its pool child apart) with its slope in MB a minute over the run's second half, and what
-the logs say (deadlocks, database errors answered 503, tracebacks; PostgreSQL's own log too when
-it is readable, ``--pg-log``). Production mode only.
+``mcp`` ok/tool refusals/rate-limit refusals/exceptions, ``ws`` chat turns), the server errors with
+their messages (a deadlock answers 503), MCP call failures by exception type (with the first
+traceback of each), p50/p99 latency per operation, the RSS of each daphne and of the worker (its
+main process with the beat, and its pool child apart) with its slope in MB a minute over the run's
+second half, and what the logs say (deadlocks, database errors answered 503, tracebacks;
+PostgreSQL's own log too when it is readable, ``--pg-log``). Production mode only.
 """
 
 from __future__ import annotations
@@ -106,6 +106,15 @@ def respond(body: dict[str, Any]) -> Any:
         return ToolUseReply([spec], text_before="Let me propose it. ")
     calls = [ToolCallSpec("list_runnable", {"limit": 5}), ToolCallSpec("get_item", {"key": "DEMO-1"})]
     return ToolUseReply(calls, text_before="Let me look. ")
+
+
+def refused_code(error: BaseException) -> str | None:
+    """The code of a refusal the MCP server sent as a JSON-RPC error (``rate_limited`` past the
+    token's requests a minute), else None."""
+    from mcp.shared.exceptions import MCPError
+
+    data = error.data if isinstance(error, MCPError) else None
+    return str(data.get("code")) if isinstance(data, dict) and data.get("code") else None
 
 
 # --- the deployment ---------------------------------------------------------------------------
@@ -324,7 +333,10 @@ class Mcp:
                     name, {"project": PROJECT, **arguments}, read_timeout_seconds=wait + CALL_TIMEOUT
                 )
         except Exception as exc:
-            self.figures.failed("mcp", op, exc, time.monotonic() - started)
+            if refused_code(exc) == "rate_limited":  # a refusal the server sends as an error: counted as one
+                self.figures.add("mcp", op, "refused:rate_limited", time.monotonic() - started, str(exc))
+            else:
+                self.figures.failed("mcp", op, exc, time.monotonic() - started)
             closing = await self.close()  # the transport's task group may say more: counted apart
             if closing is not None:
                 self.figures.failed("mcp", "session close", closing, 0.0)
