@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 PROJECT = "DEMO"
 ASKED_BY = "(Asked by "  # planner/services/agent_questions.py HOW_TO_ANSWER: a question's sub-chat
 CALL_TIMEOUT = 90.0  # seconds: a call longer than its wait plus this counts as failed
+RATE_LIMITED_PAUSE = 5.0  # seconds an agent waits when refused past its requests a minute
 # Texts many agents ask alike (about their ticket or the project): the first answer is reused.
 SHARED_TEXTS = (
     "Which columns go in the CSV export?",
@@ -333,10 +334,11 @@ class Mcp:
                     name, {"project": PROJECT, **arguments}, read_timeout_seconds=wait + CALL_TIMEOUT
                 )
         except Exception as exc:
-            if refused_code(exc) == "rate_limited":  # a refusal the server sends as an error: counted as one
+            if refused_code(exc) == "rate_limited":  # a refusal sent as an error: the session stands
                 self.figures.add("mcp", op, "refused:rate_limited", time.monotonic() - started, str(exc))
-            else:
-                self.figures.failed("mcp", op, exc, time.monotonic() - started)
+                await asyncio.sleep(RATE_LIMITED_PAUSE)  # "try again in a few seconds"
+                return None
+            self.figures.failed("mcp", op, exc, time.monotonic() - started)
             closing = await self.close()  # the transport's task group may say more: counted apart
             if closing is not None:
                 self.figures.failed("mcp", "session close", closing, 0.0)
