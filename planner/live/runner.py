@@ -17,8 +17,7 @@ import contextvars
 import functools
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from django.conf import settings
@@ -29,12 +28,11 @@ from planner.agent.demo import DemoGateway
 from planner.agent.frames import Frame
 from planner.agent.gateway import AnthropicGateway, Gateway
 from planner.agent.providers import ProviderGateway
-from planner.live import titles, turn
+from planner.live import titles, turn, waiting
 from planner.live.bridge import db
 from planner.live.hub import Hub, hub
 from planner.live.inbox import Seen
 from planner.live.turns import LiveTurn
-from planner.metrics import START_FAILURES
 from planner.models import SessionState
 from planner.selectors import SessionView, TurnSetup, session_view, work_waiting
 from planner.services import agent_questions, human_requests, question_turns, resend, sessions
@@ -45,24 +43,6 @@ from planner.services.sessions import Begin, TurnsFullError
 from tracker.errors import BalletError, NotFoundError, UnavailableError
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class _FullLimits:
-    """The running-turn limits found full in one pass over what waits: the users and projects
-    whose turns are all taken."""
-
-    users: set[int] = field(default_factory=set)
-    projects: set[int] = field(default_factory=set)
-
-    def holds(self, user_id: int, project_id: int) -> bool:
-        return user_id in self.users or project_id in self.projects
-
-    def add(self, held: TurnsFullError, user_id: int, project_id: int) -> None:
-        if held.scope == "user":
-            self.users.add(user_id)
-        else:
-            self.projects.add(project_id)
 
 
 class Runner:
@@ -378,56 +358,24 @@ class Runner:
         return True
 
     async def start_waiting(self, *, force: bool = False) -> list[uuid.UUID]:
-        """Start what the running-turn limits kept waiting while turns are free: answered turns
-        first, then questions, each oldest first; the sessions whose turns started here. What
-        cannot start yet (its owner's or its project's turns are taken) holds back no other
-        user's, project's or organization's, and what the same full limit holds is not tried
-        again in the same pass; what fails to start for another reason is logged, counted and
-        passed over (a question, after a few tries, is left to the humans). Without ``force``
-        only when this process saw something wait, or the database holds some (what waits may
-        have been queued by a process since gone). Never raises: a pass that cannot read what
-        waits (the database down) is logged, and a later pass reads it again."""
-        started: list[uuid.UUID] = []
+        """Start what the running-turn limits kept waiting while turns are free (a
+        :class:`waiting.Pass`); the sessions whose turns started here. Without ``force`` only
+        when this process saw something wait, or the database holds some (what waits may have
+        been queued by a process since gone). Never raises: a pass that cannot read what waits
+        (the database down) is logged, and a later pass reads it again."""
+        one = waiting.Pass(answer=self._answer, resume=self._resume, question=self._start_question)
         try:
             if not (force or self.work_waiting or await db(work_waiting)()):
                 return []
             self.work_waiting = False
-            full = _FullLimits()
-            await self._start_sessions(sessions.sessions_answer_waiting, self._answer, full, started)
-            await self._start_sessions(human_requests.sessions_resume_waiting, self._resume, full, started)
-            await self._start_questions(full, started)
+            await one.run()
+            self.work_waiting = self.work_waiting or one.left_waiting
         except UnavailableError:  # the channel layer is down: a later pass starts them
             self.work_waiting = True
         except Exception:  # what waits could not be read: a later pass reads it again
             logger.exception("a pass over the work waiting for a free turn failed")
             self.work_waiting = True
-        return started
-
-    async def _start_sessions(
-        self,
-        waiting: Callable[[], list[tuple[uuid.UUID, int, int]]],
-        start: Callable[[uuid.UUID], Awaitable[TurnsFullError | bool]],
-        full: _FullLimits,
-        started: list[uuid.UUID],
-    ) -> None:
-        """``start`` each session ``waiting`` lists (id, owner, project) that no full limit holds."""
-        for session_id, owner, project in await db(waiting)():
-            if full.holds(owner, project):
-                continue
-            try:
-                done = await start(session_id)
-            except UnavailableError:
-                raise
-            except Exception:  # one session that cannot start holds back none behind it
-                logger.exception("session %s waiting for a free turn failed to start", session_id)
-                START_FAILURES.labels("session").inc()
-                self.work_waiting = True
-                continue
-            if done is True:
-                started.append(session_id)
-            elif done:
-                full.add(done, owner, project)
-                self.work_waiting = True
+        return one.started
 
     async def _answer(self, session_id: uuid.UUID) -> TurnsFullError | bool:
         """Start the turn that answers the steering a dead turn never read: True if it started
@@ -449,37 +397,6 @@ class Runner:
             return False
         await self._start(live, begin, [])
         return True
-
-    async def _start_questions(self, full: _FullLimits, started: list[uuid.UUID]) -> None:
-        for question in await db(agent_questions.questions_waiting)():
-            if full.holds(question.asker_id, question.project_id):
-                continue
-            try:
-                held = await self._start_question(question)
-            except Exception as exc:  # one question that cannot start holds back none behind it
-                await self._start_failed(question, exc)
-                continue
-            if isinstance(held, UnavailableError):
-                raise held
-            if held is True:
-                started.append(question.session_id)
-            elif held:
-                full.add(held, question.asker_id, question.project_id)
-
-    async def _start_failed(self, question: WaitingQuestion, exc: Exception) -> None:
-        """Log and count a question whose start failed unexpectedly; after a few such failures
-        the humans settle it (needs_human, with the reason)."""
-        reason = f"{type(exc).__name__}: {exc}"[:500]
-        logger.error("question %s failed to start: %s", question.id, reason, exc_info=exc)
-        START_FAILURES.labels("question").inc()
-        self.work_waiting = True
-        try:
-            left = await db(agent_questions.question_start_failed)(question_id=question.id, reason=reason)
-        except Exception:  # the database is down too: a later pass counts it
-            logger.warning("question %s: its failure to start was not recorded", question.id, exc_info=True)
-            return
-        if left:
-            logger.warning("question %s is left to the humans after repeated failures to start", question.id)
 
     async def withdraw(
         self, withdrawing: Callable[[], agent_questions.Withdrawn]

@@ -1,8 +1,8 @@
 """Faults of a production deployment, against real processes.
 
-One deployment for the module: two daphnes A and B, a Celery worker with its beat
-(the sweep that recovers dead turns), a fresh PostgreSQL database and a Redis
-server of the test's own, which the tests kill, start again and flush. Each test
+One deployment for the module (``cluster.py``): two daphnes A and B, a Celery worker with its
+beat (the sweep that recovers dead turns), a fresh PostgreSQL database and a Redis server of the
+tests' own, which the tests kill, start again and flush. Each test
 opens its own sessions; the fake model answers by keyword (``Script``). A test
 collects what it observed and compares it with what must hold in one assertion,
 so a failure shows every expectation at once.
@@ -15,9 +15,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx2
@@ -29,13 +27,13 @@ from tests.fakes.client import Client, rest_call
 from tests.fakes.messages_api import (
     FakeMessagesAPI,
     HangReply,
-    RecordedRequest,
     TextReply,
     ToolCallSpec,
     ToolUseReply,
 )
-from tests.fakes.servers import PASSWORD, Deployment, RedisServer, Server, Worker, production_mode
+from tests.fakes.servers import Server, production_mode
 from tests.fakes.watchers import Frame, Watcher
+from tests.live.cluster import BACK_SECONDS, RECOVERY_SECONDS, STREAM_SECONDS, Cluster, cluster_up, wait_for
 from tests.live.conftest import Script, agent_key
 from tests.live.work_steps import DEMO, WORK_STEPS, work_of, work_step, work_verdict, work_written
 
@@ -48,91 +46,13 @@ pytestmark = [
     ),
 ]
 
-RECOVERY_SECONDS = 45  # a dead turn's process is noticed and the turn recovered within this
-STREAM_SECONDS = 15  # a live frame reaches a watcher in the other process within this
-BACK_SECONDS = 10  # once Redis is back, every process works again within this
-DEPLOYMENT_ENV = {
-    "BALLET_SEARCH_EMBEDDING_BACKEND": "tracker.search.embeddings.HashingBackend",
-    "BALLET_LIMIT_MESSAGES_PER_MINUTE": "600",
-    "BALLET_LIMIT_RUNNING_TURNS_PER_USER": "50",
-    "BALLET_LIMIT_RUNNING_TURNS_PER_PROJECT": "50",
-}
-
-
-@dataclass
-class Cluster:
-    fake: FakeMessagesAPI
-    script: Script
-    redis: RedisServer
-    deployment: Deployment
-    worker: Worker
-    a: Server
-    b: Server
-    on_a: Client  # demo, talking to A
-    on_b: Client  # demo, talking to B
-
-    def ready(self) -> None:
-        """Every process up again after a test that killed one (started again in the background)."""
-        if not self.redis.running:
-            self.redis.start()
-        for server in (self.a, self.b):
-            if not server.running:
-                server.start(wait=False)
-            server.wait_ready()
-        if self.worker.process is None or self.worker.process.poll() is not None:
-            self.worker.start()
-
-    def session(self) -> str:
-        session_id: str = self.on_a.post("/api/v1/planner/sessions/", {"project": "DEMO"})["id"]
-        return session_id
-
-    def watch(self, server: Server, session_id: str, *, reconnect: bool = False, name: str = "") -> Watcher:
-        return Watcher(server.url, session_id, self.on_a.cookie, reconnect=reconnect, name=name)
-
-    def requests_naming(self, keyword: str) -> list[RecordedRequest]:
-        """The model requests whose history names ``keyword``."""
-        return [r for r in self.fake.requests if keyword in r.body.decode(errors="replace")]
-
-    def wait_requests(self, keyword: str, count: int = 1, timeout: float = STREAM_SECONDS) -> None:
-        _wait(
-            lambda: len(self.requests_naming(keyword)) >= count,
-            timeout,
-            f"model request {count} of {keyword}",
-        )
-
 
 @pytest.fixture(scope="module")
 def cluster(
     fake_api: FakeMessagesAPI, script: Script, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    home: Path = tmp_path_factory.mktemp("faults")
-    redis = RedisServer(home).start()
-    deployment = Deployment.create(home, fake_api.base_url, redis_url=redis.url, extra_env=DEPLOYMENT_ENV)
-    worker = Worker(deployment, home)
-    a = Server(deployment, log=home / "a.log")
-    b = Server(deployment, log=home / "b.log")
-    try:
-        worker.start()
-        a.start(wait=False)
-        b.start()
-        a.wait_ready()
-        yield Cluster(
-            fake_api,
-            script,
-            redis,
-            deployment,
-            worker,
-            a,
-            b,
-            Client(a.url, "demo", PASSWORD),
-            Client(b.url, "demo", PASSWORD),
-        )
-    finally:
-        for server in (a, b):
-            server.stop()
-        worker.stop()
-        redis.stop()
-        deployment.drop()
+    with cluster_up(tmp_path_factory.mktemp("faults"), fake_api, script) as up:
+        yield up
 
 
 @pytest.fixture(autouse=True)
@@ -142,14 +62,6 @@ def ready(cluster: Cluster) -> None:
 
 def keyword(name: str) -> str:
     return f"{name}{uuid.uuid4().hex[:8]}"
-
-
-def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout} s")
-        time.sleep(0.1)
 
 
 def _frame_or_none(watcher: Watcher, kind: str, timeout: float, *, after: int = 0) -> Frame | None:
@@ -584,7 +496,7 @@ def test_a_changeset_decided_in_one_process_reaches_the_chat_s_watchers_in_every
     )
     session = cluster.session()
     cluster.on_a.post(f"/api/v1/planner/sessions/{session}/messages/", {"text": f"Plan {word}"})
-    _wait(
+    wait_for(
         lambda: cluster.on_a.get(f"/api/v1/planner/sessions/{session}")["state"] == "idle",
         STREAM_SECONDS,
         "the proposing turn",
