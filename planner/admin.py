@@ -28,8 +28,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
 from planner.models import Session, ToolCall, UsageRecord
-from planner.selectors import transcript
 from planner.services.spend import record_cost
+from planner.transcripts import transcript
 from planner.usage_chart import usd
 from tracker.admin.base import Action, BalletAdmin, acting_user
 from tracker.permissions import PROJECT_ADMIN, is_superuser
@@ -85,7 +85,7 @@ EVENT_OUTLINE = ("continued", "model", "reason", "outcome")
 
 
 def readable_transcript(session: Session, *, content: bool = True) -> dict[str, Any]:
-    """The session's transcript (``planner.selectors.transcript``) shaped for the change page;
+    """The session's transcript (``planner.transcripts.transcript``) shaped for the change page;
     without ``content``, its outline: who wrote each message, which tools ran, how and how long,
     which events happened, and nothing that was said or read."""
     read = transcript(session=session)

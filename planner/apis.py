@@ -22,12 +22,7 @@ from planner.async_api import AsyncBalletApi
 from planner.live.bridge import db
 from planner.live.runner import runner
 from planner.models import Session, SessionState
-from planner.selectors import (
-    session_about,
-    session_get,
-    session_list,
-    transcript,
-)
+from planner.selectors import session_get, session_list
 from planner.serializers import (
     AnsweredSerializer,
     AnswerSerializer,
@@ -50,6 +45,7 @@ from planner.services.chats import human_title, session_archive, session_rename,
 from planner.services.resend import Redone
 from planner.services.sessions import session_create
 from planner.services.spend import chat_usage, project_today, usage_rows_priced
+from planner.transcripts import session_about, transcript
 from tracker.apis.base import READ_ERRORS, WRITE_ERRORS, BalletApi, caller, parse, project_for, with_errors
 from tracker.errors import NotFoundError
 from tracker.models import Scope

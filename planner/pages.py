@@ -27,6 +27,7 @@ from planner.services.chats import session_unarchive
 from planner.services.human_requests import may_decide
 from planner.services.sessions import MAX_TITLE, session_create
 from planner.services.spend import daily_usage, project_today
+from planner.transcripts import questions_joined
 from planner.usage_chart import BAR_WIDTH, today_figures, usage_chart
 from tracker.errors import (
     BalletError,
@@ -96,6 +97,7 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
         "project": project,
         "session": found,
         "question": found.question,
+        "joined": questions_joined(question_id=found.question_id) if found.question_id else 0,
         "can_chat": can_chat,
         "can_answer_question": can_chat
         and found.question is not None

@@ -10,6 +10,7 @@ from pytest_django.asserts import assertContains, assertNotContains
 from planner.models import HumanRequest, Question, RequestKind, RequestStatus, Session
 from planner.selectors import session_list
 from planner.services.sessions import session_create
+from planner.transcripts import session_about
 from tests.factories import MembershipFactory, UserFactory
 from tests.planner.conftest import chat_url
 
@@ -155,6 +156,32 @@ def test_an_answered_sub_chat_shows_the_answer_and_who_gave_it(signed_in, sub_ch
     assertContains(response, '<span id="question-status" class="badge question-answered">Answered</span>')
     Question.objects.filter(pk=question.pk).update(answered_by="user:maintainer")
     assertContains(signed_in(agent).get(chat_url(sub_chat)), "Answer by maintainer: </span>")
+
+
+def test_a_sub_chat_says_how_many_questions_joined_it(signed_in, sub_chat, agent, member):
+    """Questions meaning the same, asked while it was unsettled, get its answer: the page and the
+    API say how many (not those withdrawn since)."""
+    question = sub_chat.question
+    client = signed_in(agent)
+    alone = client.get(chat_url(sub_chat))
+    for status in ("open", "open", "withdrawn"):
+        Question.objects.create(
+            project=question.project,
+            asker=member,
+            item=question.item,
+            text=question.text,
+            status=status,
+            joined_to=question,
+        )
+
+    response = client.get(chat_url(sub_chat))
+    about = session_about(session=sub_chat)  # the session API's ``about``
+
+    assertNotContains(alone, "question-joined")
+    assertContains(
+        response, "2 more questions meaning the same joined this one: their askers get this answer."
+    )
+    assert about["joined"] == 2
 
 
 def needs_human(session: Session) -> Question:

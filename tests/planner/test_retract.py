@@ -19,10 +19,10 @@ from django.conf import settings
 from planner.live.hub import hub
 from planner.live.runner import Runner, runner
 from planner.models import Message, Session
-from planner.selectors import transcript
 from planner.services import agent_questions, sessions
 from planner.services.chats import session_rename
 from planner.services.sessions import NotQueuedError, steering_retract
+from planner.transcripts import transcript
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import frames_until, open_socket, sync
 from tracker.errors import NotFoundError, PermissionDeniedError
