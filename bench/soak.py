@@ -257,7 +257,7 @@ class Rest:
             return None
         if body["status"] == "open":
             status, body = await self.call("question wait", "GET", f"questions/{body['id']}/?wait={wait}")
-        return str(body["status"]) if status == 200 else None
+        return str(body["status"]) if status in (200, 201) else None  # 201: answered at once (reused)
 
     async def questions(self) -> None:
         await self.call("questions", "GET", "questions/")
@@ -446,7 +446,7 @@ async def ask(surface: Surface, figures: Figures, rng: random.Random, *, key: st
     text = rng.choice(SHARED_TEXTS) if shared else f"What does the ticket mean by done? ({own})"
     item = key if rng.random() < 0.6 else None
     status = await surface.ask(text, item, rng.randint(5, 20))
-    figures.note(f"questions {status or 'failed'}")
+    figures.note(f"questions {status or 'refused'}")
 
 
 # --- the run ----------------------------------------------------------------------------------
