@@ -34,6 +34,7 @@ from planner.serializers import (
 )
 from planner.services.agent_questions import (
     Asked,
+    WaitingQuestion,
     Withdrawn,
     question_answer_human,
     question_ask,
@@ -83,16 +84,28 @@ class QuestionListApi(AsyncBalletApi):
         ),
     )
     async def post(self, request: Request, key: str) -> Response:
-        asked = await runner.ask(functools.partial(_asking, request, key))
-        code = status.HTTP_200_OK if asked.replayed else status.HTTP_201_CREATED
-        return await db(_serialized)(request, key, asked.question_id, code)
+        posted = await runner.ask(functools.partial(_asking, request, key))
+        code = status.HTTP_200_OK if posted.asked.replayed else status.HTTP_201_CREATED
+        return Response(posted.body, status=code)
 
 
-def _asking(request: Request, key: str) -> Asked:
+@dataclass(frozen=True)
+class _Posted:
+    """A question asked, and serialized as it was recorded (before its sub-chat starts)."""
+
+    asked: Asked
+    body: dict[str, Any]
+
+    @property
+    def start(self) -> WaitingQuestion | None:
+        return self.asked.start
+
+
+def _asking(request: Request, key: str) -> _Posted:
     project = project_for(request, key, PLANNER_CHAT)
     agent_request_count(user_id=caller(request).pk, write=True)
     data = parse(QuestionAskSerializer, request.data)
-    return question_ask(
+    asked = question_ask(
         user=caller(request),
         project=project,
         text=data["text"],
@@ -100,26 +113,27 @@ def _asking(request: Request, key: str) -> Asked:
         idempotency_key=data.get("idempotency_key") or request.headers.get("Idempotency-Key"),
         fresh=data.get("fresh", False),
     )
+    found = question_get(user=caller(request), project=project, question_id=asked.question_id)
+    return _Posted(asked, dict(QuestionSerializer(found).data))
 
 
-def _serialized(request: Request, key: str, question_id: int, code: int = status.HTTP_200_OK) -> Response:
-    """The question as it is now, read where the database may be read: a serializer is free to
-    follow a relation."""
+def _serialized(request: Request, key: str, question_id: int) -> Response:
+    """The question as it is now, read where the database may be read (a serializer is free to
+    follow a relation), by a reader who may still read it."""
     project = project_for(request, key, TRACKER_READ)
     found = question_get(user=caller(request), project=project, question_id=question_id)
-    return Response(QuestionSerializer(found).data, status=code)
+    return Response(QuestionSerializer(found).data)
 
 
 @dataclass(frozen=True)
 class _Reading:
-    """A question as a reader first reads it: serialized, and what deciding whether to wait needs."""
+    """A question as a reader first reads it: what deciding whether to wait needs."""
 
     project_id: int
     question_id: int
-    status: str
     started: bool
     seconds: float
-    body: dict[str, Any]
+    body: dict[str, Any] | None  # serialized when the reader will not wait (else read after)
 
 
 class QuestionDetailApi(AsyncBalletApi):
@@ -130,7 +144,7 @@ class QuestionDetailApi(AsyncBalletApi):
     )
     async def get(self, request: Request, key: str, question: str) -> Response:
         read = await db(_reading)(request, key, question)
-        if read.seconds <= 0 or read.status != QuestionStatus.OPEN:
+        if read.body is not None:
             return Response(read.body)
         if not read.started:  # the running-turn limits kept it waiting: a turn may have freed up
             await runner.start_waiting(force=True)
@@ -148,8 +162,9 @@ def _reading(request: Request, key: str, question: str) -> _Reading:
     agent_request_count(user_id=caller(request).pk, write=False)
     seconds = parse(QuestionWaitSerializer, request.query_params)["wait"]
     found = question_get(user=caller(request), project=project, question_id=question)
-    body = dict(QuestionSerializer(found).data)
-    return _Reading(project.pk, found.pk, found.status, found.started, seconds, body)
+    waits = seconds > 0 and found.status == QuestionStatus.OPEN
+    body = None if waits else dict(QuestionSerializer(found).data)
+    return _Reading(project.pk, found.pk, found.started, seconds, body)
 
 
 class QuestionAnswerApi(BalletApi):

@@ -18,7 +18,7 @@ import functools
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -43,6 +43,16 @@ from planner.services.sessions import Begin, TurnsFullError
 from tracker.errors import BalletError, NotFoundError, UnavailableError
 
 logger = logging.getLogger(__name__)
+
+
+class Starting(Protocol):
+    """What recording a question returns: the question to start, if any (``Asked``)."""
+
+    @property
+    def start(self) -> WaitingQuestion | None: ...
+
+
+A = TypeVar("A", bound=Starting)
 
 
 class Runner:
@@ -321,12 +331,14 @@ class Runner:
 
     # ------------------------------------------------------------------ agents' questions
 
-    async def ask(self, asking: Callable[[], agent_questions.Asked]) -> agent_questions.Asked:
+    async def ask(self, asking: Callable[[], A]) -> A:
         """Record a question (``asking``, the interface's call of ``question_ask`` on the database
         threads) and start its sub-chat's first turn at once, or, past the running-turn limits,
         leave it open until a turn frees up (docs/domain.md). A question asked before with the
         same idempotency key is returned as it is; one answered at once with an earlier answer, or
-        joined to one still unsettled (not with ``fresh``), has no sub-chat to start."""
+        joined to one still unsettled (not with ``fresh``), has no sub-chat to start. What
+        ``asking`` returns (an ``Asked``, or what the interface makes of it on the database side)
+        comes back as it is."""
         asked = await db(asking)()
         if asked.start is not None:
             await self._start_question(asked.start)
