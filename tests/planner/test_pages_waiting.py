@@ -181,6 +181,7 @@ def test_a_sub_chat_says_how_many_questions_joined_it(signed_in, sub_chat, agent
     assertContains(
         response, "2 more questions meaning the same joined this one: their askers get this answer."
     )
+    assert about is not None
     assert about["joined"] == 2
 
 
