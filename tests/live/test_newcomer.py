@@ -7,7 +7,7 @@ in as ``demo``: the plan, the seeded changeset applied on its review page, a cha
 "what can run next", reads and finds, a proposal applied from its card, the seeded agent's
 question answered in its sub-chat while the agent waits over REST, then the agent over MCP
 asking, waiting while a human answers, claiming and reporting. Every link on the pages it
-visits, and every page the README names, answers without an error.
+visits, and every page the README and docs/agents.md name, answers without an error.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def links_answer(page: Any, seen: set[str]) -> None:
 
 
 def rest_get(server: Server, token: str, path: str) -> Any:
-    """A REST GET with the agent's API key, as the README's curl sends it."""
+    """A REST GET with the agent's API key, as the agents' manual's curl sends it."""
     request = urllib.request.Request(server.url + path, headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=90) as response:
         return json.loads(response.read())
@@ -194,8 +194,8 @@ def test_a_newcomer_walks_the_readme_without_a_key(page, server):
 
 
 def readme_paths() -> list[str]:
-    """The pages the README's walk-through names on the local server."""
-    text = (ROOT / "README.md").read_text()
+    """The pages the README's walk-through and the agents' manual name on the local server."""
+    text = (ROOT / "README.md").read_text() + (ROOT / "docs" / "agents.md").read_text()
     found = re.findall(r"http://127\.0\.0\.1:8000(/[^\s)`\"]*)", text)
     found += re.findall(r"`(/(?:projects|api|keys|healthz|metrics)[^`\s]*)`", text)
     paths = []

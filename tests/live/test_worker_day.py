@@ -1,4 +1,4 @@
-"""A worker's whole day against a real daphne, as the README walks it: the seeded agent's key, the
+"""A worker's whole day against a real daphne, as docs/agents.md walks it: the seeded agent's key, the
 SDK's own MCP client (and REST for the same steps), the fake model answering its question. What it
 does reaches the plan, the ticket's claim and reports over REST, and the planner's change notes in
 a chat the owner had open."""
