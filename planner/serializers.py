@@ -153,8 +153,12 @@ class QuestionSerializer(serializers.Serializer[Question]):
 
     def get_session(self, question: Question) -> str | None:
         if question.joined_to_id is not None:  # the sub-chat of the question it joined
-            joined = Session.objects.filter(question_id=question.joined_to_id).values_list("pk", flat=True)
-            return next((str(pk) for pk in joined), None)
+            if hasattr(question, "joined_session_id"):  # read with it (agent_questions.question_list)
+                joined = question.joined_session_id
+            else:
+                sub_chats = Session.objects.filter(question_id=question.joined_to_id)
+                joined = sub_chats.values_list("pk", flat=True).first()
+            return str(joined) if joined is not None else None
         session = getattr(question, "session", None)
         return str(session.pk) if session is not None else None
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from planner.live.question_waits import question_settled
@@ -343,6 +343,10 @@ def question_list(
     require(user, project, TRACKER_READ)
     qs = Question.objects.filter(project=project).defer("embedding")  # kilobytes no reader needs
     qs = qs.select_related("project", "asker", "item__project", "session")
+    # A joined question's sub-chat is the one of the question it joined: read with it, in the
+    # same statement, rather than once for each joined question serialized.
+    joined = Session.objects.filter(question_id=OuterRef("joined_to_id")).values("pk")[:1]
+    qs = qs.annotate(joined_session_id=Subquery(joined))
     if asker:
         qs = qs.filter(asker__username=asker)
     return qs.filter(status=status) if status else qs

@@ -8,9 +8,14 @@ import asyncio
 import uuid
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from planner.live.runner import runner
 from planner.models import HumanRequest, Question, Session
+from planner.serializers import QuestionSerializer
+from planner.services.agent_questions import question_list
+from planner.services.sessions import session_create
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
@@ -181,3 +186,24 @@ async def test_fresh_asks_anyway_and_other_questions_are_not_joined(
 
     assert [q["joined_to"] for q in (fresh, elsewhere, unlike)] == [None, None, None]
     assert len({first["session"], fresh["session"], elsewhere["session"], unlike["session"]}) == 4
+
+
+def test_a_list_reads_the_sub_chat_of_joined_questions_with_them(chat_project, member, owner):
+    """A joined question's session is its first's sub-chat, read in the list's own statement:
+    serializing ten joined questions costs no query more than serializing one."""
+    first = Question.objects.create(project=chat_project, asker=member, text=TEXT, started=True)
+    sub_chat = session_create(user=member, project=chat_project, title="Which format?")
+    Session.objects.filter(pk=sub_chat.pk).update(question=first)
+
+    def listed(joined: int) -> tuple[int, set[str | None]]:
+        for _ in range(joined):
+            Question.objects.create(project=chat_project, asker=owner, text=TEXT, joined_to=first)
+        with CaptureQueriesContext(connection) as queries:
+            rows = QuestionSerializer(question_list(user=owner, project=chat_project), many=True).data
+        return len(queries), {row["session"] for row in rows}
+
+    one, sessions_one = listed(1)
+    eleven, sessions_eleven = listed(9)
+
+    assert eleven == one
+    assert sessions_one == sessions_eleven == {str(sub_chat.pk)}
