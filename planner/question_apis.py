@@ -33,7 +33,6 @@ from planner.serializers import (
     QuestionWaitSerializer,
 )
 from planner.services.agent_questions import (
-    Asked,
     WaitingQuestion,
     Withdrawn,
     question_answer_human,
@@ -85,7 +84,7 @@ class QuestionListApi(AsyncBalletApi):
     )
     async def post(self, request: Request, key: str) -> Response:
         posted = await runner.ask(functools.partial(_asking, request, key))
-        code = status.HTTP_200_OK if posted.asked.replayed else status.HTTP_201_CREATED
+        code = status.HTTP_200_OK if posted.replayed else status.HTTP_201_CREATED
         return Response(posted.body, status=code)
 
 
@@ -93,12 +92,9 @@ class QuestionListApi(AsyncBalletApi):
 class _Posted:
     """A question asked, and serialized as it was recorded (before its sub-chat starts)."""
 
-    asked: Asked
+    replayed: bool
+    start: WaitingQuestion | None
     body: dict[str, Any]
-
-    @property
-    def start(self) -> WaitingQuestion | None:
-        return self.asked.start
 
 
 def _asking(request: Request, key: str) -> _Posted:
@@ -114,7 +110,7 @@ def _asking(request: Request, key: str) -> _Posted:
         fresh=data.get("fresh", False),
     )
     found = question_get(user=caller(request), project=project, question_id=asked.question_id)
-    return _Posted(asked, dict(QuestionSerializer(found).data))
+    return _Posted(asked.replayed, asked.start, dict(QuestionSerializer(found).data))
 
 
 def _serialized(request: Request, key: str, question_id: int) -> Response:
