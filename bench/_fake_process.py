@@ -25,11 +25,11 @@ def serve(responder: Callable[[dict[str, Any]], Any]) -> None:
 
 
 class FakeProcess:
-    """``script --serve-fake``, started; ``base_url`` is the fake's."""
+    """``script`` started with ``arguments`` (``--serve-fake``); ``base_url`` is the fake's."""
 
-    def __init__(self, script: str) -> None:
+    def __init__(self, script: str, *arguments: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, script, "--serve-fake"],
+            [sys.executable, script, *arguments],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _fake_process
 import websockets
+from _fake_process import serve
 from _ws import api
 
 ANSWER_DELTAS = 20
@@ -36,7 +37,7 @@ DUMPED = 2  # requests the fake keeps: the first turn's two (tools, then tool re
 
 def serve_fake(dump_dir: Path) -> None:
     """Run the fake Messages API until stdin closes; print its base URL first."""
-    from tests.fakes.messages_api import FakeMessagesAPI, TextReply, ToolCallSpec, ToolUseReply
+    from tests.fakes.messages_api import TextReply, ToolCallSpec, ToolUseReply
 
     answer = TextReply(" ".join(f"word{i}" for i in range(ANSWER_DELTAS)), chunks=ANSWER_DELTAS)
     dumped = [0]
@@ -55,27 +56,15 @@ def serve_fake(dump_dir: Path) -> None:
             return answer
         return ToolUseReply([ToolCallSpec(name, args) for name, args in TOOL_CALLS])
 
-    fake = FakeMessagesAPI(responder=respond)
-    print(fake.base_url, flush=True)
-    try:
-        sys.stdin.read()  # the bench closes it (or dies)
-    finally:
-        fake.close()
+    serve(respond)
 
 
-class FakeProcess:
+class FakeProcess(_fake_process.FakeProcess):
+    """This module run as the fake's process, keeping what it answers in ``dump_dir``."""
+
     def __init__(self, dump_dir: Path) -> None:
+        super().__init__(__file__, str(dump_dir))
         self.dump_dir = dump_dir
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, str(dump_dir)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.base_url = self.process.stdout.readline().strip()
-        if not self.base_url.startswith("http"):
-            raise RuntimeError("the fake Messages API did not start")
         self._replayed = 0  # recorded requests handed out so far
 
     def dumped(self, index: int) -> dict[str, Any]:
@@ -103,11 +92,6 @@ class FakeProcess:
     def skip(self, count: int) -> None:
         """Pass over ``count`` recorded requests (the bare client's own replays)."""
         self._replayed += count
-
-    def stop(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=10)
 
 
 # --- the bare SDK loop -----------------------------------------------------------------------

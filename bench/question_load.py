@@ -604,7 +604,7 @@ def main() -> None:
     home = args.keep or Path(tempfile.mkdtemp(prefix="ballet-question-load-"))
     home.mkdir(parents=True, exist_ok=True)
     flush_redis()
-    fake = FakeProcess(__file__)
+    fake = FakeProcess(__file__, "--serve-fake")
     cluster = None
     try:
         started = time.monotonic()

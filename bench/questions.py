@@ -259,7 +259,7 @@ def main() -> None:
             "BALLET_LIMIT_RUNNING_TURNS_PER_USER": many,
             "BALLET_LIMIT_RUNNING_TURNS_PER_PROJECT": many,
         }
-    fake = FakeProcess(__file__)
+    fake = FakeProcess(__file__, "--serve-fake")
     try:
         redis_url, log = os.environ.get("REDIS_URL"), args.log_dir / "daphne.log"
         with served(tmp, fake.base_url, extra_env=limits, redis_url=redis_url, log=log) as server:

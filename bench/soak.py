@@ -538,7 +538,7 @@ def main() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     home = args.keep or Path(tempfile.mkdtemp(prefix="ballet-soak-"))
     home.mkdir(parents=True, exist_ok=True)
-    fake = FakeProcess(__file__)
+    fake = FakeProcess(__file__, "--serve-fake")
     cluster = None
     try:
         began = time.monotonic()
