@@ -199,7 +199,7 @@ def test_a_list_reads_the_sub_chat_of_joined_questions_with_them(chat_project, m
         for _ in range(joined):
             Question.objects.create(project=chat_project, asker=owner, text=TEXT, joined_to=first)
         with CaptureQueriesContext(connection) as queries:
-            rows = QuestionSerializer(question_list(user=owner, project=chat_project), many=True).data
+            rows = [QuestionSerializer(q).data for q in question_list(user=owner, project=chat_project)]
         return len(queries), {row["session"] for row in rows}
 
     one, sessions_one = listed(1)
