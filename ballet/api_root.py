@@ -16,8 +16,8 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from tracker.apis.base import with_errors
-from tracker.authentication import KeyAuthentication
+from tracker.web.apis.base import with_errors
+from tracker.web.authentication import KeyAuthentication
 
 # Field of the answer → the name of the URL it links to.
 LINKS = {

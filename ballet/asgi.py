@@ -14,8 +14,8 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from ballet.lifespan import Lifespan  # noqa: E402
 from planner.mcp_server.app import mcp_app, with_mcp  # noqa: E402
-from planner.routing import websocket_urlpatterns  # noqa: E402
-from planner.ws_auth import SessionUserMiddleware  # noqa: E402
+from planner.web.routing import websocket_urlpatterns  # noqa: E402
+from planner.web.ws_auth import SessionUserMiddleware  # noqa: E402
 
 # Static files come through Django's middleware: WhiteNoise (ballet/static.py).
 application = Lifespan(

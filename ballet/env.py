@@ -186,7 +186,7 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "claude-opus-4-5": _price("5", "25", "6.25", "0.50"),
 }
 
-# The planner's database threads (planner/live/bridge.py) keep a connection each while turns run.
+# The planner's database threads (planner/ground/bridge.py) keep a connection each while turns run.
 MIN_POOL_SIZE = 10
 
 
@@ -204,7 +204,7 @@ class ServerConfig:
     sqlite_path: Annotated[str | None, Env("BALLET_SQLITE_PATH")] = None
     secret_key: Annotated[str | None, Env("DJANGO_SECRET_KEY")] = _secret()
     debug: Annotated[bool | None, Env("DJANGO_DEBUG")] = None
-    # Check every result of the planner's database threads for models (planner/live/bridge.py);
+    # Check every result of the planner's database threads for models (planner/ground/bridge.py);
     # unset: with DJANGO_DEBUG.
     bridge_check: Annotated[bool | None, Env("BALLET_BRIDGE_CHECK")] = None
     allowed_hosts: Annotated[list[str], BeforeValidator(_comma_separated), Env("DJANGO_ALLOWED_HOSTS")] = (

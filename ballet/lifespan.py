@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
-from planner.live.bridge import db
+from planner.ground.bridge import db
 from planner.live.hub import hub
 from planner.mcp_server.app import mcp_app
 from tracker.services.work import claims_expire

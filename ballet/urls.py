@@ -15,9 +15,9 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", ApiRootApi.as_view(), name="api-root"),
-    path("api/v1/", include("tracker.urls")),
+    path("api/v1/", include("tracker.web.urls")),
     path("api/v1/", include("knowledge.urls")),
-    path("api/v1/", include("planner.urls")),
+    path("api/v1/", include("planner.web.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/schema/docs/", SwaggerDocsPage.as_view(url_name="schema"), name="schema-docs"),
     path("api/schema/redoc/", RedocDocsPage.as_view(url_name="schema"), name="schema-redoc"),
@@ -25,8 +25,8 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     # Browsers ask for /favicon.ico on every page that names no icon (the admin's, the API docs).
     path("favicon.ico", favicon, name="favicon"),
-    path("", include("planner.page_urls")),
-    path("", include("tracker.page_urls")),
+    path("", include("planner.web.page_urls")),
+    path("", include("tracker.web.page_urls")),
     path("", include("knowledge.page_urls")),
 ]
 

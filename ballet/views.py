@@ -3,12 +3,10 @@ is the relay on it, does the sweep of lapsed leases run?) and the icon."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponsePermanentRedirect, JsonResponse
@@ -16,6 +14,7 @@ from django.templatetags.static import static
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from planner.live import broadcast
 from planner.live.hub import hub
 from tracker.selectors import lease_sweep_overdue
 
@@ -32,22 +31,9 @@ def _database_ok() -> bool:
         return False
 
 
-async def _channel_layer_roundtrip() -> bool:
-    layer = get_channel_layer()
-    if layer is None:
-        return False
-    # The default prefix: channels-redis reads all of a process's channels of one prefix with a
-    # single receive loop (the planner's relay, once it runs); a channel of another prefix
-    # would wait for that loop's lock and never be read.
-    channel = await layer.new_channel()
-    await layer.send(channel, {"type": "healthz.ping"})
-    message = await asyncio.wait_for(layer.receive(channel), timeout=2)
-    return message.get("type") == "healthz.ping"
-
-
 def _channel_layer_ok() -> bool:
     try:
-        return async_to_sync(_channel_layer_roundtrip)()
+        return async_to_sync(broadcast.roundtrip)()
     except Exception:
         logger.exception("healthz: channel layer check failed")
         return False

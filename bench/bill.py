@@ -76,10 +76,10 @@ async def run_session(turns: int, *, clearing_on: bool) -> tuple[list[Call], lis
 
     from planner.agent import clearing
     from planner.agent.gateway import AnthropicGateway
-    from planner.live.bridge import db
+    from planner.domain.services.sessions import session_create
+    from planner.ground.bridge import db
     from planner.live.runner import Runner
     from planner.models import Message
-    from planner.services.sessions import session_create
     from tests.fakes.messages_api import FakeMessagesAPI
     from tracker.models import Project
 
@@ -127,7 +127,7 @@ def tool_sizes() -> list[tuple[str, int, int]]:
     """Each tool definition's size in characters: the whole validation schema (what the model was
     shown before ``model_schema``) and what it is shown."""
     from planner.agent.messages import ToolDefinition
-    from planner.agent.tools import DEFINITIONS, TOOLS
+    from planner.domain.tools import DEFINITIONS, TOOLS
 
     return [
         (

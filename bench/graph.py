@@ -42,8 +42,8 @@ from datetime import timedelta
 from django.contrib.auth.models import User
 from django.utils import timezone
 from tracker.models import Claim, Dependency, Item, Membership, Project
-from tracker.graph import project_graph
-from tracker.graph_svg import graph_document
+from tracker.graph.plan_graph import project_graph
+from tracker.graph.svg import graph_document
 
 count, key, runs = {count}, "{key}", {runs}
 demo = Project.objects.get(key="DEMO")

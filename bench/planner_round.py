@@ -74,7 +74,7 @@ def queries_per_tool(project, user) -> dict[str, int]:  # type: ignore[no-untype
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from planner.agent.tools import ToolContext, call_tool
+    from planner.domain.tools import ToolContext, call_tool
 
     counts = {}
     for name, arguments in TOOLS:
@@ -89,9 +89,9 @@ def queries_per_tool(project, user) -> dict[str, int]:  # type: ignore[no-untype
 
 
 async def run_turns(project, user, turns: int) -> tuple[list[float], list[float]]:  # type: ignore[no-untyped-def]
-    from planner.live.bridge import db
+    from planner.domain.services.sessions import session_create
+    from planner.ground.bridge import db
     from planner.live.runner import Runner
-    from planner.services.sessions import session_create
 
     model = InstantModel()
     runner = Runner(gateway=model)

@@ -165,7 +165,7 @@ def main() -> None:
 
     django.setup()  # the search package's models load with the backend; no database is touched
     from ballet.env import WorkConfig
-    from planner.services.answer_reuse import MAX_CANDIDATES
+    from planner.domain.services.answer_reuse import MAX_CANDIDATES
     from tracker.search.embeddings import LocalModelBackend
 
     pairs = json.loads(PAIRS.read_text())["pairs"]

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from tests.fakes.servers import Deployment, RedisServer, Server, Worker
 
 PROJECT = "DEMO"
-ASKED_BY = "(Asked by "  # planner/services/agent_questions.py HOW_TO_ANSWER: a question's sub-chat
+ASKED_BY = "(Asked by "  # planner/domain/services/agent_questions.py HOW_TO_ANSWER: a question's sub-chat
 CALL_TIMEOUT = 90.0  # seconds: a call longer than its wait plus this counts as failed
 RATE_LIMITED_PAUSE = 5.0  # seconds an agent waits when refused past its requests a minute
 # Texts many agents ask alike (about their ticket or the project): the first answer is reused.

@@ -14,7 +14,7 @@ from knowledge.selectors import knowledge_visible
 from knowledge.services import knowledge_create, knowledge_update
 from tracker.admin.base import BalletAdmin, VersionedForm, actor_of, adopt
 from tracker.models import Item, Project
-from tracker.permissions import KNOWLEDGE_READ, KNOWLEDGE_WRITE, has_permission, project_ids_with
+from tracker.trust.permissions import KNOWLEDGE_READ, KNOWLEDGE_WRITE, has_permission, project_ids_with
 
 CONTENT_FIELDS = ("kind", "title", "body")
 LINK_FIELDS = ("projects", "items")

@@ -20,7 +20,11 @@ from knowledge.serializers import (
     KnowledgeUpdateSerializer,
 )
 from knowledge.services import knowledge_create, knowledge_update
-from tracker.apis.base import (
+from tracker.errors import ValidationError
+from tracker.models import Project
+from tracker.selectors import item_list_by_keys
+from tracker.trust.permissions import KNOWLEDGE_READ, AnyUser, visible_projects
+from tracker.web.apis.base import (
     READ_ERRORS,
     WRITE_ERRORS,
     BalletApi,
@@ -30,10 +34,6 @@ from tracker.apis.base import (
     project_for,
     with_errors,
 )
-from tracker.errors import ValidationError
-from tracker.models import Project
-from tracker.permissions import KNOWLEDGE_READ, AnyUser, visible_projects
-from tracker.selectors import item_list_by_keys
 
 
 def _projects(user: AnyUser, keys: Iterable[str]) -> list[Project]:

@@ -9,7 +9,7 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         from knowledge.selectors import knowledge_events_visible  # noqa: PLC0415 - models are ready now
-        from tracker.activity_filters import activity_filter_register  # noqa: PLC0415
+        from tracker.activity.filters import activity_filter_register  # noqa: PLC0415
 
         # The activity log is the tracker's; which of its knowledge events a reader sees is ours.
         activity_filter_register(verb_prefix="knowledge.", visible=knowledge_events_visible)

@@ -1,7 +1,7 @@
 """Browser pages of the knowledge base: a project's entries (by kind, searchable) and one entry with
 its links and revisions (docs/architecture.md#pages).
 
-Views are thin: :func:`tracker.page_helpers.page_project` is the one permission check, and every
+Views are thin: :func:`tracker.web.page_helpers.page_project` is the one permission check, and every
 entry is read through ``knowledge.selectors``, where docs/domain.md#knowledge's visibility is
 defined: an entry the reader may not read is absent from the list and a 404 on its own page, and
 links to what the reader cannot read are not shown. Bodies are Markdown shown as escaped text.
@@ -28,9 +28,9 @@ from knowledge.selectors import (
 )
 from tracker.errors import NotFoundError
 from tracker.models import Project
-from tracker.page_helpers import page_project, page_user, with_csp
 from tracker.page_links import item_url
-from tracker.permissions import KNOWLEDGE_READ
+from tracker.trust.permissions import KNOWLEDGE_READ
+from tracker.web.page_helpers import page_project, page_user, with_csp
 
 MAX_LISTED = 100
 MAX_QUERY = 200

@@ -18,8 +18,8 @@ from knowledge.models import KnowledgeEntry, KnowledgeRevision
 from knowledge.search import knowledge_search
 from tracker.errors import NotFoundError
 from tracker.models import Project
-from tracker.permissions import KNOWLEDGE_READ, Principal, project_ids_with
 from tracker.search import SearchHit
+from tracker.trust.permissions import KNOWLEDGE_READ, Principal, project_ids_with
 
 
 def knowledge_visible(*, user: Principal | None) -> QuerySet[KnowledgeEntry]:

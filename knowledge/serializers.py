@@ -10,7 +10,7 @@ from rest_framework import serializers
 from knowledge.models import KnowledgeEntry, KnowledgeKind, KnowledgeRevision
 from knowledge.selectors import KnowledgeLinks
 from knowledge.services import MAX_BODY, MAX_TITLE
-from tracker.serializers import MAX_INT, StrictCharField, StrictIntegerField, StrictSerializer
+from tracker.web.serializers import MAX_INT, StrictCharField, StrictIntegerField, StrictSerializer
 
 MAX_LINKS = 100
 

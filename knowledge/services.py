@@ -14,11 +14,14 @@ from django.db.models import Model
 
 from knowledge.models import KnowledgeEntry, KnowledgeKind, KnowledgeRevision
 from knowledge.selectors import knowledge_snapshot, knowledge_visible
+from tracker.db.locks import locked as row_locked
 from tracker.errors import ConflictError, NotFoundError, PermissionDeniedError, ValidationError
 from tracker.inputs import NUL_MESSAGE, nul_paths
-from tracker.locks import locked as row_locked
 from tracker.models import Item, Project
-from tracker.permissions import (
+from tracker.search.types import KNOWLEDGE
+from tracker.services.activity import Actor, activity_record
+from tracker.tasks import search_index_on_commit
+from tracker.trust.permissions import (
     KNOWLEDGE_READ,
     KNOWLEDGE_WRITE,
     TRACKER_READ,
@@ -26,9 +29,6 @@ from tracker.permissions import (
     has_permission,
     require,
 )
-from tracker.search.types import KNOWLEDGE
-from tracker.services.activity import Actor, activity_record
-from tracker.tasks import search_index_on_commit
 
 MAX_TITLE = 200
 MAX_BODY = 200_000

@@ -27,12 +27,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
+from planner.domain.services.spend import record_cost
+from planner.domain.transcripts import transcript
 from planner.models import Session, ToolCall, UsageRecord
-from planner.services.spend import record_cost
-from planner.transcripts import transcript
-from planner.usage_chart import usd
+from planner.web.usage_chart import usd
 from tracker.admin.base import Action, BalletAdmin, acting_user
-from tracker.permissions import PROJECT_ADMIN, is_superuser
+from tracker.trust.permissions import PROJECT_ADMIN, is_superuser
 
 READ_ONLY: Mapping[Action, str | None] = {"view": PROJECT_ADMIN, "add": None, "change": None, "delete": None}
 
@@ -85,7 +85,7 @@ EVENT_OUTLINE = ("continued", "model", "reason", "outcome")
 
 
 def readable_transcript(session: Session, *, content: bool = True) -> dict[str, Any]:
-    """The session's transcript (``planner.transcripts.transcript``) shaped for the change page;
+    """The session's transcript (``planner.domain.transcripts.transcript``) shaped for the change page;
     without ``content``, its outline: who wrote each message, which tools ran, how and how long,
     which events happened, and nothing that was said or read."""
     read = transcript(session=session)

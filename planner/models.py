@@ -183,7 +183,8 @@ class HumanRequest(models.Model):
     options = models.JSONField(default=list, blank=True, encoder=NulFreeJSONEncoder)
     tool = models.CharField(max_length=100, blank=True)
     input = models.JSONField(default=dict, blank=True, encoder=NulFreeJSONEncoder)
-    # The approval's input, readable (planner/services/previews.py), as the plan stood when the model asked.
+    # The approval's input, readable (planner/domain/services/previews.py), as the plan stood when
+    # the model asked.
     preview = models.JSONField(default=list, blank=True, encoder=NulFreeJSONEncoder)
     status = models.CharField(max_length=20, choices=RequestStatus.choices, default=RequestStatus.PENDING)
     answer = models.TextField(blank=True)  # the answer, or why it was declined

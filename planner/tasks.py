@@ -9,11 +9,11 @@ import logging
 from asgiref.sync import async_to_sync
 from celery import shared_task
 
-from planner.live.bridge import db
+from planner.domain.selectors import work_waiting
+from planner.domain.services.sessions import sessions_recover_dead
+from planner.ground.bridge import db
 from planner.live.hub import hub
 from planner.live.runner import runner
-from planner.selectors import work_waiting
-from planner.services.sessions import sessions_recover_dead
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from ballet import lifespan
-from planner.live.bridge import close_db_connections
+from planner.ground.bridge import close_db_connections
 from tests import cache_keys
 from tests.factories import MembershipFactory, OrganizationFactory, ProjectFactory, UserFactory
 from tracker.models import Item, Project, Role

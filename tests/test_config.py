@@ -24,11 +24,11 @@ from ballet.env import (
     load_prices,
     load_server_config,
 )
-from tracker.crypto import decrypt
 from tracker.errors import ValidationError
 from tracker.selectors import project_planner_config
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
+from tracker.trust.crypto import decrypt
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,9 +6,12 @@ every import, at module level or inside a function, and leaves out only those
 under ``if TYPE_CHECKING:``, which never run. It is read from the source with
 ``ast``, so it sees imports that a test run never executes.
 
-The directions (:data:`LAYERS`, and the agent's core): a rule is broken by a
-path of runtime imports, however long, and importing a module runs its
-packages' ``__init__`` too. A broken rule prints its shortest path.
+The directions (:data:`APPS`, planner's :data:`FLOORS`, the agent's core): a
+rule is broken by a path of runtime imports, however long, and importing a
+module runs its packages' ``__init__`` too. A broken rule prints its shortest
+path. Beside them, the rules a line of code can break and a test can read:
+only ``broadcast`` talks to the channel layer, the domain has no ``async def``,
+the mode is read only where the runtime is assembled.
 """
 
 from __future__ import annotations
@@ -180,47 +183,59 @@ def test_the_graph_sees_function_level_imports_and_skips_type_checking(tmp_path)
 
 # -- the directions ---------------------------------------------------------------
 
-# The agent's core knows the model and the tools' results, not Django: the loop runs under a
-# scripted gateway, with no settings (docs/architecture.md, "The planner's rooms").
-AGENT_CORE = (
-    "planner.agent.loop",
-    "planner.agent.gateway",
-    "planner.agent.messages",
-    "planner.agent.compaction",
-    "planner.agent.frames",
+# The apps, bottom up: each imports only those below it (docs/architecture.md, "One process, four apps");
+# the rest of ballet/ assembles them, on top.
+APPS = (
+    ("ballet.env", "ballet.config_errors", "ballet.metrics"),  # the configuration and /metrics' registry
+    ("tracker",),
+    ("knowledge",),
+    ("planner",),
 )
-# What the core may import of planner.agent: all but the parts that read the plan.
-AGENT_DOMAIN = ("planner.agent.prompt", "planner.agent.tools")
-# Modules outside planner.agent the core may import: Django-free, which the framework rule holds.
-AGENT_CORE_MAY_IMPORT = ("tracker.errors",)
+
+# planner's floors, bottom up (docs/architecture.md, "The planner's floors"): a module imports only
+# modules of its own floor or of floors below it. What may this line import? Its path says.
+FLOORS = (
+    ("planner.agent",),  # the agent: the loop, the gateway, messages; no Django, nothing of planner
+    ("planner.models",),
+    ("planner.ground",),  # what the domain may know of this process: process, turns, histories, bridge
+    ("planner.domain",),  # services, selectors, briefs, refs, the prompt, the tools
+    ("planner.live",),  # the per-process runtime: hub, runner, relay, waits
+    ("planner.web",),  # REST, the consumer, pages
+    ("planner.mcp_server",),
+    # Django's discovery points: what the framework finds by name, on top of everything.
+    ("planner.admin", "planner.apps", "planner.tasks", "planner.management", "planner.templatetags"),
+)
+# planner's root holds nothing but its floors and Django's discovery points.
+PLANNER_ROOT = {"planner", "planner.models", "planner.admin", "planner.apps", "planner.tasks"}
+PLANNER_FOLDERS = {
+    "agent",
+    "ground",
+    "domain",
+    "live",
+    "web",
+    "mcp_server",
+    "management",
+    "templatetags",
+    "migrations",
+}
+# Modules outside planner the agent may import: Django-free, which the framework rule holds.
+AGENT_MAY_IMPORT = ("tracker.errors",)
 FRAMEWORKS = ("django", "channels", "rest_framework")
 
-# (importers, what they may never reach): docs/architecture.md, "One process, four apps".
-LAYERS = (
-    (("tracker",), ("knowledge", "planner")),
-    (("knowledge",), ("planner",)),
-    # The domain is called by the runtime and the interfaces, never the other way.
-    (
-        ("planner.services",),
-        (
-            "planner.live.runner",
-            "planner.live.hub",
-            "planner.live.turn",
-            "planner.live.relay",
-            "planner.apis",
-            "planner.question_apis",
-            "planner.consumers",
-            "planner.pages",
-            "planner.page_urls",
-            "planner.urls",
-            "planner.routing",
-            "planner.admin",
-            "planner.mcp_server",
-            "planner.tasks",
-            "planner.management",
-        ),
-    ),
+# The one module that talks to the channel layer, and the code that reads the mode to assemble
+# the runtime (the rest reads what the settings derive from it: ONE_PROCESS, BRIDGE_THREADS).
+CHANNEL_LAYER = ("planner.live.broadcast",)
+MODE_READERS = ("ballet.settings", "ballet.lifespan", "ballet.checks", "ballet.views", "planner.live.relay")
+# The domain is synchronous, one transaction per call: the runtime awaits it on the bridge.
+SYNCHRONOUS = (
+    "planner.domain",
+    "tracker.services",
+    "tracker.selectors",
+    "knowledge.services",
+    "knowledge.selectors",
 )
+# The tracker's interfaces, imported by nothing of the tracker below them.
+TRACKER_TOP = ("tracker.web", "tracker.admin", "tracker.management", "tracker.apps")
 
 
 def _within(module: str, prefixes: Iterable[str]) -> bool:
@@ -263,81 +278,200 @@ def offending_paths(imports: Imports, sources: Iterable[str], offends: Callable[
     return sorted(" -> ".join(path) for module, path in paths.items() if offends(module))
 
 
-def agent_core_departures(imports: Imports) -> list[str]:
-    """Paths from the agent's core to a first-party module it may not import: outside
-    ``planner.agent`` (but the Django-free :data:`AGENT_CORE_MAY_IMPORT` and the packages that
-    hold them) or in :data:`AGENT_DOMAIN`."""
-    allowed = {*AGENT_CORE_MAY_IMPORT, *_packages_of("planner.agent")}
-    allowed |= {package for module in AGENT_CORE_MAY_IMPORT for package in _packages_of(module)}
+def _modules(imports: Imports, prefixes: Iterable[str]) -> list[str]:
+    return [module for module in imports.graph if _within(module, prefixes)]
+
+
+def downward_breaches(imports: Imports, floors: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Paths along which a module of a floor reaches a module of a floor above it."""
+    found = []
+    for level, floor in enumerate(floors):
+        above = [prefix for higher in floors[level + 1 :] for prefix in higher]
+        found += offending_paths(imports, _modules(imports, floor), partial(_within, prefixes=above))
+    return found
+
+
+def agent_departures(imports: Imports) -> list[str]:
+    """Paths from the agent to a module of planner outside it, or to a first-party module beyond
+    the Django-free :data:`AGENT_MAY_IMPORT` (and the packages that hold them)."""
+    allowed = {*AGENT_MAY_IMPORT, "planner"}
+    allowed |= {package for module in AGENT_MAY_IMPORT for package in _packages_of(module)}
 
     def offends(module: str) -> bool:
-        inside = _within(module, ["planner.agent"]) and not _within(module, AGENT_DOMAIN)
-        return not inside and module not in allowed
+        return not _within(module, ["planner.agent"]) and module not in allowed
 
-    return offending_paths(imports, AGENT_CORE, offends)
+    return offending_paths(imports, _modules(imports, ["planner.agent"]), offends)
 
 
-def agent_core_frameworks(imports: Imports) -> list[str]:
-    """Paths from the agent's core to an import of Django, Channels or DRF, wherever its imports lead."""
+def agent_frameworks(imports: Imports) -> list[str]:
+    """Paths from the agent to an import of Django, Channels or DRF, wherever its imports lead."""
+    sources = _modules(imports, ["planner.agent"])
     return sorted(
         " -> ".join([*path, name])
-        for module, path in _shortest_paths(imports, AGENT_CORE, lambda _: True).items()
+        for module, path in _shortest_paths(imports, sources, lambda _: True).items()
         for name in imports.external[module]
         if _within(name, FRAMEWORKS)
     )
 
 
-def layer_breaches(imports: Imports) -> list[str]:
-    """Paths along which a module reaches one that :data:`LAYERS` forbids it."""
-    found = []
-    for importers, forbidden in LAYERS:
-        sources = [module for module in imports.graph if _within(module, importers)]
-        found += offending_paths(imports, sources, partial(_within, prefixes=forbidden))
-    return found
+def unplaced(imports: Imports) -> list[str]:
+    """planner's modules on no floor, and what its root holds beyond its floors and Django's
+    discovery points."""
+    floored = [prefix for floor in FLOORS for prefix in floor] + ["planner.migrations"]
+    stray = [m for m in _modules(imports, ["planner"]) if m != "planner" and not _within(m, floored)]
+    root = {m for m in imports.graph if m.count(".") == 1 and m.startswith("planner.")}
+    root -= {f"planner.{folder}" for folder in PLANNER_FOLDERS}
+    return sorted({*stray, *(root - PLANNER_ROOT)})
+
+
+def external_users(imports: Imports, external: tuple[str, ...], allowed: tuple[str, ...]) -> list[str]:
+    """Modules outside ``allowed`` that import a module of ``external`` themselves."""
+    return sorted(
+        f"{module} imports {name}"
+        for module, names in imports.external.items()
+        for name in names
+        if _within(name, external) and not _within(module, allowed)
+    )
+
+
+def _files(root: Path, packages: Iterable[str]) -> dict[str, ast.Module]:
+    return {
+        _module_name(root, path): ast.parse(path.read_text(), filename=str(path))
+        for package in packages
+        for path in (root / package).rglob("*.py")
+    }
+
+
+def attribute_readers(root: Path, attribute: str, allowed: tuple[str, ...]) -> list[str]:
+    """Modules outside ``allowed`` that read ``<something>.<attribute>`` (``settings.PRODUCTION_MODE``)."""
+    return sorted(
+        f"{module}:{node.lineno}"
+        for module, tree in _files(root, PACKAGES).items()
+        if not _within(module, allowed)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == attribute
+    )
+
+
+def coroutines_in(root: Path, prefixes: tuple[str, ...]) -> list[str]:
+    """Every ``async def`` in a module of ``prefixes``."""
+    return sorted(
+        f"{module}:{node.lineno} {node.name}"
+        for module, tree in _files(root, {prefix.split(".")[0] for prefix in prefixes}).items()
+        if _within(module, prefixes)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.AsyncFunctionDef)
+    )
+
+
+def folder_cycles(graph: Graph) -> list[list[str]]:
+    """Cycles between folders: each module stands for its package (a package's ``__init__`` and an
+    app's root modules for themselves, as the halls they are)."""
+
+    def folder(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:2]) if len(parts) > 2 else module
+
+    folders: Graph = {}
+    for module, targets in graph.items():
+        folders.setdefault(folder(module), set()).update(folder(t) for t in targets)
+    for name, targets in folders.items():
+        targets.discard(name)
+    for targets in list(folders.values()):
+        for target in targets:
+            folders.setdefault(target, set())
+    return import_cycles(folders)
 
 
 def _broken(rule: str, paths: list[str]) -> str:
     return f"{rule}:\n" + "\n".join(f"  {path}" for path in paths)
 
 
-def test_the_agent_core_imports_only_itself_and_django_free_modules():
-    departures = agent_core_departures(read_imports(ROOT, PACKAGES))
-    assert departures == [], _broken("the agent's core imports beyond planner.agent", departures)
+def test_the_agent_imports_nothing_of_planner_beyond_itself():
+    departures = agent_departures(read_imports(ROOT, PACKAGES))
+    assert departures == [], _broken("the agent imports beyond planner.agent", departures)
 
 
-def test_the_agent_core_runs_without_django():
-    frameworks = agent_core_frameworks(read_imports(ROOT, PACKAGES))
-    assert frameworks == [], _broken("the agent's core imports a web framework", frameworks)
+def test_the_agent_runs_without_django():
+    frameworks = agent_frameworks(read_imports(ROOT, PACKAGES))
+    assert frameworks == [], _broken("the agent imports a web framework", frameworks)
 
 
-def test_imports_point_one_way():
-    breaches = layer_breaches(read_imports(ROOT, PACKAGES))
-    assert breaches == [], _broken("imports against the layers", breaches)
+def test_apps_import_only_the_apps_below_them():
+    breaches = downward_breaches(read_imports(ROOT, PACKAGES), APPS)
+    assert breaches == [], _broken("an app imports one above it", breaches)
 
 
-def test_every_direction_can_be_broken(tmp_path):
-    """Each rule fails on a tree that breaks it, through a function-level or indirect import, and
-    prints the path; a typing-only import breaks nothing."""
+def test_planners_floors_import_only_the_floors_below_them():
+    breaches = downward_breaches(read_imports(ROOT, PACKAGES), FLOORS)
+    assert breaches == [], _broken("a floor imports one above it", breaches)
+
+
+def test_every_planner_module_stands_on_a_floor():
+    assert unplaced(read_imports(ROOT, PACKAGES)) == []
+
+
+def test_nothing_of_the_tracker_below_its_interfaces_imports_them():
+    imports = read_imports(ROOT, PACKAGES)
+    below = [m for m in _modules(imports, ["tracker"]) if not _within(m, TRACKER_TOP)]
+    breaches = offending_paths(imports, below, partial(_within, prefixes=TRACKER_TOP))
+    assert breaches == [], _broken("the tracker imports its interfaces from below", breaches)
+
+
+def test_folders_import_one_another_without_a_cycle():
+    cycles = folder_cycles(read_imports(ROOT, PACKAGES).graph)
+    assert cycles == [], "folder cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_only_broadcast_talks_to_the_channel_layer():
+    users = external_users(read_imports(ROOT, PACKAGES), ("channels.layers",), CHANNEL_LAYER)
+    assert users == [], _broken("the channel layer reached beside planner/live/broadcast.py", users)
+
+
+def test_the_domain_is_synchronous():
+    coroutines = coroutines_in(ROOT, SYNCHRONOUS)
+    assert coroutines == [], _broken("async def in the domain", coroutines)
+
+
+def test_the_mode_is_read_only_where_the_runtime_is_assembled():
+    readers = attribute_readers(ROOT, "PRODUCTION_MODE", MODE_READERS)
+    assert readers == [], _broken("PRODUCTION_MODE read beside the runtime's assembly", readers)
+
+
+def test_every_rule_can_be_broken(tmp_path):
+    """Each rule fails on a fake package that breaks it, through a function-level or indirect
+    import, and prints the path; a typing-only import breaks nothing."""
     files = {
         "planner/__init__.py": "",
         "planner/models.py": "",
+        "planner/stray.py": "",
         "planner/agent/__init__.py": "",
         "planner/agent/loop.py": "from planner.agent import frames, messages\n",
-        "planner/agent/frames.py": "def f():\n    from planner.services.previews import Row\n",
+        "planner/agent/frames.py": "def f():\n    from planner.domain.previews import Row\n",
         "planner/agent/gateway.py": "from tracker.errors import BalletError\n",
-        "planner/agent/compaction.py": "from planner.agent import prompt\n",
-        "planner/agent/prompt.py": "",
+        "planner/agent/compaction.py": "from planner.ground import turns\n",
         "planner/agent/messages.py": (
             "import json\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import django\n"
         ),
-        "planner/services/__init__.py": "",
-        "planner/services/previews.py": "from django.db import models\nfrom planner.services import notes\n",
-        "planner/services/notes.py": "from planner.live import runner\nfrom planner.live import turns\n",
+        "planner/ground/__init__.py": "",
+        "planner/ground/turns.py": "",
+        "planner/domain/__init__.py": "",
+        "planner/domain/previews.py": "from django.db import models\nfrom planner.domain import notes\n",
+        "planner/domain/notes.py": "from planner.live import runner\nfrom planner.ground import turns\n",
+        "planner/domain/waits.py": "async def wait():\n    pass\n",
         "planner/live/__init__.py": "",
-        "planner/live/runner.py": "",
-        "planner/live/turns.py": "",
+        "planner/live/runner.py": "import channels.layers\n",
+        "planner/live/broadcast.py": "from channels.layers import get_channel_layer\n",
+        "planner/live/relay.py": "from django.conf import settings\nMODE = settings.PRODUCTION_MODE\n",
+        "planner/live/turn.py": "from django.conf import settings\nMODE = settings.PRODUCTION_MODE\n",
+        "planner/web/__init__.py": "",
+        "planner/web/apis.py": "from planner.live import runner\n",
         "tracker/__init__.py": "import channels.layers\n",
         "tracker/errors.py": "",
+        "tracker/services/__init__.py": "",
+        "tracker/services/items.py": "from tracker.web.pages import item_page\n",
+        "tracker/web/__init__.py": "",
+        "tracker/web/pages.py": "from tracker.services.items import item_create\n",
         "tracker/admin.py": "from tracker import errors\nfrom knowledge.selectors import visible\n",
         "knowledge/__init__.py": "",
         "knowledge/selectors.py": "import planner.models\n",
@@ -348,16 +482,34 @@ def test_every_direction_can_be_broken(tmp_path):
 
     imports = read_imports(tmp_path, ("planner", "tracker", "knowledge"))
 
-    assert agent_core_departures(imports) == [
-        "planner.agent.compaction -> planner.agent.prompt",
-        "planner.agent.frames -> planner.services.previews",
+    assert agent_departures(imports) == [
+        "planner.agent.compaction -> planner.ground.turns",
+        "planner.agent.frames -> planner.domain.previews",
     ]
-    assert agent_core_frameworks(imports) == [
-        "planner.agent.frames -> planner.services.previews -> django.db",
+    assert agent_frameworks(imports) == [
+        "planner.agent.frames -> planner.domain.previews -> django.db",
+        "planner.agent.frames -> planner.domain.previews -> planner.domain.notes -> planner.live.runner"
+        " -> channels.layers",
         "planner.agent.gateway -> tracker.errors -> tracker -> channels.layers",
     ]
-    assert layer_breaches(imports) == [
+    assert downward_breaches(imports, APPS) == [
         "tracker.admin -> knowledge.selectors",
         "knowledge.selectors -> planner.models",
-        "planner.services.notes -> planner.live.runner",
     ]
+    assert downward_breaches(imports, FLOORS) == [
+        "planner.agent.compaction -> planner.ground.turns",
+        "planner.agent.frames -> planner.domain.previews",
+        "planner.domain.notes -> planner.live.runner",
+    ]
+    assert unplaced(imports) == ["planner.stray"]
+    below = [m for m in _modules(imports, ["tracker"]) if not _within(m, TRACKER_TOP)]
+    assert offending_paths(imports, below, partial(_within, prefixes=TRACKER_TOP)) == [
+        "tracker.services.items -> tracker.web.pages"
+    ]
+    assert folder_cycles(imports.graph) == [["tracker.services", "tracker.web", "tracker.services"]]
+    assert external_users(imports, ("channels.layers",), CHANNEL_LAYER) == [
+        "planner.live.runner imports channels.layers",
+        "tracker imports channels.layers",
+    ]
+    assert coroutines_in(tmp_path, SYNCHRONOUS) == ["planner.domain.waits:1 wait"]
+    assert attribute_readers(tmp_path, "PRODUCTION_MODE", MODE_READERS) == ["planner.live.turn:2"]

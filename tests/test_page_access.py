@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from knowledge.services import knowledge_create
-from planner.services.sessions import session_create
+from planner.domain.services.sessions import session_create
 from tests.factories import make_membership, make_project
 from tracker.models import Changeset, ChangesetStatus, Membership
 from tracker.services.activity import Actor

@@ -94,3 +94,15 @@ class UnavailableError(BalletError):
 
     code = "unavailable"
     status = 503
+
+
+def error_text(exc: BalletError) -> str:
+    """A readable message of a domain error, with its field errors."""
+    if isinstance(exc, ValidationError) and exc.errors:
+        details = "; ".join(f"{path}: {' '.join(msgs)}" for path, msgs in exc.errors.items())
+        return f"{exc.message} {details}"
+    return exc.message
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **{k: v for k, v in extra.items() if v is not None}}}

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from django.db.models import Q
 
-from tracker.activity_filters import activity_visible
+from tracker.activity.filters import activity_visible
 from tracker.models import ActivityEvent, Changeset, Claim, Dependency, Item, ItemKind, Project
 from tracker.models.plan import RESOLVED_STATES, TICKET_STATES
-from tracker.permissions import Principal
+from tracker.trust.permissions import Principal
 
 BOARD_COLUMN_LIMIT = 50  # tickets shown per open column of the board
 BOARD_RESOLVED_LIMIT = 10  # done and cancelled: the most recently numbered few

@@ -17,7 +17,7 @@ from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from ballet.env import PlannerConfig, WorkConfig, with_overrides
-from tracker import sql
+from tracker.db import sql
 from tracker.errors import NotFoundError, ValidationError
 from tracker.inputs import MAX_BIG_ID, ascii_number
 from tracker.models import (
@@ -35,8 +35,8 @@ from tracker.models import (
     SkillVersion,
 )
 from tracker.models.plan import RESOLVED_STATES
-from tracker.permissions import SKILL_READ, Principal, has_permission, visible_projects
 from tracker.search import ITEM, SKILL, SearchHit, project_search
+from tracker.trust.permissions import SKILL_READ, Principal, has_permission, visible_projects
 
 # Claims and reports, re-exported: REST, the MCP tools and the planner read them from here.
 from tracker.work_selectors import (  # noqa: F401
@@ -322,7 +322,7 @@ def skill_choice(*, project: Project, name: str) -> tuple[int, int] | None:
     chooses them), without reading any body. None if it resolves to none.
 
     The planner asks at the start of every turn, so this is one plain statement, prepared
-    (tracker/sql.py: the ORM's version of it, with its aggregate and subqueries, cost more to
+    (tracker/db/sql.py: the ORM's version of it, with its aggregate and subqueries, cost more to
     compose than to run, and PostgreSQL spent as long planning it)."""
     rows = sql.rows(*skill_choice_statement(project=project, name=name))
     chosen = None

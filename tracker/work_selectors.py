@@ -4,8 +4,8 @@ lapsed leases last ran.
 A claim **holds** its ticket while it is active and its lease has not run out. One whose lease
 ran out holds nothing, whether or not the sweep (``claims_expire``) has ended it yet: every read
 counts it as expired, as the sweep will leave it. :func:`held` and :func:`lapsed` say so for the
-ORM, :func:`held_sql` and :func:`lapsed_sql` for the hand-written SQL of the hot path
-(``tracker/plan_rows.py``), :func:`claim_as_read` for one claim in hand.
+ORM, ``tracker/db/plan_rows.py``'s ``held_sql`` and ``lapsed_sql`` for the hand-written SQL of the hot path
+(``tracker/db/plan_rows.py``), :func:`claim_as_read` for one claim in hand.
 
 Re-exported by :mod:`tracker.selectors`; REST, the MCP tools and the planner read through these.
 """
@@ -21,7 +21,6 @@ from typing import Any, Final
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
-from tracker import sql
 from tracker.errors import NotFoundError
 from tracker.inputs import MAX_BIG_ID, ascii_number
 from tracker.models import Claim, ClaimStatus, Item, Project, Report, ReportKind, Sweep
@@ -39,16 +38,6 @@ def held(now: datetime) -> Q:
 def lapsed(now: datetime) -> Q:
     """Claims still active whose lease ran out by ``now``: the sweep has yet to end them."""
     return Q(status=ClaimStatus.ACTIVE, expires_at__lte=now)
-
-
-def held_sql(alias: str) -> sql.Statement:
-    """:func:`held` over the claim ``alias`` in SQL, at the moment the statement is sent."""
-    return f"{alias}.status = %s AND {alias}.expires_at > %s", [ClaimStatus.ACTIVE, sql.NOW]
-
-
-def lapsed_sql(alias: str) -> sql.Statement:
-    """:func:`lapsed` over the claim ``alias`` in SQL, at the moment the statement is sent."""
-    return f"{alias}.status = %s AND {alias}.expires_at <= %s", [ClaimStatus.ACTIVE, sql.NOW]
 
 
 def utc_minute(moment: datetime) -> str:

@@ -23,19 +23,25 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 config = load_settings()
 SERVER = config.server
 PRODUCTION_MODE = SERVER.production
+# What the runtime is assembled from, read here rather than from the mode wherever it matters
+# (docs/architecture.md#the-planners-floors). The embedded mode serves everything from one
+# process: a turn owned by another is one whose process is gone.
+ONE_PROCESS = not PRODUCTION_MODE
+# The bridge's database threads: SQLite has one writer at a time; PostgreSQL serves eight.
+BRIDGE_THREADS = 8 if PRODUCTION_MODE else 1
 # Before anything imports prometheus_client: with a directory, every process of the host counts
 # in it and /metrics adds them all up (ballet/metrics.py).
 METRICS_DIR = share_metrics(SERVER)
 BALLET_PLANNER = config.planner
 BALLET_LIMITS = config.limits
 BALLET_WORK = work_config(config)
-# USD per million tokens per model id: the estimated cost of metered use (planner/services/spend.py).
+# USD per million tokens per model id: the estimated cost of metered use (planner/domain/services/spend.py).
 BALLET_PRICES = config.prices
 
 # Off unless DJANGO_DEBUG=1, in both modes: the debug pages show code and settings (docs/trust.md#secrets).
 DEBUG = bool(SERVER.debug)
 # Every result of the planner's database threads is checked for model instances on its way to the
-# event loop (planner/live/bridge.py): on in DEBUG and in the tests, a walk too many for production.
+# event loop (planner/ground/bridge.py): on in DEBUG and in the tests, a walk too many for production.
 BRIDGE_CHECK = DEBUG if SERVER.bridge_check is None else SERVER.bridge_check
 # The embedded mode's SQLite file; its folder is made here, so a fresh clone's migrate works.
 SQLITE_PATH = None if PRODUCTION_MODE else embedded_database_path(SERVER, BASE_DIR / "db" / "ballet.sqlite3")
@@ -43,7 +49,7 @@ SQLITE_PATH = None if PRODUCTION_MODE else embedded_database_path(SERVER, BASE_D
 # beside its database. Every setting holding a key has KEY in its name, so error pages mask it.
 KEYS = load_keys(SERVER, embedded_folder=SQLITE_PATH.parent if SQLITE_PATH else BASE_DIR / "db")
 SECRET_KEY = KEYS.secret_key
-# Project credentials (tracker.crypto): the current key first, then older ones still read.
+# Project credentials (tracker.trust.crypto): the current key first, then older ones still read.
 BALLET_CREDENTIAL_KEYS = [KEYS.credential_key, *KEYS.credential_key_fallbacks]
 # Masks passwords inside URLs (DATABASES, CACHES, the channel layer, the broker) on error pages.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "ballet.errors.SecretSafeExceptionReporterFilter"
@@ -79,11 +85,11 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "tracker.middleware.AccessScopeMiddleware",
+    "tracker.web.middleware.AccessScopeMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
-    # Last, as django-axes asks: turns a refused login into the 429 page (tracker/logins.py).
+    # Last, as django-axes asks: turns a refused login into the 429 page (tracker/trust/logins.py).
     "axes.middleware.AxesMiddleware",
 ]
 
@@ -113,7 +119,7 @@ if PRODUCTION_MODE:
     DATABASES = {"default": dj_database_url.parse(SERVER.database_url or "", conn_health_checks=True)}
     DATABASES["default"]["OPTIONS"] = {
         "pool": {"min_size": 1, "max_size": SERVER.database_pool_size, "timeout": 10},
-        # The turn's hot path prepares its reads (tracker/sql.py, docs/architecture.md#the-hot-path-
+        # The turn's hot path prepares its reads (tracker/db/sql.py, docs/architecture.md#the-hot-path-
         # in-sql); psycopg prepares nothing while this is None, Django's default. The ORM's cursors
         # bind on the client and never prepare, whatever it says.
         "prepare_threshold": 1_000_000,
@@ -217,16 +223,20 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # Failed logins (docs/trust.md#limits): django-axes counts them per username and, apart, per client IP in
-# its database table; see tracker/logins.py for why a success resets nothing and where the IP comes from.
-AUTHENTICATION_BACKENDS = ["tracker.logins.LoginLimitBackend", "django.contrib.auth.backends.ModelBackend"]
+# its database table; see tracker/trust/logins.py for why a success resets nothing and where the IP
+# comes from.
+AUTHENTICATION_BACKENDS = [
+    "tracker.trust.logins.LoginLimitBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 AXES_FAILURE_LIMIT = BALLET_LIMITS.login_failures
 AXES_COOLOFF_TIME = timedelta(seconds=BALLET_LIMITS.login_window_seconds)
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = False
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # refused tries do not stretch the window
-AXES_CLIENT_IP_CALLABLE = "tracker.logins.client_ip"
-AXES_LOCKOUT_CALLABLE = "tracker.logins.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "tracker.trust.logins.client_ip"
+AXES_LOCKOUT_CALLABLE = "tracker.trust.logins.lockout_response"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_DISABLE_ACCESS_LOG = True  # failures only: no row per successful login
 AXES_VERBOSE = False
@@ -272,7 +282,7 @@ SEARCH_SOURCES = [
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "tracker.authentication.KeyAuthentication",
+        "tracker.web.authentication.KeyAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
@@ -282,7 +292,7 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    "EXCEPTION_HANDLER": "tracker.api_errors.exception_handler",
+    "EXCEPTION_HANDLER": "tracker.web.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 

@@ -15,5 +15,5 @@ CACHES["default"]["KEY_FUNCTION"] = "tests.cache_keys.make_key"
 # The suite never runs collectstatic: in both modes WhiteNoise serves the apps' static folders
 # (tests/test_static.py and the live tests check each mode's own configuration).
 WHITENOISE_USE_FINDERS = True
-# What the planner's database threads return is checked for model instances (planner/live/bridge.py).
+# What the planner's database threads return is checked for model instances (planner/ground/bridge.py).
 BRIDGE_CHECK = True

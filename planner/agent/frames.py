@@ -123,7 +123,7 @@ class OperationPreview(TypedDict):
     raw: str
 
 
-# The rows of an approval's ``preview``; ``planner/services/previews.py`` builds them.
+# The rows of an approval's ``preview``; ``planner/domain/services/previews.py`` builds them.
 PreviewRow = FieldPreview | OperationPreview
 
 
@@ -139,7 +139,7 @@ class RequestFrame(_Envelope):
     options: NotRequired[list[str]]
     tool: NotRequired[str]
     input: NotRequired[dict[str, Any]]
-    preview: NotRequired[list[PreviewRow]]  # the input, readable (``planner/services/previews.py``)
+    preview: NotRequired[list[PreviewRow]]  # the input, readable (``planner/domain/services/previews.py``)
 
 
 class RequestResolvedFrame(_Envelope):

@@ -1,7 +1,7 @@
 """The gateway of every model call: the request's provider answers it (docs/architecture.md#the-demo-planner).
 
 A project's turns, compactions and titles carry the provider the project uses
-(``planner/selectors.py`` ``project_provider``): Anthropic's Messages API, or the
+(``planner/domain/selectors.py`` ``project_provider``): Anthropic's Messages API, or the
 demo planner built into Ballet. The runner holds one :class:`ProviderGateway`,
 chosen at start-up; which provider answers is read per call, from the request.
 """

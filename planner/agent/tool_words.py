@@ -120,7 +120,7 @@ def _fixed(doing: str, did: str, do: str, what: str) -> Callable[[dict[str, Any]
     return lambda args, output: Phrase(doing, did, do, what)
 
 
-# Every tool of planner/agent/tools/ (a test checks that none is missing).
+# Every tool of planner/domain/tools/ (a test checks that none is missing).
 PHRASES: dict[str, Callable[[dict[str, Any], Any], Phrase]] = {
     "list_items": _list_items,
     "get_item": lambda args, output: Phrase("Reading", "Read", "read", _key(args.get("key"), "an item")),

@@ -1,9 +1,11 @@
-"""Live frames over the channel layer: the only module that sends to it.
+"""Live frames and news over the channel layer: the only module that talks to it.
 
 Each session has a frames group, joined by every process that has watchers of
 the session, and a control group, joined by the process running its turn
-(``stop``, ``replay``). A process listens on one channel (``planner/live/relay.py``);
-every message names its session.
+(``stop``, ``replay``). Each topic of news (``question.12``: a question was
+settled) has a news group, joined by every process where someone waits for it.
+A process listens on one channel (``planner/live/relay.py``); every message
+names its session or its topic.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from planner.agent.frames import Frame
 FRAME = "planner.frame"
 CONTROL = "planner.control"
 REPLAY = "planner.replay"
+NEWS = "planner.news"
 
 
 def frames_group(session_id: uuid.UUID) -> str:
@@ -27,6 +30,10 @@ def frames_group(session_id: uuid.UUID) -> str:
 
 def control_group(session_id: uuid.UUID) -> str:
     return f"planner.control.{session_id.hex}"
+
+
+def news_group(topic: str) -> str:
+    return f"planner.news.{topic}"
 
 
 def layer() -> BaseChannelLayer:
@@ -64,6 +71,11 @@ class Broadcast:
                 {"type": CONTROL, "session": session_id.hex, "command": command, **data},
             )
 
+    async def send_news(self, topic: str) -> None:
+        """Tell every process where someone waits for ``topic`` that it happened."""
+        async with self._gate:
+            await layer().group_send(news_group(topic), {"type": NEWS, "topic": topic})
+
     async def send_to(self, channel: str, message: dict[str, Any]) -> None:
         """Send ``message`` to one channel (a process's, answering its replay request)."""
         async with self._gate:
@@ -87,3 +99,17 @@ class Broadcast:
     async def receive(self, channel: str) -> dict[str, Any]:
         message: dict[str, Any] = await layer().receive(channel)
         return message
+
+
+async def roundtrip() -> bool:
+    """Whether a message sent to a new channel of this process comes back (``/healthz``)."""
+    channel_layer = get_channel_layer()
+    if channel_layer is None:
+        return False
+    # The default prefix: channels-redis reads all of a process's channels of one prefix with a
+    # single receive loop (the planner's relay, once it runs); a channel of another prefix
+    # would wait for that loop's lock and never be read.
+    channel = await channel_layer.new_channel()
+    await channel_layer.send(channel, {"type": "healthz.ping"})
+    message = await asyncio.wait_for(channel_layer.receive(channel), timeout=2)
+    return message.get("type") == "healthz.ping"

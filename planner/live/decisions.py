@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.domain.services.changesets import changeset_frame
 from planner.live.hub import hub
-from planner.services.changesets import changeset_frame
 from tracker.models import Changeset
 
 

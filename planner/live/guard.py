@@ -28,8 +28,8 @@ from django.contrib.sessions.models import Session as LoginSession
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from planner.live.bridge import db
-from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_load, access_scope, has_permission
+from planner.ground.bridge import db
+from tracker.trust.permissions import PLANNER_CHAT, TRACKER_READ, access_load, access_scope, has_permission
 
 logger = logging.getLogger(__name__)
 

@@ -12,6 +12,11 @@ Every frame reaches a watcher by one road, :meth:`Hub.publish`: a turn's frames,
 a recovery's notice, a decision, a title. The path of one message through the
 modules is told once, in ``docs/architecture.md``.
 
+News reaches whoever waits for it by one road too: :meth:`Hub.listening` while
+one waits (an agent's wait for its question's outcome), :meth:`Hub.tell` or
+:meth:`Hub.tell_from_sync` when it happened, in whichever process. A listener
+is woken, never handed the news: it reads what changed from the database.
+
 The hub beats for its turns: the one liveness signal (``process.py``).
 """
 
@@ -24,6 +29,7 @@ import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -31,16 +37,31 @@ from django.db import transaction
 from django.utils import timezone
 
 from planner.agent.frames import Frame
-from planner.live import process
-from planner.live.bridge import db
+from planner.ground import process
+from planner.ground.bridge import db
+from planner.ground.process import HEARTBEAT_SECONDS, PROCESS_ID, stamped
 from planner.live.guard import Guard
 from planner.live.inbox import Inbox
-from planner.live.process import HEARTBEAT_SECONDS, PROCESS_ID, stamped
 from planner.live.relay import link
 from planner.models import Session, SessionState
 from tracker.errors import UnavailableError
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Listener:
+    """One wait for news of a topic: ``heard`` is set when it happened (or may have: the relay
+    lost the other processes for a moment). ``deaf`` when the other processes could not be asked
+    to tell it: only this process's news wakes it, and the waiter reads again now and then."""
+
+    loop: asyncio.AbstractEventLoop
+    heard: asyncio.Event = field(default_factory=asyncio.Event)
+    deaf: bool = False
+
+    def wake(self) -> None:
+        self.loop.call_soon_threadsafe(self.heard.set)
+
 
 HAND_OVER_SECONDS = 5.0
 LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."
@@ -63,9 +84,11 @@ class Hub:
         self.turns = process.turns
         self.histories = process.histories
         self.guard = Guard()
-        self.relay = link(deliver=self._deliver, control=self._control, lost=self._lost)
+        self.relay = link(deliver=self._deliver, control=self._control, lost=self._lost, hear=self._hear)
         # Inboxes of this process's watchers, by session: every frame published here reaches them.
         self.watchers: dict[uuid.UUID, set[Inbox]] = {}
+        # Who waits here for news, by topic: each an event on its own event loop.
+        self.listeners: dict[str, set[Listener]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._thread: int | None = None
@@ -168,6 +191,62 @@ class Hub:
                 del self.watchers[session_id]
             await self.relay.unwatch(session_id)
 
+    # ------------------------------------------------------------------ news
+
+    @contextlib.asynccontextmanager
+    async def listening(self, topic: str) -> AsyncIterator[Listener]:
+        """A wait for news of ``topic``, told here or in any process, for as long as the block runs.
+
+        It listens before the block starts: what the waiter reads first in the block either
+        misses nothing or is followed by the news. With the channel layer down it still hears
+        this process (``deaf``) rather than refusing the wait."""
+        listener = Listener(asyncio.get_running_loop())
+        self.listeners.setdefault(topic, set()).add(listener)
+        try:
+            try:
+                await self.relay.listen(topic)
+            except UnavailableError:
+                listener.deaf = True
+            try:
+                yield listener
+            finally:
+                if not listener.deaf:
+                    await self.relay.unlisten(topic)
+        finally:
+            listeners = self.listeners[topic]
+            listeners.discard(listener)
+            if not listeners:
+                del self.listeners[topic]
+
+    async def tell(self, topic: str) -> None:
+        """``topic`` happened: wake its listeners here and in every process."""
+        self._hear(topic)
+        await self._tell_others(topic)
+
+    def tell_from_sync(self, topic: str) -> None:
+        """:meth:`tell`, for synchronous code on any thread (a service's commit): it does not wait
+        for the other processes to be told, unless no hub runs in this process (a worker)."""
+        self._hear(topic)
+        loop = self.loop
+        if loop is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(self._tell_others(topic), loop)
+            return
+        try:
+            async_to_sync(self.relay.tell)(topic)
+        except Exception:
+            logger.warning("could not tell other processes about %s", topic, exc_info=True)
+
+    async def _tell_others(self, topic: str) -> None:
+        try:
+            await self.relay.tell(topic)
+        except Exception:
+            logger.warning("could not tell other processes about %s", topic, exc_info=True)
+
+    def _hear(self, topic: str) -> None:
+        """News of ``topic`` (from here or from the relay): wake its listeners here."""
+        for listener in list(self.listeners.get(topic, ())):
+            listener.wake()
+
     def _deliver(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
         """Frames for this process's watchers of the session (from here or from the relay)."""
         for inbox in self.watchers.get(session_id, ()):
@@ -189,7 +268,11 @@ class Hub:
 
     def _lost(self) -> None:
         """The relay lost the channel layer: end every watch that relied on it (each page
-        reconnects and reloads what it missed). Watchers of turns running here miss nothing."""
+        reconnects and reloads what it missed). Watchers of turns running here miss nothing.
+        Every listener is woken to read again: news told meanwhile may not have reached it."""
+        for listeners in list(self.listeners.values()):
+            for listener in list(listeners):
+                listener.wake()
         for session_id, inboxes in self.watchers.items():
             if self.turns.get(session_id) is None:
                 for inbox in inboxes:

@@ -16,7 +16,6 @@ import asyncio
 import contextvars
 import logging
 import uuid
-from typing import Protocol
 
 from planner.agent.frames import Frame
 from planner.live.broadcast import Broadcast
@@ -28,14 +27,6 @@ REMOTE_CHECK_SECONDS = 2.0
 MAX_BATCH = 256
 PUBLISH_ATTEMPTS = 5
 PUBLISH_RETRY_SECONDS = 0.05
-
-
-class FramesOut(Protocol):
-    def put(self, frame: Frame) -> None: ...
-
-    def watched(self) -> None: ...
-
-    async def close(self) -> None: ...
 
 
 class NoOutbox:

@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from planner.live.process import PROCESS_ID
+from planner.ground.process import PROCESS_ID
 
 WATCH_TTL_SECONDS = 60
 MARK_TTL_SECONDS = 60

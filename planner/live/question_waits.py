@@ -1,10 +1,12 @@
 """Waiting for a question's outcome (docs/domain.md#agents-questions), on the event loop.
 
-A wait holds no thread and no database connection: it sleeps on an event that this process sets
-once a question's outcome is committed here (:func:`question_settled`, which the question services
-call on commit), and reads the question's status again at least every second for outcomes given
-in other processes. It reads through a function of the caller's, on the database threads, that
-answers the status alone: what crosses to the event loop is a string (docs/architecture.md#one-bridge).
+A wait holds no thread and no database connection: it listens for the question's news through
+the hub (:meth:`~planner.live.hub.Hub.listening`), which the domain's ``question_settled`` signal
+tells once an outcome is committed, in this process or any other (through the relay), and reads
+the question's status when woken. No poll: with the channel layer down, a wait hears only this
+process and reads again every ``DEAF_READ_SECONDS``. It reads through a function of the caller's,
+on the database threads, that answers the status alone: what crosses to the event loop is a
+string (docs/architecture.md#one-bridge).
 """
 
 from __future__ import annotations
@@ -13,20 +15,23 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from typing import Any
 
-from planner.live.bridge import db
+from planner.ground.bridge import db
+from planner.live.hub import hub
 
 MAX_WAIT_SECONDS = 60
-POLL_SECONDS = 1.0
+DEAF_READ_SECONDS = 1.0
 OPEN = "open"  # planner.models.QuestionStatus.OPEN: the one status a wait waits out
 
-_waiters: dict[int, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+
+def question_topic(question_id: int) -> str:
+    return f"question.{question_id}"
 
 
-def question_settled(question_id: int) -> None:
-    """Wake this process's waiters of the question (from any thread)."""
-    for loop, event in list(_waiters.get(question_id, ())):
-        loop.call_soon_threadsafe(event.set)
+def question_settled_receiver(sender: Any, *, question_id: int, **kwargs: Any) -> None:
+    """The domain committed the question's outcome: wake its waiters, here and elsewhere."""
+    hub.tell_from_sync(question_topic(question_id))
 
 
 async def question_await(*, question_id: int, status: Callable[[], str], seconds: float) -> str:
@@ -34,22 +39,13 @@ async def question_await(*, question_id: int, status: Callable[[], str], seconds
     status then. ``status`` reads it on the database threads (and raises what the caller's access
     check raises: a question the caller may no longer read ends the wait with that error)."""
     deadline = time.monotonic() + max(0.0, min(float(seconds), MAX_WAIT_SECONDS))
-    entry = (asyncio.get_running_loop(), asyncio.Event())
-    _waiters.setdefault(question_id, set()).add(entry)
-    try:
-        # Waiting from before the first read: an outcome committed meanwhile is read, or wakes it.
+    async with hub.listening(question_topic(question_id)) as listener:
+        # Listening from before the first read: an outcome committed meanwhile is read, or wakes it.
         current = await db(status)()
-        for _ in range(int(MAX_WAIT_SECONDS / POLL_SECONDS) + 2):  # bounded: the deadline ends it first
-            remaining = deadline - time.monotonic()
-            if current != OPEN or remaining <= 0:
-                break
+        while current == OPEN and (remaining := deadline - time.monotonic()) > 0:
+            timeout = min(remaining, DEAF_READ_SECONDS) if listener.deaf else remaining
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(entry[1].wait(), timeout=min(remaining, POLL_SECONDS))
-            entry[1].clear()
+                await asyncio.wait_for(listener.heard.wait(), timeout=timeout)
+            listener.heard.clear()
             current = await db(status)()
-    finally:
-        waiters = _waiters[question_id]
-        waiters.discard(entry)
-        if not waiters:
-            del _waiters[question_id]
     return current

@@ -4,7 +4,8 @@ The :class:`Relay` owns the process's single channel, joins the frames group
 of every session watched here and the control group of every turn running
 here, and one receive loop hands what arrives to the runner: frames of turns
 elsewhere (``deliver``), ``stop`` and ``replay`` for turns here (``control``),
-or the answer to a replay this process asked for. A session watched here many
+news of a topic someone here waits for (``hear``: a question was settled in
+another process), or the answer to a replay this process asked for. A session watched here many
 times is one group membership; memberships and the watcher presence are
 refreshed by one task for the whole process. A control membership outlives
 its turn by ``SERVE_LINGER_SECONDS``: the session's next turn here, most often
@@ -38,9 +39,10 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from planner.agent.frames import Frame
+from planner.ground.turns import FramesOut
 from planner.live import broadcast
 from planner.live.broadcast import Broadcast
-from planner.live.outbox import FramesOut, NoOutbox, Outbox
+from planner.live.outbox import NoOutbox, Outbox
 from planner.live.presence import Presence
 from tracker.errors import UnavailableError
 
@@ -59,6 +61,7 @@ UNAVAILABLE = "Ballet's live channel (Redis) is unavailable right now; try again
 Deliver = Callable[[uuid.UUID, list[Frame]], None]
 Control = Callable[[uuid.UUID, dict[str, Any]], Any]
 Lost = Callable[[], None]
+Hear = Callable[[str], None]
 
 
 class Link(Protocol):
@@ -83,6 +86,12 @@ class Link(Protocol):
 
     async def stop(self, session_id: uuid.UUID) -> None: ...
 
+    async def listen(self, topic: str) -> None: ...
+
+    async def unlisten(self, topic: str) -> None: ...
+
+    async def tell(self, topic: str) -> None: ...
+
     async def publish(self, session_id: uuid.UUID, batch: list[Frame]) -> None: ...
 
     async def outbox(self, session_id: uuid.UUID) -> FramesOut: ...
@@ -90,10 +99,10 @@ class Link(Protocol):
     async def close(self) -> None: ...
 
 
-def link(*, deliver: Deliver, control: Control, lost: Lost) -> Link:
+def link(*, deliver: Deliver, control: Control, lost: Lost, hear: Hear) -> Link:
     """This process's relay: over the channel layer in production, none in the embedded mode."""
     if settings.PRODUCTION_MODE:
-        return Relay(deliver=deliver, control=control, lost=lost)
+        return Relay(deliver=deliver, control=control, lost=lost, hear=hear)
     return LocalRelay()
 
 
@@ -123,6 +132,15 @@ class LocalRelay:
     async def stop(self, session_id: uuid.UUID) -> None:
         pass
 
+    async def listen(self, topic: str) -> None:
+        pass
+
+    async def unlisten(self, topic: str) -> None:
+        pass
+
+    async def tell(self, topic: str) -> None:
+        pass
+
     async def publish(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
         pass
 
@@ -136,10 +154,11 @@ class LocalRelay:
 class Relay:
     """This process's channel on the channel layer; see the module docstring."""
 
-    def __init__(self, *, deliver: Deliver, control: Control, lost: Lost) -> None:
+    def __init__(self, *, deliver: Deliver, control: Control, lost: Lost, hear: Hear) -> None:
         self._deliver = deliver
         self._control = control
         self._lost = lost
+        self._hear = hear
         self._broadcast = Broadcast()
         self._presence: Presence | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # where its channel and connections live
@@ -222,6 +241,18 @@ class Relay:
         """Ask the process running the session's turn to stop it."""
         await self._refuse_while_unavailable()
         await _unavailable_if_failing(self._broadcast.send_control(session_id, "stop"))
+
+    async def listen(self, topic: str) -> None:
+        """Someone here waits for news of ``topic``: receive it from now on."""
+        await self._want(broadcast.news_group(topic), +1)
+
+    async def unlisten(self, topic: str) -> None:
+        await self._want(broadcast.news_group(topic), -1)
+
+    async def tell(self, topic: str) -> None:
+        """Tell every process where someone waits for ``topic`` that it happened."""
+        self._on_this_loop()
+        await self._broadcast.send_news(topic)
 
     async def publish(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
         """Send ``batch`` to the session's watchers in every process (a notice, not a turn's frames)."""
@@ -386,6 +417,9 @@ class Relay:
             answer = self._replays.get(str(message.get("token", "")))
             if answer is not None and not answer.done():
                 answer.set_result(list(message.get("frames", [])))
+            return
+        if kind == broadcast.NEWS:
+            self._hear(str(message.get("topic", "")))
             return
         session_id = uuid.UUID(str(message.get("session", "")))
         if kind == broadcast.FRAME:

@@ -28,18 +28,18 @@ from planner.agent.demo import DemoGateway
 from planner.agent.frames import Frame
 from planner.agent.gateway import AnthropicGateway, Gateway
 from planner.agent.providers import ProviderGateway
+from planner.domain.selectors import SessionView, TurnSetup, session_view, work_waiting
+from planner.domain.services import agent_questions, human_requests, question_turns, resend, sessions
+from planner.domain.services.agent_questions import WaitingQuestion
+from planner.domain.services.human_requests import Resolution
+from planner.domain.services.resend import Redone
+from planner.domain.services.sessions import Begin, TurnsFullError
+from planner.ground.bridge import db
+from planner.ground.turns import LiveTurn
 from planner.live import titles, turn, waiting
-from planner.live.bridge import db
 from planner.live.hub import Hub, hub
 from planner.live.inbox import Seen
-from planner.live.turns import LiveTurn
 from planner.models import SessionState
-from planner.selectors import SessionView, TurnSetup, session_view, work_waiting
-from planner.services import agent_questions, human_requests, question_turns, resend, sessions
-from planner.services.agent_questions import WaitingQuestion
-from planner.services.human_requests import Resolution
-from planner.services.resend import Redone
-from planner.services.sessions import Begin, TurnsFullError
 from tracker.errors import BalletError, NotFoundError, UnavailableError
 
 logger = logging.getLogger(__name__)

@@ -32,16 +32,16 @@ from planner.agent.messages import (
     ToolUseBlock,
     Usage,
 )
-from planner.agent.tools import TOOLS, ToolContext
-from planner.agent.tools.base import reads_ahead
-from planner.live.bridge import db, off_the_loop
-from planner.live.turns import LiveTurn
+from planner.domain.selectors import TurnSetup, session_tool_context, tokens_used_since, utc_day_start
+from planner.domain.services import human_requests, sessions
+from planner.domain.tools import TOOLS, ToolContext
+from planner.domain.tools.base import reads_ahead
+from planner.ground.bridge import db, off_the_loop
+from planner.ground.turns import LiveTurn
 from planner.models import RequestKind
-from planner.selectors import TurnSetup, session_tool_context, tokens_used_since, utc_day_start
-from planner.services import human_requests, sessions
-from tracker import sql
+from tracker.db import sql
 from tracker.inputs import nul_paths
-from tracker.permissions import access_query, access_scope
+from tracker.trust.permissions import access_query, access_scope
 
 Emit = Callable[[Frame], Awaitable[None]]
 
@@ -175,8 +175,8 @@ class SessionIO(TurnIO):
         asks: list[tuple[ToolUseBlock, RequestKind]],
     ) -> _RoundDone:
         """A round with calls that wait for a human: the answer is stored, the other calls run, and
-        the turn pauses on a request per waiting call (``planner/services/human_requests.py``). A waiting call
-        whose input is invalid is answered at once with the error, like any call."""
+        the turn pauses on a request per waiting call (``planner/domain/services/human_requests.py``).
+        A waiting call whose input is invalid is answered at once with the error, like any call."""
         waiting = {call.id for call, _ in asks if not _invalid(call)}
         asks = [(call, kind) for call, kind in asks if call.id in waiting]
         saved = self._store(answer, after_seq=self.last_seq, usage=usage)

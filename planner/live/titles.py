@@ -32,16 +32,16 @@ from planner.agent.demo import DEMO_MODEL
 from planner.agent.frames import Frame
 from planner.agent.gateway import CallRecord, Gateway
 from planner.agent.messages import ChatMessage, ModelRequest, TextBlock
-from planner.live.bridge import db
-from planner.models import Message, MessageKind, Session, TitleSource, UsageRecord
-from planner.selectors import (
+from planner.domain.selectors import (
     Credential,
     project_credential,
     project_provider,
     tokens_used_since,
     utc_day_start,
 )
-from planner.services import chats, sessions
+from planner.domain.services import chats, sessions
+from planner.ground.bridge import db
+from planner.models import Message, MessageKind, Session, TitleSource, UsageRecord
 from tracker.selectors import project_planner_config
 
 logger = logging.getLogger(__name__)

@@ -18,15 +18,15 @@ import logging
 from planner.agent import frames
 from planner.agent.gateway import Gateway
 from planner.agent.loop import TurnLoop, TurnOutcome
+from planner.domain.metrics import TURNS
+from planner.domain.selectors import TurnSetup
+from planner.domain.services import sessions
+from planner.domain.services.sessions import Ended, TurnSupersededError
+from planner.ground.bridge import db
+from planner.ground.turns import LiveTurn
 from planner.live import guard
-from planner.live.bridge import db
 from planner.live.hub import Hub
 from planner.live.session_io import SessionIO, budgeted
-from planner.live.turns import LiveTurn
-from planner.metrics import TURNS
-from planner.selectors import TurnSetup
-from planner.services import sessions
-from planner.services.sessions import Ended, TurnSupersededError
 
 logger = logging.getLogger(__name__)
 

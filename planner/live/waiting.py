@@ -15,11 +15,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from planner.live.bridge import db
-from planner.metrics import START_FAILURES
-from planner.services import agent_questions, human_requests, sessions
-from planner.services.agent_questions import WaitingQuestion
-from planner.services.sessions import TurnsFullError
+from planner.domain.metrics import START_FAILURES
+from planner.domain.services import agent_questions, human_requests, sessions
+from planner.domain.services.agent_questions import WaitingQuestion
+from planner.domain.services.sessions import TurnsFullError
+from planner.ground.bridge import db
 from tracker.errors import UnavailableError
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Every request is authenticated before the SDK sees it: ``Authorization: Bearer
 KEY`` (or ``Token KEY``, ``Api-Key KEY``) with an API key or the legacy REST token
-of an active user (``tracker/credentials.py``), else HTTP 401; then counted
+of an active user (``tracker/web/credentials.py``), else HTTP 401; then counted
 against ``mcp_requests_per_minute`` of the user, one count with its REST question
 requests (docs/trust.md#limits), else HTTP 429. Both
 refusals are JSON-RPC error bodies, so MCP clients show their message and
@@ -38,13 +38,13 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
-from planner.agent.tools.base import ToolOutcome, error_output
-from planner.live.bridge import db
+from planner.domain.tools.base import ToolOutcome, error_output
+from planner.ground.bridge import db
 from planner.mcp_server.tools import DEFINITIONS, tool_call
-from tracker.credentials import KeyScopes, credential_authenticate, credential_of
 from tracker.errors import CredentialError, RateLimitedError, UnavailableError
-from tracker.limits import LIMITER_UNAVAILABLE, agent_request_count
 from tracker.models import ApiKey
+from tracker.trust.limits import LIMITER_UNAVAILABLE, agent_request_count
+from tracker.web.credentials import KeyScopes, credential_authenticate, credential_of
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,16 @@ from typing import Any
 import mcp_types as types
 from django.contrib.auth.models import User
 
-from planner.agent.tools import TOOLS
-from planner.agent.tools.base import (
+from planner.domain.services.agent_questions import (
+    MAX_IDEMPOTENCY_KEY,
+    MAX_QUESTION_CHARS,
+    Asked,
+    question_ask,
+    question_get,
+    question_status,
+)
+from planner.domain.tools import TOOLS
+from planner.domain.tools.base import (
     JsonObject,
     ToolContext,
     ToolError,
@@ -42,26 +50,18 @@ from planner.agent.tools.base import (
     input_problem,
     run_tool,
 )
-from planner.agent.tools.plan import ITEM_KEY
-from planner.live.bridge import db
+from planner.domain.tools.plan import ITEM_KEY
+from planner.ground.bridge import db
 from planner.live.question_waits import MAX_WAIT_SECONDS, question_await
 from planner.live.runner import runner
 from planner.mcp_server.work import RELEASE_CLAIM, WORK_SPECS, release_spec
 from planner.models import Question, QuestionStatus
-from planner.serializers import QuestionSerializer
-from planner.services.agent_questions import (
-    MAX_IDEMPOTENCY_KEY,
-    MAX_QUESTION_CHARS,
-    Asked,
-    question_ask,
-    question_get,
-    question_status,
-)
-from tracker.credentials import INACTIVE, KeyScopes, scope_require
+from planner.web.serializers import QuestionSerializer
 from tracker.errors import BalletError, CredentialError
 from tracker.models import Project, Scope
-from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, require
 from tracker.selectors import project_by_id, project_get
+from tracker.trust.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, require
+from tracker.web.credentials import INACTIVE, KeyScopes, scope_require
 
 READ_TOOLS = (
     "list_runnable",

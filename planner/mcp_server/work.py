@@ -12,14 +12,14 @@ from __future__ import annotations
 import dataclasses
 from functools import partial
 
-from planner.agent.tools.base import JsonObject, ToolContext, ToolSpec
-from planner.agent.tools.plan import ITEM_KEY
-from planner.briefs import brief_read
+from planner.domain.briefs import brief_read
+from planner.domain.tools.base import JsonObject, ToolContext, ToolSpec
+from planner.domain.tools.plan import ITEM_KEY
 from tracker.models import ReportKind
-from tracker.permissions import TRACKER_READ, TRACKER_WRITE
 from tracker.selectors import claim_get, item_get, reports_of
-from tracker.serializers import ClaimDetailSerializer, ReportSerializer
 from tracker.services.work import MAX_LINKS, MAX_SUMMARY_BYTES, claim_release, claim_take, report_add
+from tracker.trust.permissions import TRACKER_READ, TRACKER_WRITE
+from tracker.web.serializers import ClaimDetailSerializer, ReportSerializer
 
 CLAIM_ID: JsonObject = {"type": "integer", "minimum": 1, "description": "The claim's id (claim_ticket's id)."}
 

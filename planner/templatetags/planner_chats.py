@@ -10,7 +10,7 @@ from typing import Any
 
 from django import template
 
-from planner.selectors import session_waiting_count
+from planner.domain.selectors import session_waiting_count
 from tracker.models import Project
 
 register = template.Library()

@@ -15,9 +15,9 @@ from django import template
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from planner.domain.selectors import sessions_visible
+from planner.domain.services.agent_questions import question_list
 from planner.models import Question, QuestionStatus
-from planner.selectors import sessions_visible
-from planner.services.agent_questions import question_list
 from tracker.errors import PermissionDeniedError
 from tracker.models import Item, Project
 

@@ -12,7 +12,7 @@ from rest_framework.authtoken.models import Token
 from schemathesis import checks
 
 from knowledge.services import knowledge_create
-from planner.services.sessions import session_create
+from planner.domain.services.sessions import session_create
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
 from tracker.services.skills import skill_version_create

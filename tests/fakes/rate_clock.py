@@ -1,4 +1,4 @@
-"""The rate limits' clock (``tracker/limits.py``) held still for a test that sets low limits: they
+"""The rate limits' clock (``tracker/trust/limits.py``) held still for a test that sets low limits: they
 count in windows of a minute, and a test that crossed into the next window would find its earlier
 requests counted at a fraction of their weight, and its last request let through."""
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tracker import limits
+from tracker.trust import limits
 
 
 def hold_rate_clock(monkeypatch: pytest.MonkeyPatch) -> None:

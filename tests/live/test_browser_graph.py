@@ -12,8 +12,8 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from django.template.loader import render_to_string
 
-from tracker.graph import GraphNode, PlanGraph
-from tracker.graph_svg import graph_context
+from tracker.graph.plan_graph import GraphNode, PlanGraph
+from tracker.graph.svg import graph_context
 
 pytestmark = pytest.mark.browser
 

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from planner.live import question_waits
+from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.mcp_server.tools import SPECS
 from planner.models import HumanRequest
@@ -18,8 +19,8 @@ from tests.fakes.scripted import Hang, call, say
 from tests.mcp.conftest import connected, token_of
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
-from tracker import limits as limiter
 from tracker.models import ActivityEvent
+from tracker.trust import limits as limiter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,10 +69,10 @@ async def test_ask_question_waits_for_the_planners_answer_given_during_it(script
         asking = asyncio.ensure_future(session.call_tool("ask_question", arguments))
         await hang.started.wait()
         for _ in range(500):  # until the agent waits for the answer
-            if question_waits._waiters:
+            if hub.listeners:
                 break
             await asyncio.sleep(0.02)
-        assert question_waits._waiters, "the agent never waited"
+        assert hub.listeners, "the agent never waited"
         hang.release.set()
         asked = await asking
     await runner.wait(uuid.UUID(output(asked)["session"]))
@@ -112,10 +113,10 @@ async def test_get_question_waits_for_the_answer(scripted, chat_project, member,
         arguments = {"project": "BAL", "id": asked["id"], "wait_seconds": 20}
         waiting = asyncio.ensure_future(session.call_tool("get_question", arguments))
         for _ in range(500):  # until the agent waits
-            if asked["id"] in question_waits._waiters:
+            if question_waits.question_topic(asked["id"]) in hub.listeners:
                 break
             await asyncio.sleep(0.02)
-        assert asked["id"] in question_waits._waiters, "the agent never waited"
+        assert question_waits.question_topic(asked["id"]) in hub.listeners, "the agent never waited"
         pending = await sync(lambda: HumanRequest.objects.get(session_id=sub).pk)()
         scripted.add(call("answer_question", {"answer": "Redis, says the owner."}), say("Answered."))
         await runner.answer(session_id=sub, user=owner, request=pending, text="Redis")

@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from planner.agent.tools import TOOLS
-from planner.agent.tools.base import ToolContext
+from planner.domain.tools import TOOLS
+from planner.domain.tools.base import ToolContext
 from planner.mcp_server.tools import DEFINITIONS, PROJECT_HINT, READ_TOOLS, SPECS
 from tests.factories import MembershipFactory
 from tests.mcp.conftest import ACCEPT, connected, http, rpc, token_of

@@ -12,11 +12,11 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.contrib.sessions.backends.db import SessionStore
 from django.test import Client
 
-from planner.live.bridge import on_db_threads
+from planner.domain.services.sessions import session_create
+from planner.ground.bridge import on_db_threads
 from planner.live.runner import Runner, runner
 from planner.models import Session
-from planner.routing import websocket_urlpatterns
-from planner.services.sessions import session_create
+from planner.web.routing import websocket_urlpatterns
 from tests.fakes.rate_clock import hold_rate_clock
 from tests.fakes.scripted import ScriptedGateway
 from tracker.services.activity import Actor
@@ -121,7 +121,7 @@ async def drive(planner: Runner, session, user, text: str):
 
 def sync(fn):
     """``fn`` run on the database threads, as the code under test runs its ORM work; the test's
-    own setup, so what it returns is not checked for models (planner/live/bridge.py)."""
+    own setup, so what it returns is not checked for models (planner/ground/bridge.py)."""
     return on_db_threads(fn)
 
 

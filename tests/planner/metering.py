@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from planner.agent.gateway import CallRecord
 from planner.agent.messages import Usage
+from planner.domain.services.sessions import usage_save
 from planner.models import UsageRecord
-from planner.services.sessions import usage_save
 
 
 def metered(

@@ -9,18 +9,18 @@ from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore
 
 from ballet.asgi import application
-from planner.agent.tools import ToolContext, call_tool
+from planner.domain.tools import ToolContext, call_tool
 from planner.live import guard
 from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.models import Message, Session
-from planner.routing import websocket_urlpatterns
+from planner.web.routing import websocket_urlpatterns
 from tests.fakes.scripted import Hang, say
 from tests.planner.conftest import frames_until, login_cookie, open_socket, sync, ws_path
 from tracker.errors import NotFoundError
-from tracker.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, has_permission
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_remove, membership_set
+from tracker.trust.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, has_permission
 
 pytestmark = pytest.mark.django_db(transaction=True)
 router = URLRouter(websocket_urlpatterns)

@@ -15,8 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import strip_tags
 
+from planner.domain.services.sessions import session_create
 from planner.models import Event, Message, Session, ToolCall
-from planner.services.sessions import session_create
 from tests.factories import MembershipFactory, UserFactory
 from tests.planner.metering import metered
 from tracker.models import Role

@@ -10,9 +10,9 @@ import logging
 import pytest
 from django.db import DatabaseError
 
-from planner.agent.tools import TOOLS
+from planner.domain.services.sessions import session_create
+from planner.domain.tools import TOOLS
 from planner.models import Event, Message, Session, ToolCall
-from planner.services.sessions import session_create
 from tests.fakes.scripted import call, say, tool_results
 from tests.planner.conftest import drive, sync
 from tracker.errors import ValidationError
@@ -52,7 +52,7 @@ async def test_a_tool_that_raises_gives_the_model_an_internal_error_and_the_turn
         call(tool, {"kind": "note", "title": "Plan", "body": "..."}),
         say("The tool failed; let me try something else."),
     )
-    with caplog.at_level(logging.ERROR, logger="planner.agent.tools.base"):
+    with caplog.at_level(logging.ERROR, logger="planner.domain.tools.base"):
         await drive(planner, session, member, "What is planned?")
 
     result = tool_results(model.turn_requests[1])[0]
@@ -64,7 +64,7 @@ async def test_a_tool_that_raises_gives_the_model_an_internal_error_and_the_turn
     assert await _ended(session) == ("turn_ended", {"reason": "completed"})
     assert (await sync(Session.objects.get)(pk=session.pk)).state == "idle"
     assert not await sync(Item.objects.filter(title="Half").exists)()
-    record = next(r for r in caplog.records if r.name == "planner.agent.tools.base")
+    record = next(r for r in caplog.records if r.name == "planner.domain.tools.base")
     assert record.exc_info is not None
     assert record.exc_info[1] is failure
     stored = await sync(ToolCall.objects.get)(session=session)

@@ -15,10 +15,10 @@ from rest_framework.test import APIClient
 
 from knowledge.models import KnowledgeEntry
 from knowledge.services import knowledge_create, knowledge_update
-from planner.agent.prompt import INSTRUCTIONS
+from planner.domain.prompt import INSTRUCTIONS
+from planner.domain.services.notes import change_notes, quoted
+from planner.domain.services.sessions import session_create
 from planner.models import Message
-from planner.services.notes import change_notes, quoted
-from planner.services.sessions import session_create
 from tests.factories import make_membership, make_project, make_user
 from tests.fakes.scripted import call, say
 from tests.planner.conftest import drive, sync

@@ -9,9 +9,9 @@ import uuid
 import pytest
 from django.conf import settings
 
-from planner.live import bridge
-from planner.live.bridge import ModelCrossingError, db, model_inside, off_the_loop
-from planner.selectors import session_tool_context, tool_context_keep
+from planner.domain.selectors import session_tool_context, tool_context_keep
+from planner.ground import bridge
+from planner.ground.bridge import ModelCrossingError, db, model_inside, off_the_loop
 from tests.fakes.servers import Deployment
 from tracker.models import Item, Project
 

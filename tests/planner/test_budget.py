@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from planner.agent.gateway import CallRecord
 from planner.agent.messages import Usage
+from planner.domain.services.sessions import session_create, usage_save
 from planner.models import Event, Message, Session, UsageRecord
-from planner.services.sessions import session_create, usage_save
 from tests.fakes.scripted import call, say
 from tests.planner.conftest import drive, sync
 from tracker.services.activity import Actor

@@ -77,7 +77,7 @@ async def test_a_conflict_carries_its_reason(session, member, owner, make_item):
 
 
 async def test_only_the_proposing_sessions_watchers_hear_of_it(session, member, owner, chat_project):
-    from planner.services.sessions import session_create  # noqa: PLC0415
+    from planner.domain.services.sessions import session_create  # noqa: PLC0415
 
     other = await sync(session_create)(user=member, project=chat_project)
     watcher_of_other = await open_socket(other, member)

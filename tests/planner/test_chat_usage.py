@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pytest
 
+from planner.domain.services.sessions import session_create
 from planner.models import Message
-from planner.services.sessions import session_create
 from tests.planner.metering import metered, midnight
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update

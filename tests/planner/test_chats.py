@@ -14,12 +14,12 @@ from django.urls import reverse
 
 from planner.agent.gateway import GatewayError
 from planner.agent.messages import ModelRequest, ModelResponse, Usage
+from planner.domain.services.agent_questions import question_create
+from planner.domain.services.chats import proposed_title
+from planner.domain.services.sessions import session_begin, session_create
 from planner.live.runner import Runner, runner
 from planner.live.titles import TITLE_SYSTEM
 from planner.models import Session, UsageRecord
-from planner.services.agent_questions import question_create
-from planner.services.chats import proposed_title
-from planner.services.sessions import session_begin, session_create
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.fakes.messages_api import TITLE_SYSTEM_OPENING
 from tests.fakes.scripted import Hang, ScriptedGateway, say

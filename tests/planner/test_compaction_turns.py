@@ -8,9 +8,9 @@ from planner.agent import clearing
 from planner.agent.gateway import GatewayError
 from planner.agent.loop import COMPACTIONS
 from planner.agent.messages import Usage
+from planner.domain.services.sessions import session_create
+from planner.domain.transcripts import transcript
 from planner.models import Event, Message, Session
-from planner.services.sessions import session_create
-from planner.transcripts import transcript
 from tests.fakes.scripted import assert_valid_history, call, say, tool_results
 from tests.planner.conftest import drive, sync
 from tests.planner.test_api import client_for

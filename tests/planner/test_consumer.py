@@ -13,12 +13,12 @@ from django.contrib.sessions.backends.db import SessionStore
 
 from ballet.asgi import application
 from planner.agent import frames
+from planner.ground.turns import LiveTurn
 from planner.live.hub import hub
 from planner.live.outbox import NoOutbox
 from planner.live.runner import runner
-from planner.live.turns import LiveTurn
 from planner.models import Message
-from planner.routing import websocket_urlpatterns
+from planner.web.routing import websocket_urlpatterns
 from tests.factories import make_key
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import frames_until, sync, ws_path

@@ -19,11 +19,11 @@ from planner.agent.gateway import CallRecord
 from planner.agent.loop import History
 from planner.agent.messages import ChatMessage, ModelRequest, TextBlock
 from planner.agent.providers import ProviderGateway
+from planner.domain.selectors import project_provider, turn_setup
+from planner.domain.services.sessions import session_create
+from planner.domain.services.spend import usage_rows_priced
 from planner.live.runner import runner
 from planner.models import Event, HumanRequest, Message, Question, Session, ToolCall, UsageRecord
-from planner.selectors import project_provider, turn_setup
-from planner.services.sessions import session_create
-from planner.services.spend import usage_rows_priced
 from tests.fakes.scripted import ScriptedGateway, say
 from tests.planner.api_client import client_for
 from tests.planner.conftest import frames_until, open_socket, sync

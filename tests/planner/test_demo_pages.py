@@ -9,12 +9,12 @@ import pytest
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
-from planner.services.sessions import session_create
+from planner.domain.services.sessions import session_create
 from tests.factories import MembershipFactory, UserFactory
-from tracker.crypto import decrypt
 from tracker.models import Membership, Project, Role
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
+from tracker.trust.crypto import decrypt
 
 NOTICE = "Demo planner: scripted, no AI model. Set a credential to use Claude."
 SETTINGS = "/projects/BAL/settings/"

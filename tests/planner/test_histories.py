@@ -8,10 +8,10 @@ import pytest
 
 from planner.agent.loop import History
 from planner.agent.messages import ChatMessage, TextBlock
-from planner.live.histories import Histories
+from planner.domain.selectors import session_history
+from planner.ground.histories import Histories
 from planner.live.hub import hub
 from planner.models import Message, Session
-from planner.selectors import session_history
 from tests.fakes.scripted import call, say
 from tests.planner.conftest import drive, sync
 

@@ -8,10 +8,10 @@ import json
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from planner.consumers import FrameMeter
+from planner.domain.services.sessions import session_create
 from planner.live.runner import runner
 from planner.models import Message
-from planner.services.sessions import session_create
+from planner.web.consumers import FrameMeter
 from tests.fakes.scripted import Hang, say
 from tests.planner.conftest import frames_until, open_socket, sync
 from tracker.errors import RateLimitedError
@@ -56,7 +56,7 @@ def test_a_message_the_cache_cannot_count_is_a_503_with_nothing_written(client, 
     def down(**_: object) -> bool:
         raise RedisConnectionError("Connection refused")
 
-    monkeypatch.setattr("planner.services.sessions.rate_hit", down)
+    monkeypatch.setattr("planner.domain.services.sessions.rate_hit", down)
     client.force_login(member)
     sent = client.post(
         f"/api/v1/planner/sessions/{session.pk}/messages/", {"text": "First"}, content_type="application/json"

@@ -18,16 +18,16 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from planner.agent.messages import ChatMessage, TextBlock
+from planner.domain.services import sessions
+from planner.domain.services.sessions import TurnSupersededError, message_save, session_begin, turn_end
+from planner.ground.bridge import db
+from planner.ground.process import DEAD_AFTER, PROCESS_ID, owner_alive
 from planner.live import broadcast
-from planner.live.bridge import db
 from planner.live.hub import hub
-from planner.live.process import DEAD_AFTER, PROCESS_ID, owner_alive
 from planner.live.runner import runner
 from planner.models import Event, Message, Session
-from planner.routing import websocket_urlpatterns
-from planner.services import sessions
-from planner.services.sessions import TurnSupersededError, message_save, session_begin, turn_end
 from planner.tasks import recover_dead_turns
+from planner.web.routing import websocket_urlpatterns
 from tests.fakes.scripted import Hang, say
 from tests.planner.conftest import open_socket, sync, ws_path
 from tests.planner.test_api import client_for
@@ -44,7 +44,7 @@ def _recovered_elsewhere(session) -> None:
 
 
 def test_a_fresh_heartbeat_is_alive_whatever_redis_says(settings):
-    settings.PRODUCTION_MODE = True
+    settings.ONE_PROCESS = False
     fresh, stale = timezone.now() - timedelta(seconds=1), timezone.now() - DEAD_AFTER
     session_id = uuid.uuid4()
     # No presence key anywhere: the heartbeat alone decides.

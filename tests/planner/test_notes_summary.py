@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from knowledge.services import knowledge_create
+from planner.domain.services.notes import MAX_SUMMARY, notes_for, notes_summary
 from planner.models import Event, Message
-from planner.services.notes import MAX_SUMMARY, notes_for, notes_summary
 from tests.fakes.scripted import say
 from tests.planner.api_client import client_for
 from tests.planner.conftest import drive, sync

@@ -7,8 +7,8 @@ import re
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
+from planner.domain.services.sessions import session_begin, session_create
 from planner.models import Session
-from planner.services.sessions import session_begin, session_create
 from tests.factories import MembershipFactory, UserFactory
 from tests.planner.conftest import chat_url
 

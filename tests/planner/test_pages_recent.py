@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django.asserts import assertContains, assertNotContains
 
+from planner.domain.services.chats import session_archive
+from planner.domain.services.sessions import session_create
 from planner.models import HumanRequest, RequestKind, Session
-from planner.services.chats import session_archive
-from planner.services.sessions import session_create
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.planner.conftest import chat_url
 

@@ -7,10 +7,10 @@ import re
 import pytest
 from pytest_django.asserts import assertContains, assertNotContains
 
+from planner.domain.selectors import session_list
+from planner.domain.services.sessions import session_create
+from planner.domain.transcripts import session_about
 from planner.models import HumanRequest, Question, RequestKind, RequestStatus, Session
-from planner.selectors import session_list
-from planner.services.sessions import session_create
-from planner.transcripts import session_about
 from tests.factories import MembershipFactory, UserFactory
 from tests.planner.conftest import chat_url
 

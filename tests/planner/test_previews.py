@@ -1,4 +1,4 @@
-"""The readable preview of a tool call waiting for approval (planner/services/previews.py)."""
+"""The readable preview of a tool call waiting for approval (planner/domain/services/previews.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from planner.agent.frames import OperationPreview, PreviewRow
-from planner.services.previews import MAX_TEXT, request_preview
+from planner.domain.services.previews import MAX_TEXT, request_preview
 from tracker.services.activity import Actor
 from tracker.services.items import dependency_add, item_update
 

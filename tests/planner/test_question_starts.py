@@ -12,10 +12,10 @@ import pytest
 from django.conf import settings
 from prometheus_client import REGISTRY
 
+from planner.domain.services import question_turns
+from planner.domain.services.agent_questions import MAX_START_FAILURES, question_create, questions_waiting
 from planner.live.runner import runner
 from planner.models import Message, Question, QuestionStatus, Session
-from planner.services import question_turns
-from planner.services.agent_questions import MAX_START_FAILURES, question_create, questions_waiting
 from planner.tasks import start_waiting_work
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.api_client import client_for
@@ -146,7 +146,7 @@ async def test_a_pass_that_cannot_read_what_waits_fails_no_wait(scripted, chat_p
     def down() -> list:
         raise RuntimeError("the database is down")
 
-    monkeypatch.setattr("planner.services.agent_questions.questions_waiting", down)
+    monkeypatch.setattr("planner.domain.services.agent_questions.questions_waiting", down)
     client = await client_for(member)
     response = await client.get(f"{QUESTIONS}{question.pk}/?wait=0.5")
 

@@ -9,7 +9,9 @@ import uuid
 import pytest
 
 from knowledge.services import knowledge_create
-from planner.live import bridge, question_waits
+from planner.ground import bridge
+from planner.live import question_waits
+from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.models import HumanRequest, Question, Session
 from tests.fakes.scripted import Hang, call, change_notes, say, tool_results
@@ -39,7 +41,7 @@ async def waiters(question_id: int, count: int = 1) -> None:
     """Return once ``count`` requests wait for the question's answer (the answer then comes during
     their wait); fail if they never do."""
     for _ in range(500):
-        if len(question_waits._waiters.get(question_id, ())) >= count:
+        if len(hub.listeners.get(question_waits.question_topic(question_id), ())) >= count:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"{count} waits for question {question_id} never began")

@@ -11,11 +11,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from planner.domain.services.agent_questions import question_list
+from planner.domain.services.sessions import session_create
 from planner.live.runner import runner
 from planner.models import HumanRequest, Question, Session
-from planner.serializers import QuestionSerializer
-from planner.services.agent_questions import question_list
-from planner.services.sessions import session_create
+from planner.web.serializers import QuestionSerializer
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync

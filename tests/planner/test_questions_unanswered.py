@@ -11,9 +11,9 @@ import pytest
 from django.utils import timezone
 
 from planner.agent.gateway import GatewayError
+from planner.domain.services.sessions import session_create, sessions_recover_dead
 from planner.live.runner import runner
 from planner.models import Question, Session
-from planner.services.sessions import session_create, sessions_recover_dead
 from tests.fakes.scripted import Hang, call, change_notes, say
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
@@ -125,7 +125,7 @@ async def test_a_sub_chat_whose_process_died_leaves_it_to_the_humans(chat_projec
 
 
 def _asked_then_crashed(project, user) -> Question:
-    from planner.services.agent_questions import question_create  # noqa: PLC0415
+    from planner.domain.services.agent_questions import question_create  # noqa: PLC0415
 
     question = question_create(user=user, project=project, text="Which database?")
     question.started = True

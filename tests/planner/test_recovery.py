@@ -13,9 +13,9 @@ from django.utils import timezone
 from prometheus_client import REGISTRY
 
 from planner.agent.messages import ChatMessage, ToolUseBlock
+from planner.domain.services.sessions import message_save, session_begin, session_create
 from planner.live.hub import heartbeat, hub
 from planner.models import Event, Message, Session, ToolCall
-from planner.services.sessions import message_save, session_begin, session_create
 from planner.tasks import recover_dead_turns
 from tests.fakes.scripted import say
 from tests.planner.conftest import drive, sync

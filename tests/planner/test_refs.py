@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from knowledge.services import knowledge_create
-from planner.services.sessions import session_create
+from planner.domain.services.sessions import session_create
 from tests.factories import MembershipFactory, ProjectFactory
 from tracker.models import Role
 from tracker.services.activity import Actor

@@ -33,6 +33,7 @@ async def test_watchers_of_a_session_share_one_membership_until_the_last_leaves(
         deliver=lambda session, batch: delivered.append((session, batch)),
         control=lambda *_: None,
         lost=lambda: None,
+        hear=lambda _: None,
     )
     session = uuid.uuid4()
     await relay.watch(session)
@@ -70,10 +71,9 @@ async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_
             return owner.answer_replay(message, [frames.text_delta("so far")])
         return None
 
-    owner = Relay(deliver=lambda *_: None, control=control, lost=lambda: None)
-    watcher = Relay(
-        deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None
-    )  # as if in another process
+    owner = Relay(deliver=lambda *_: None, control=control, lost=lambda: None, hear=lambda _: None)
+    # as if in another process:
+    watcher = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None, hear=lambda _: None)
     await owner.serve(session)
     await Broadcast().send_control(session, "stop")
     await eventually(lambda: [m["command"] for _, m in controls] == ["stop"])
@@ -91,7 +91,10 @@ async def test_a_turn_s_control_membership_lingers_for_the_next_turn_then_goes(m
     monkeypatch.setattr(relay_module, "SERVE_LINGER_SECONDS", 0.5)
     stops: list[uuid.UUID] = []
     owner = Relay(
-        deliver=lambda *_: None, control=lambda session_id, _: stops.append(session_id), lost=lambda: None
+        deliver=lambda *_: None,
+        control=lambda session_id, _: stops.append(session_id),
+        lost=lambda: None,
+        hear=lambda _: None,
     )
     joins = []
     group_add = Broadcast.group_add
@@ -120,7 +123,7 @@ async def test_a_turn_s_control_membership_lingers_for_the_next_turn_then_goes(m
 
 
 async def test_a_relay_whose_channel_could_not_be_opened_tries_again(monkeypatch):
-    relay = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None)
+    relay = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None, hear=lambda _: None)
     opened = relay._broadcast.new_channel
     calls = []
 
@@ -149,7 +152,7 @@ async def test_a_relay_whose_channel_could_not_be_opened_tries_again(monkeypatch
 
 @pytest.mark.parametrize("rejoins_in", [0.05, None])
 async def test_a_watch_while_the_relay_rejoins_waits_a_moment_for_it(monkeypatch, rejoins_in):
-    relay = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None)
+    relay = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None, hear=lambda _: None)
     session = uuid.uuid4()
     await relay.watch(session)  # started, on the channel layer
     back = asyncio.Event()

@@ -11,11 +11,11 @@ import json
 import pytest
 from django.contrib.auth.models import User
 
+from planner.domain.selectors import session_list
+from planner.domain.services import sessions
 from planner.live.hub import hub
 from planner.live.runner import Runner
 from planner.models import Event, HumanRequest, Session, ToolCall
-from planner.selectors import session_list
-from planner.services import sessions
 from tests.fakes.scripted import ScriptedGateway, call, say, tool_results
 from tests.planner.api_client import client_for
 from tests.planner.conftest import frames_until, open_socket, sync
@@ -114,7 +114,7 @@ async def open_socket_raw(session, user):
     from channels.routing import URLRouter  # noqa: PLC0415
     from channels.testing import WebsocketCommunicator  # noqa: PLC0415
 
-    from planner.routing import websocket_urlpatterns  # noqa: PLC0415
+    from planner.web.routing import websocket_urlpatterns  # noqa: PLC0415
     from tests.planner.conftest import ws_path  # noqa: PLC0415
 
     ws = WebsocketCommunicator(URLRouter(websocket_urlpatterns), ws_path(session))

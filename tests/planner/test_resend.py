@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 
 from planner.agent.gateway import GatewayError
+from planner.domain.selectors import session_history
+from planner.domain.services import sessions
+from planner.domain.services.agent_questions import question_create
+from planner.domain.services.chats import session_archive
+from planner.domain.services.resend import NotEditableError, NotRetryableError, session_edit, session_retry
 from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.models import Event, Message, Session
-from planner.selectors import session_history
-from planner.services import sessions
-from planner.services.agent_questions import question_create
-from planner.services.chats import session_archive
-from planner.services.resend import NotEditableError, NotRetryableError, session_edit, session_retry
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.api_client import client_for as token_client

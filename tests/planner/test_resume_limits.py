@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
+from planner.domain.services.sessions import session_create
 from planner.live.runner import runner
 from planner.models import HumanRequest, Question, Session
-from planner.services.sessions import session_create
 from tests.fakes.scripted import Hang, call, say, tool_results
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync

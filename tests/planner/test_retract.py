@@ -16,13 +16,13 @@ from contextlib import contextmanager
 import pytest
 from django.conf import settings
 
+from planner.domain.services import agent_questions, sessions
+from planner.domain.services.chats import session_rename
+from planner.domain.services.sessions import NotQueuedError, steering_retract
+from planner.domain.transcripts import transcript
 from planner.live.hub import hub
 from planner.live.runner import Runner, runner
 from planner.models import Message, Session
-from planner.services import agent_questions, sessions
-from planner.services.chats import session_rename
-from planner.services.sessions import NotQueuedError, steering_retract
-from planner.transcripts import transcript
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import frames_until, open_socket, sync
 from tracker.errors import NotFoundError, PermissionDeniedError

@@ -13,12 +13,12 @@ from django.conf import settings
 
 from planner.agent.gateway import GatewayError
 from planner.agent.messages import TextBlock, Usage
+from planner.domain.selectors import work_waiting
+from planner.domain.services import sessions
 from planner.live import turn
 from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.models import Event, HumanRequest, Message, Session
-from planner.selectors import work_waiting
-from planner.services import sessions
 from planner.tasks import recover_dead_turns
 from tests.fakes.scripted import Answer, Hang, call, change_notes, say, tool_results
 from tests.planner.conftest import drive, frames_until, open_socket, sync

@@ -18,8 +18,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from knowledge.models import KnowledgeEntry, KnowledgeRevision
+from planner.domain.selectors import session_list
 from planner.models import HumanRequest, Question
-from planner.selectors import session_list
 from tracker.models import (
     ActivityEvent,
     ApiKey,
@@ -34,11 +34,17 @@ from tracker.models import (
     Skill,
     SkillVersion,
 )
-from tracker.permissions import CHANGESET_APPLY, PLANNER_CHAT, TRACKER_READ, TRACKER_WRITE, has_permission
 from tracker.selectors import project_planner_config, runnable_tickets, skill_resolve
 from tracker.services.activity import Actor
 from tracker.services.changeset_validation import changeset_validate
 from tracker.services.changesets import changeset_apply
+from tracker.trust.permissions import (
+    CHANGESET_APPLY,
+    PLANNER_CHAT,
+    TRACKER_READ,
+    TRACKER_WRITE,
+    has_permission,
+)
 
 pytestmark = pytest.mark.django_db
 

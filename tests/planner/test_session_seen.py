@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
+from planner.domain.selectors import session_project_seen, sessions_visible, work_waiting
 from planner.models import Question, Session
-from planner.selectors import session_project_seen, sessions_visible, work_waiting
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,9 @@ import pytest
 
 from knowledge.models import KnowledgeEntry
 from knowledge.services import knowledge_create, knowledge_update
+from planner.domain.selectors import session_list
+from planner.domain.services.sessions import session_create
 from planner.models import HumanRequest, Question, Session
-from planner.selectors import session_list
-from planner.services.sessions import session_create
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 from tests.fakes.scripted import Hang, ScriptedGateway, call, say, tool_results
 from tests.planner.conftest import drive, sync

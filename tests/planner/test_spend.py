@@ -1,4 +1,4 @@
-"""planner/services/spend.py: estimated cost of metered use, today against the budget, and by day."""
+"""planner/domain/services/spend.py: estimated cost of metered use, today against the budget, and by day."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from ballet.env import ModelPrice
-from planner.services.spend import Spend, daily_usage, estimated_cost, project_today, record_cost
-from planner.usage_chart import cost_text, round_top, short_number, tokens_text, usage_chart, usd
+from planner.domain.services.spend import Spend, daily_usage, estimated_cost, project_today, record_cost
+from planner.web.usage_chart import cost_text, round_top, short_number, tokens_text, usage_chart, usd
 from tests.planner.metering import metered, midnight
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update

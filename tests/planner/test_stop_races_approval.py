@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
+from planner.ground.turns import LiveTurn
 from planner.live.hub import hub
 from planner.live.runner import runner
-from planner.live.turns import LiveTurn
 from planner.models import Event
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import sync

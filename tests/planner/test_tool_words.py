@@ -7,7 +7,7 @@ import pytest
 
 from planner.agent import frames
 from planner.agent.tool_words import PHRASES, tool_label
-from planner.agent.tools import TOOLS
+from planner.domain.tools import TOOLS
 from planner.models import HumanRequest
 from tests.fakes.scripted import call, say
 from tests.planner.api_client import client_for

@@ -10,8 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from knowledge.services import knowledge_create
-from planner.agent.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS, ToolContext, call_tool
-from planner.agent.tools.base import VALIDATION_ONLY, input_problem
+from planner.domain.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS, ToolContext, call_tool
+from planner.domain.tools.base import VALIDATION_ONLY, input_problem
 from tests.factories import MembershipFactory
 from tracker.models import ActivityEvent, Changeset, Dependency, Item
 from tracker.services.activity import Actor

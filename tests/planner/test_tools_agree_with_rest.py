@@ -1,6 +1,6 @@
 """The planner's read tools and the REST API answer alike: for the same human, filters and data
 they answer the same items, in the same order, and refuse the same filters. The tools a turn calls
-most read in SQL (tracker/plan_rows.py), the API through the ORM's selectors and serializers: these
+most read in SQL (tracker/db/plan_rows.py), the API through the ORM's selectors and serializers: these
 tests hold the two to one answer."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from knowledge.services import knowledge_create
-from planner.agent.tools import call_tool
+from planner.domain.tools import call_tool
 from tests.factories import MembershipFactory
 from tests.planner.test_tools import ctx
 from tracker.models import Claim

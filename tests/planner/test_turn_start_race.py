@@ -1,6 +1,6 @@
 """Two messages starting turns in one project at once: the project's row lock makes the second
 count the first's turn, so the last place under the project's limit goes to one of them only
-(docs/trust.md#limits). The lock is sent in one round trip with the count (tracker/sql.py,
+(docs/trust.md#limits). The lock is sent in one round trip with the count (tracker/db/sql.py,
 ``batched``): it must still be taken before the count runs."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from django.conf import settings
 from django.db import connections, transaction
 
+from planner.domain.services import sessions
+from planner.domain.services.sessions import TurnsFullError, session_begin, session_create
 from planner.models import Session, SessionState
-from planner.services import sessions
-from planner.services.sessions import TurnsFullError, session_begin, session_create
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

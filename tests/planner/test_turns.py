@@ -14,21 +14,22 @@ from django.db import connection
 
 from planner.agent import compaction
 from planner.agent.gateway import AnthropicGateway, GatewayError
-from planner.agent.tools import ToolContext, call_tool
+from planner.domain.services import sessions
+from planner.domain.tools import ToolContext, call_tool
 from planner.live import runner as runner_module
 from planner.live.hub import hub
 from planner.models import Event, Message, Session, ToolCall
-from planner.services import sessions
 from tests.fakes.messages_api import FakeMessagesAPI, TextReply
 from tests.fakes.scripted import Answer, Hang, call, say
 from tests.planner.conftest import drive, sync
-from tracker import permissions, sql
+from tracker.db import sql
 from tracker.models import Changeset, Membership
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_reject
 from tracker.services.items import item_update
 from tracker.services.projects import project_update
 from tracker.services.skills import skill_version_create
+from tracker.trust import permissions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

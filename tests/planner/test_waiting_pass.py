@@ -12,8 +12,8 @@ from django.conf import settings
 from planner.agent.demo import DemoGateway
 from planner.agent.gateway import AnthropicGateway
 from planner.agent.providers import ProviderGateway
+from planner.domain.services.agent_questions import question_create
 from planner.live.runner import runner
-from planner.services.agent_questions import question_create
 from planner.tasks import start_waiting_work
 from tests.fakes.messages_api import FakeMessagesAPI, TextReply, ToolCallSpec, ToolUseReply
 

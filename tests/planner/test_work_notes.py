@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from planner.services.notes import change_notes, quoted
+from planner.domain.services.notes import change_notes, quoted
 from tracker.models import ActivityEvent
 from tracker.services.activity import Actor
 from tracker.services.work import claim_release, claim_take, claims_expire, report_add

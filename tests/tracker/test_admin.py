@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import strip_tags
 
 from tests.factories import MembershipFactory, UserFactory
-from tracker.activity_filters import activity_filter_register, activity_filter_unregister
+from tracker.activity.filters import activity_filter_register, activity_filter_unregister
 from tracker.models import (
     ActivityEvent,
     Changeset,

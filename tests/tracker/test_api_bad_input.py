@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from django.db import InterfaceError, OperationalError
 
-from tracker.apis import items as items_api
 from tracker.models import Changeset, Item, Membership, Project, SkillPin, SkillVersion
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
 from tracker.services.skills import skill_version_create
+from tracker.web.apis import items as items_api
 
 BAL = "/api/v1/projects/BAL/"
 

@@ -16,8 +16,8 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from planner.services.chats import session_archive
-from planner.services.sessions import session_create
+from planner.domain.services.chats import session_archive
+from planner.domain.services.sessions import session_create
 from tests.factories import make_key
 from tracker.models import ApiKey, Changeset
 

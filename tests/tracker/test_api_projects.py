@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.crypto import decrypt
 from tracker.errors import ValidationError
 from tracker.models import ActivityEvent, Membership, Project
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
 from tracker.services.projects import project_update
 from tracker.services.skills import skill_version_create
+from tracker.trust.crypto import decrypt
 
 BAL = "/api/v1/projects/BAL/"
 SECRET = "sk-ant-very-secret-credential-42"

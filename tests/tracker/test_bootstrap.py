@@ -12,9 +12,9 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tracker.crypto import decrypt
 from tracker.models import ActivityEvent, Membership, Organization, Project, Role
-from tracker.permissions import PROJECT_ADMIN, has_permission
+from tracker.trust.crypto import decrypt
+from tracker.trust.permissions import PROJECT_ADMIN, has_permission
 
 pytestmark = pytest.mark.django_db
 

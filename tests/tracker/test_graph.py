@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tracker.graph import GraphNode, longest_chain, project_graph
+from tracker.graph.plan_graph import GraphNode, longest_chain, project_graph
 from tracker.services.activity import Actor
 from tracker.services.items import dependency_add
 from tracker.services.work import claim_take

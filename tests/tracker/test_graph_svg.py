@@ -14,9 +14,9 @@ from django.template.loader import render_to_string
 from django.test import Client
 
 from tests.factories import make_membership, make_project, make_user
-from tracker.graph import GraphNode, PlanGraph
-from tracker.graph_layout import BOX_HEIGHT, BOX_WIDTH, Layout, layout
-from tracker.graph_svg import MAX_NODES, graph_context, graph_document, graph_svg
+from tracker.graph.layout import BOX_HEIGHT, BOX_WIDTH, Layout, layout
+from tracker.graph.plan_graph import GraphNode, PlanGraph
+from tracker.graph.svg import MAX_NODES, graph_context, graph_document, graph_svg
 from tracker.models import Role
 from tracker.services.activity import Actor
 from tracker.services.items import dependency_add

@@ -12,7 +12,7 @@ from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory, make_key
-from tracker.impact import Impact, ImpactTicket, changeset_impact
+from tracker.graph.impact import Impact, ImpactTicket, changeset_impact
 from tracker.models import (
     ActivityEvent,
     Changeset,

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 from pytest_django.asserts import assertContains, assertNotContains
 
-from tracker.graph import project_graph
+from tracker.graph.plan_graph import project_graph
 from tracker.models import Claim, Item
 from tracker.selectors import claim_list, claims_active_by_item, runnable_tickets
 from tracker.services.activity import Actor

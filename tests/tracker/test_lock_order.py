@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
+from planner.domain.services.agent_questions import question_create
 from planner.models import Question
-from planner.services.agent_questions import question_create
 from tests.fakes.servers import production_mode
 from tracker.models import Changeset, Claim, Item, Project
 from tracker.services.activity import Actor

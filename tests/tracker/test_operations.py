@@ -16,8 +16,8 @@ from drf_spectacular.generators import SchemaGenerator
 from jsonschema import Draft202012Validator
 from schemathesis.specs.openapi.converter import to_json_schema
 
-from planner.agent.tools import DEFINITIONS, TOOLS
-from planner.agent.tools.base import _input_errors
+from planner.domain.tools import DEFINITIONS, TOOLS
+from planner.domain.tools.base import _input_errors
 from tracker.errors import ValidationError
 from tracker.models import Changeset
 from tracker.operations import FIELD_NAMES, OPERATION_KINDS, operations_errors

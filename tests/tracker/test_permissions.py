@@ -7,7 +7,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from tests.factories import MembershipFactory, ProjectFactory, make_user
 from tracker.errors import NotFoundError, PermissionDeniedError
-from tracker.permissions import (
+from tracker.trust.permissions import (
     ALL_PERMISSIONS,
     Reader,
     has_permission,

@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from pytest_django.asserts import assertContains, assertNotContains
 
 from knowledge.services import knowledge_create
+from planner.domain.services.agent_questions import question_create
 from planner.models import Session
-from planner.services.agent_questions import question_create
 from tests.factories import make_membership, make_project
 from tracker.models import Item, Role
 from tracker.services.activity import Actor

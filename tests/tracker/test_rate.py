@@ -1,4 +1,4 @@
-"""The rate counter of docs/trust.md#limits (tracker/limits.py), the same in both modes: counted
+"""The rate counter of docs/trust.md#limits (tracker/trust/limits.py), the same in both modes: counted
 in one script on Redis, through the cache's calls elsewhere."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from tracker import limits
-from tracker.limits import rate_hit
+from tracker.trust import limits
+from tracker.trust.limits import rate_hit
 
 START = 60 * 16_667  # the start of a 60-second window
 

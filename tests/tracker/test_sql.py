@@ -1,4 +1,4 @@
-"""Hot-path statements in SQL (tracker/sql.py) against their ORM twins, in both databases."""
+"""Hot-path statements in SQL (tracker/db/sql.py) against their ORM twins, in both databases."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from planner.agent.messages import ChatMessage, TextBlock, ToolUseBlock
-from planner.agent.tools.base import ToolOutcome
-from planner.live.process import PROCESS_ID
+from planner.domain.services import sessions
+from planner.domain.tools.base import ToolOutcome
+from planner.ground.process import PROCESS_ID
 from planner.models import Event, Message, Session, SessionState, ToolCall, UsageRecord
-from planner.services import sessions
-from tracker import sql
+from tracker.db import sql
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
 from tracker.services.skills import skill_version_create

@@ -13,15 +13,15 @@ from django.http import HttpRequest
 
 from tracker.admin.base import SUPERUSER, BalletAdmin, BalletForm, actor_of, adopt
 from tracker.errors import ValidationError
-from tracker.forms import credential_field
 from tracker.models import Membership, Organization, Project
-from tracker.permissions import PROJECT_ADMIN, TRACKER_READ, project_ids_with, visible_projects
 from tracker.services.projects import (
     membership_remove,
     membership_set,
     project_settings_clean,
     project_update,
 )
+from tracker.trust.permissions import PROJECT_ADMIN, TRACKER_READ, project_ids_with, visible_projects
+from tracker.web.forms import credential_field
 
 
 @admin.register(Organization)

@@ -11,16 +11,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from tracker.activity_filters import activity_visible
+from tracker.activity.filters import activity_visible
 from tracker.admin.base import BalletAdmin
 from tracker.models import ActivityEvent
-from tracker.permissions import TRACKER_READ
+from tracker.trust.permissions import TRACKER_READ
 
 
 @admin.register(ActivityEvent)
 class ActivityEventAdmin(BalletAdmin):
     """Events of the projects the user reads, and organization-wide ones of their organizations,
-    less those the other apps' filters hide (``tracker/activity_filters.py``: of knowledge, only
+    less those the other apps' filters hide (``tracker/activity/filters.py``: of knowledge, only
     the entries the user reads, since an event carries the entry's title)."""
 
     organization_path = "organization"

@@ -1,7 +1,7 @@
 """What every Ballet ModelAdmin shares: our one permission check instead of Django's.
 
 A staff user sees the rows of the projects they can read, and may add, change
-or delete what their role in that project allows (:mod:`tracker.permissions`),
+or delete what their role in that project allows (:mod:`tracker.trust.permissions`),
 never what Django's model permissions say. Writes go through services; a
 domain error a service raises at save time becomes a message, not a 500.
 """
@@ -17,9 +17,10 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 
-from tracker.errors import BalletError, ValidationError
+from tracker.errors import BalletError, error_text
 from tracker.models import Project
-from tracker.permissions import (
+from tracker.services.activity import Actor
+from tracker.trust.permissions import (
     TRACKER_READ,
     AnyUser,
     has_organization_permission,
@@ -27,7 +28,6 @@ from tracker.permissions import (
     is_superuser,
     project_ids_with,
 )
-from tracker.services.activity import Actor
 
 Action = Literal["view", "add", "change", "delete"]
 # A rule that only superusers pass: rows no role may create or remove (organizations, say).
@@ -61,14 +61,6 @@ def adopt(target: Model, saved: Model) -> None:
     for field in saved._meta.concrete_fields:
         setattr(target, field.attname, getattr(saved, field.attname))
     target._state.adding = False
-
-
-def error_text(exc: BalletError) -> str:
-    """A readable message of a domain error, with its field errors."""
-    if isinstance(exc, ValidationError) and exc.errors:
-        details = "; ".join(f"{path}: {' '.join(msgs)}" for path, msgs in exc.errors.items())
-        return f"{exc.message} {details}"
-    return exc.message
 
 
 class BalletAdmin(admin.ModelAdmin):

@@ -18,12 +18,12 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
-from tracker.admin.base import BalletAdmin, actor_of, error_text
-from tracker.errors import BalletError
+from tracker.admin.base import BalletAdmin, actor_of
+from tracker.errors import BalletError, error_text
 from tracker.models import Changeset, ChangesetStatus
-from tracker.permissions import CHANGESET_APPLY, TRACKER_READ, has_permission
 from tracker.review import changeset_review
 from tracker.services.changesets import MAX_NOTE, changeset_apply, changeset_reject
+from tracker.trust.permissions import CHANGESET_APPLY, TRACKER_READ, has_permission
 
 REVIEW_FIELDS = (
     "project",

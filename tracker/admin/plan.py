@@ -18,10 +18,16 @@ from django.http import HttpRequest
 from tracker.admin.base import BalletAdmin, BalletForm, VersionedForm, actor_of, adopt
 from tracker.errors import ValidationError
 from tracker.models import STATES_BY_KIND, Dependency, Item, ItemKind, Project
-from tracker.permissions import POLICY_SET, TRACKER_READ, TRACKER_WRITE, has_permission, project_ids_with
 from tracker.selectors import project_planner_config
 from tracker.services.changeset_validation import changeset_validate
 from tracker.services.items import dependency_add, dependency_remove, item_create, item_update
+from tracker.trust.permissions import (
+    POLICY_SET,
+    TRACKER_READ,
+    TRACKER_WRITE,
+    has_permission,
+    project_ids_with,
+)
 
 ITEM_FORM_FIELDS = ("title", "description", "acceptance_criteria", "state", "epic", "milestone", "policy")
 PARENT_KINDS: dict[str, tuple[str, ...]] = {

@@ -12,7 +12,6 @@ from django.http import HttpRequest
 
 from tracker.admin.base import BalletAdmin, BalletForm, actor_of, adopt
 from tracker.models import Project, Skill, SkillPin, SkillVersion
-from tracker.permissions import SKILL_READ, SKILL_WRITE, project_ids_with
 from tracker.services.skills import (
     MAX_BODY,
     NAME_PATTERN,
@@ -20,6 +19,7 @@ from tracker.services.skills import (
     skill_pin_set,
     skill_version_create,
 )
+from tracker.trust.permissions import SKILL_READ, SKILL_WRITE, project_ids_with
 
 
 def skill_writable_projects(user: Any) -> QuerySet[Project]:

@@ -10,12 +10,12 @@ from django.contrib.admin import RelatedOnlyFieldListFilter
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from tracker.admin.base import BalletAdmin, actor_of, error_text
-from tracker.errors import BalletError
+from tracker.admin.base import BalletAdmin, actor_of
+from tracker.errors import BalletError, error_text
 from tracker.models import Claim, ClaimStatus, Report
-from tracker.permissions import TRACKER_READ, TRACKER_WRITE, is_superuser, project_ids_with
 from tracker.selectors import claim_as_read
 from tracker.services.work import claim_release
+from tracker.trust.permissions import TRACKER_READ, TRACKER_WRITE, is_superuser, project_ids_with
 
 CLAIM_FIELDS = (
     "project",

@@ -18,6 +18,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from tracker.commit_hooks import on_commit_robust
+from tracker.db.locks import locked as row_locked
 from tracker.errors import (
     BalletError,
     ConflictError,
@@ -26,16 +27,7 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.inputs import refuse_nul
-from tracker.locks import locked as row_locked
 from tracker.models import Changeset, ChangesetStatus, Item, Project
-from tracker.permissions import (
-    CHANGESET_APPLY,
-    POLICY_SET,
-    TRACKER_WRITE,
-    AnyUser,
-    has_permission,
-    require,
-)
 from tracker.selectors import project_planner_config
 from tracker.services.activity import Actor, activity_record
 from tracker.services.changeset_validation import (
@@ -47,6 +39,14 @@ from tracker.services.changeset_validation import (
 )
 from tracker.services.items import dependency_add, dependency_remove, item_create, item_update
 from tracker.signals import changeset_decided
+from tracker.trust.permissions import (
+    CHANGESET_APPLY,
+    POLICY_SET,
+    TRACKER_WRITE,
+    AnyUser,
+    has_permission,
+    require,
+)
 
 MAX_NOTE = 5_000
 # A database constraint caught what the checks before each write did not (a concurrent writer).

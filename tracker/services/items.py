@@ -11,9 +11,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
+from tracker.db.locks import locked as row_locked
 from tracker.errors import ConflictError, ValidationError
 from tracker.inputs import refuse_nul
-from tracker.locks import locked as row_locked
 from tracker.models import STATES_BY_KIND, Dependency, Item, Project
 from tracker.search.types import ITEM
 from tracker.services.activity import Actor, activity_record

@@ -8,13 +8,13 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from ballet.env import PROJECT_SETTINGS, ConfigError, project_setting
-from tracker.crypto import encrypt
+from tracker.db.locks import locked as row_locked
 from tracker.errors import NotFoundError, ValidationError
 from tracker.inputs import refuse_nul
-from tracker.locks import locked as row_locked
 from tracker.models import Membership, Project, Role
-from tracker.permissions import PROJECT_ADMIN, require
 from tracker.services.activity import Actor, activity_record
+from tracker.trust.crypto import encrypt
+from tracker.trust.permissions import PROJECT_ADMIN, require
 
 MAX_CREDENTIAL = 500
 

@@ -8,13 +8,13 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
+from tracker.db.locks import locked as row_locked
 from tracker.errors import PermissionDeniedError, ValidationError
-from tracker.locks import locked as row_locked
 from tracker.models import Project, Skill, SkillPin, SkillVersion
-from tracker.permissions import SKILL_WRITE, AnyUser, has_permission, require
 from tracker.search.types import SKILL
 from tracker.services.activity import Actor, activity_record
 from tracker.tasks import search_index_on_commit
+from tracker.trust.permissions import SKILL_WRITE, AnyUser, has_permission, require
 
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,99}$")
 MAX_BODY = 100_000

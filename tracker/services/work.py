@@ -4,7 +4,7 @@ go (release), or its lease runs out (expiry).
 
 Every function checks the caller's permissions itself: REST and the MCP tools call these alike.
 A claim's ticket row is locked before the claim's row, always in that order and those rows only
-(``tracker/locks.py``), so that a claim, a report, a release and the expiry sweep meeting on one
+(``tracker/db/locks.py``), so that a claim, a report, a release and the expiry sweep meeting on one
 ticket wait for one another instead of deadlocking; and each re-reads what it decides on under
 those locks.
 """
@@ -22,6 +22,7 @@ from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from tracker.db.locks import locked as row_locked
 from tracker.errors import (
     ConflictError,
     InvalidStateError,
@@ -30,9 +31,7 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.inputs import NUL_MESSAGE, nul_paths, refuse_nul
-from tracker.locks import locked as row_locked
 from tracker.models import Claim, ClaimStatus, Item, ItemKind, Project, Report, ReportKind, Sweep
-from tracker.permissions import TRACKER_READ, TRACKER_WRITE, require
 from tracker.selectors import (
     lapsed,
     lease_ran_out,
@@ -43,6 +42,7 @@ from tracker.selectors import (
 )
 from tracker.services.activity import Actor, activity_record
 from tracker.services.items import item_update
+from tracker.trust.permissions import TRACKER_READ, TRACKER_WRITE, require
 from tracker.work_selectors import LEASE_SWEEP
 
 MAX_SUMMARY_BYTES: Final = 20_000  # a report's Markdown summary, UTF-8

@@ -8,7 +8,7 @@ generated password, printed once; ``--reset-passwords`` prints new ones and
 ``--password`` sets a given one for both users. The worker ``agent``, a member,
 has no password but an API key with the scopes read, ask and work (printed when
 created; ``--reset-passwords`` revokes it and prints a new one), one open
-question, waiting for a human (``planner/services/demo.py``), a ticket it carried to done with
+question, waiting for a human (``planner/domain/services/demo.py``), a ticket it carried to done with
 its reports, and a ticket it holds a claim on, with a progress report.
 """
 
@@ -27,9 +27,9 @@ from django.utils import timezone
 
 from knowledge.models import KnowledgeEntry
 from knowledge.services import knowledge_create, knowledge_update
+from planner.domain.selectors import project_provider
+from planner.domain.services.demo import demo_question_ensure
 from planner.models import Question, QuestionStatus
-from planner.selectors import project_provider
-from planner.services.demo import demo_question_ensure
 from tracker.errors import BalletError
 from tracker.management import demo_content as content
 from tracker.models import (

@@ -900,7 +900,7 @@
     return box;
   }
 
-  // An approval's input, as the server's preview rows describe it (planner/services/previews.py); plain JSON else.
+  // An approval's input, as the server's preview rows describe it (planner/domain/services/previews.py); plain JSON else.
 
   function previewNode(request) {
     const box = el("div", "request-preview");
@@ -998,7 +998,7 @@
   }
 
   /** "12,400 tokens (9,800 cached)": every token, cached input included, the cached said apart — as
-   * the usage chart and the budget count them (planner/usage_chart.py ``tokens_text``). */
+   * the usage chart and the budget count them (planner/web/usage_chart.py ``tokens_text``). */
   function tokenFigure(spend) {
     const tokens = `${NUMBER.format(Number(spend.tokens) || 0)} tokens`;
     const cached = Number(spend.cached_tokens) || 0;

@@ -1,0 +1,52 @@
+"""REST routes of the planner under /api/v1/."""
+
+from django.urls import path, re_path
+
+from planner.web.apis import (
+    ProjectUsageApi,
+    SessionAnswerApi,
+    SessionDetailApi,
+    SessionEditApi,
+    SessionListApi,
+    SessionMessageApi,
+    SessionRetryApi,
+    SessionStopApi,
+    SessionUsageApi,
+)
+from planner.web.brief_api import ItemBriefApi
+from planner.web.question_apis import (
+    QuestionAnswerApi,
+    QuestionDetailApi,
+    QuestionListApi,
+    QuestionWithdrawApi,
+)
+
+app_name = "planner-api"
+
+SESSION = r"planner/sessions/(?P<session>[0-9a-fA-F-]{32,36})"
+
+urlpatterns = [
+    path("planner/sessions/", SessionListApi.as_view(), name="session-list"),
+    # The seed's exact path: no trailing slash needed.
+    re_path(SESSION + r"/?$", SessionDetailApi.as_view(), name="session-detail"),
+    re_path(SESSION + r"/messages/$", SessionMessageApi.as_view(), name="session-messages"),
+    re_path(SESSION + r"/stop/$", SessionStopApi.as_view(), name="session-stop"),
+    re_path(SESSION + r"/retry/$", SessionRetryApi.as_view(), name="session-retry"),
+    re_path(SESSION + r"/edit/$", SessionEditApi.as_view(), name="session-edit"),
+    re_path(SESSION + r"/answers/$", SessionAnswerApi.as_view(), name="session-answers"),
+    re_path(SESSION + r"/usage/$", SessionUsageApi.as_view(), name="session-usage"),
+    path("projects/<str:key>/questions/", QuestionListApi.as_view(), name="question-list"),
+    path("projects/<str:key>/questions/<str:question>/", QuestionDetailApi.as_view(), name="question-detail"),
+    path(
+        "projects/<str:key>/questions/<str:question>/answer/",
+        QuestionAnswerApi.as_view(),
+        name="question-answer",
+    ),
+    path(
+        "projects/<str:key>/questions/<str:question>/withdraw/",
+        QuestionWithdrawApi.as_view(),
+        name="question-withdraw",
+    ),
+    path("projects/<str:key>/usage/", ProjectUsageApi.as_view(), name="project-usage"),
+    path("projects/<str:key>/items/<str:item_key>/brief/", ItemBriefApi.as_view(), name="item-brief"),
+]

@@ -1,0 +1,647 @@
+"""Statements of the turn's hot path, written once in SQL (docs/architecture.md#the-hot-path-in-sql).
+
+On this hardware the ORM spends one to three milliseconds composing a query
+that the database answers in under one; a planner turn sends about thirty.
+The statements a turn always runs are written here in plain SQL that SQLite
+and PostgreSQL both take (``%s`` placeholders, no vendor casts), and read back
+with the same conversions the ORM applies: JSON columns come back as text,
+SQLite gives date-times as text. Everything else stays on the ORM: a statement
+belongs here only when it is on every turn's path and measured to matter
+(``bench/turn_overhead.py``). Each has a test against its ORM twin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+import psycopg
+from django.db import connection
+from django.db.models import Field, Model
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+Row = tuple[Any, ...]
+M = TypeVar("M", bound=Model)
+Converter = Callable[[Any, Any, Any], Any]
+
+
+@functools.cache
+def _vendor() -> str:
+    """The database's vendor: one for the process, asked many times a turn (through the ORM's
+    connection proxy, a few microseconds each time)."""
+    return connection.vendor
+
+
+class _Now:
+    def __repr__(self) -> str:
+        return "sql.NOW"
+
+
+NOW = _Now()
+"""A parameter that stands for the time (``timezone.now()``) when its statement is sent: the same
+statement then has the same parameters whenever it is built, so one read ahead
+(:func:`reading_ahead`) is the one its code asks for, and each compares with the moment it reads."""
+
+
+def _bound(params: Sequence[Any]) -> Sequence[Any]:
+    """``params`` with :data:`NOW` replaced by the time, as the ORM sends a date-time."""
+    if not any(param is NOW for param in params):
+        return params
+    now = datetime_in(timezone.now())
+    return [now if param is NOW else param for param in params]
+
+
+def rows(sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    """Every row of ``sql``, a statement prepared once per connection on PostgreSQL."""
+    if (found := _read_ahead(sql, params)) is not None:
+        return found
+    return _rows_sent(sql, params)
+
+
+def _rows_sent(sql: str, params: Sequence[Any]) -> list[Row]:
+    with _reading() as cursor:
+        cursor.execute(sql, _bound(params))
+        return cursor.fetchall()
+
+
+def row(sql: str, params: Sequence[Any] = ()) -> Row | None:
+    """The first row of ``sql``, if any (prepared as :func:`rows` prepares it)."""
+    if (ahead := _read_ahead(sql, params)) is not None:
+        return ahead[0] if ahead else None
+    with _reading() as cursor:
+        cursor.execute(sql, _bound(params))
+        found: Row | None = cursor.fetchone()
+        return found
+
+
+class _PreparedCursor(psycopg.Cursor[Any]):
+    """A cursor binding its parameters on the server and preparing every statement it runs: the
+    connection keeps the statement, and PostgreSQL its plan, so the next run of the same SQL skips
+    the parsing and planning (a third of a millisecond to one for the read tools' joins, where the
+    whole statement then takes about two tenths). One statement per execute, as prepared
+    statements are; the multi-statement sends below keep the connection's client-side cursor."""
+
+    def execute(
+        self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
+    ) -> Any:
+        return super().execute(query, params, prepare=True, binary=binary)
+
+    def _send_query_prepared(self, name: bytes, pgq: Any, *, binary: bool | None = None) -> None:
+        self._query = pgq  # as a statement sent unprepared keeps it: Django logs the SQL it ran from it
+        super()._send_query_prepared(name, pgq, binary=binary)
+
+
+def _reading() -> Any:
+    """A cursor for one read: prepared on PostgreSQL unless writes wait to go with it (then the
+    connection's own, which takes several statements at once), the connection's own on SQLite.
+    Both are wrapped as ``connection.cursor()`` wraps its cursors (execute wrappers, the queries
+    logged in tests, database errors as Django's)."""
+    if _vendor() != "postgresql" or _queued.get():
+        return connection.cursor()
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        return connection._prepare_cursor(_PreparedCursor(connection.connection))  # type: ignore[attr-defined]
+
+
+def execute(sql: str, params: Sequence[Any] = ()) -> int:
+    """Run ``sql``; the number of rows it changed."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _bound(params))
+        return int(cursor.rowcount)
+
+
+def placeholders(count: int) -> str:
+    """``%s, %s, …``: ``count`` placeholders, for ``IN (…)`` and multi-row ``VALUES``."""
+    return ", ".join(["%s"] * count)
+
+
+def for_update() -> str:
+    """The row-lock clause where the database has one (SQLite's write transactions lock it all):
+    ``FOR NO KEY UPDATE``, as ``tracker.db.locks.locked`` takes it (docs/architecture.md#row-locks)."""
+    if connection.features.has_select_for_no_key_update:
+        return " FOR NO KEY UPDATE"
+    return " FOR UPDATE" if connection.features.has_select_for_update else ""
+
+
+def json_in(value: Any) -> str:
+    """A value for a JSON column, as the ORM writes it."""
+    return json.dumps(value)
+
+
+def json_out(value: Any) -> Any:
+    """A JSON column's value as read (text on both databases)."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def datetime_in(value: datetime.datetime) -> Any:
+    """A date-time parameter, as the ORM sends it (SQLite stores naive UTC text)."""
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def datetime_out(value: Any) -> datetime.datetime | None:
+    """A date-time column's value as read: aware, in UTC."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = parse_datetime(value)
+        assert value is not None, "a date-time column holds a date-time"
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, datetime.UTC)
+    return value
+
+
+# --- model rows without the query compiler: values prepared and converted by the fields themselves
+
+
+def field(model: type[Model], name: str) -> Field[Any, Any]:
+    found = model._meta.get_field(name)
+    assert isinstance(found, Field), f"{model.__name__}.{name} is a concrete field"
+    return found
+
+
+def prep(model: type[Model], name: str, value: Any) -> Any:
+    """``value`` as a parameter compared with the column of ``model.name``, prepared as the ORM
+    prepares a lookup's value (a UUID is hex text on SQLite, JSON is ``Jsonb`` on PostgreSQL)."""
+    return field(model, name).get_db_prep_value(value, connection, prepared=False)
+
+
+def quoted(name: str) -> str:
+    return _quoted(name, _vendor())
+
+
+@functools.cache
+def _quoted(name: str, vendor: str) -> str:
+    return str(connection.ops.quote_name(name))
+
+
+def table(model: type[Model]) -> str:
+    return quoted(model._meta.db_table)
+
+
+def columns(model: type[Model], alias: str | None = None) -> str:
+    """Every concrete column of ``model``, in field order, for :func:`load`."""
+    return _columns(model, alias, _vendor())
+
+
+@functools.cache
+def _columns(model: type[Model], alias: str | None, vendor: str) -> str:
+    prefix = f"{quoted(alias or model._meta.db_table)}."
+    return ", ".join(prefix + quoted(f.column) for f in model._meta.concrete_fields)
+
+
+@functools.cache
+def _converters(model: type[Model], vendor: str) -> list[tuple[str, Any, list[Converter]]]:
+    """Per concrete field: its attribute and the converters the ORM applies to what the
+    database returns for it (``from_db_value``, the backend's own)."""
+    result = []
+    for f in model._meta.concrete_fields:
+        col = f.get_col(model._meta.db_table)
+        steps = connection.ops.get_db_converters(col) + f.get_db_converters(connection)  # type: ignore[attr-defined]
+        result.append((f.attname, col, steps))
+    return result
+
+
+def load(model: type[M], values: Sequence[Any]) -> M:
+    """A ``model`` instance from the columns :func:`columns` selected, as the ORM would load it."""
+    converters = _converters(model, _vendor())
+    names, converted = [], []
+    for (attname, col, steps), raw in zip(converters, values, strict=True):
+        value = raw
+        for convert in steps:
+            value = convert(value, col, connection)
+        names.append(attname)
+        converted.append(value)
+    return model.from_db(connection.alias, names, converted)
+
+
+@functools.cache
+def _insert_into(model: type[Model], vendor: str) -> tuple[list[Field[Any, Any]], str, str]:
+    """The fields an INSERT of ``model`` writes, its statement's head (up to the rows), and one
+    row's placeholders."""
+    fields = [f for f in model._meta.concrete_fields if f is not model._meta.auto_field]
+    names = ", ".join(quoted(f.column) for f in fields)
+    head = f"INSERT INTO {table(model)} ({names}) "
+    return fields, head, f"({placeholders(len(fields))})"
+
+
+def _insert_values(fields: Sequence[Field[Any, Any]], obj: Model) -> list[Any]:
+    """``obj``'s values for an INSERT, every field prepared as ``bulk_create`` prepares it
+    (defaults, ``auto_now_add``)."""
+    return [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
+
+
+def insert(objs: Sequence[Model]) -> None:
+    """INSERT ``objs`` (of one model, with database-made ids) in one statement, every field
+    prepared as ``bulk_create`` prepares it (defaults, ``auto_now_add``); ids are not read back."""
+    fields, head, row_sql = _insert_into(type(objs[0]), _vendor())
+    params = [value for obj in objs for value in _insert_values(fields, obj)]
+    write(head + "VALUES " + ", ".join([row_sql] * len(objs)), params)
+
+
+def update(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> int:
+    """UPDATE ``model``'s rows that ``where`` (SQL over its columns) selects, setting the fields
+    of ``values`` prepared as the ORM prepares them; the number of rows changed."""
+    return execute(*_update(model, values, where, params))
+
+
+def update_returning(
+    model: type[Model],
+    values: Mapping[str, Any],
+    where: str,
+    params: Sequence[Any],
+    *,
+    pk: Any,
+    returning: str,
+) -> Row | None:
+    """:func:`update` of the row ``pk`` (``where`` must select it alone), and the ``returning``
+    expressions (SQL over its columns, ``table.column`` in subqueries) as the update left them;
+    None if nothing changed. PostgreSQL gives them in the update's own round trip (RETURNING);
+    SQLite, in the process, reads them after it."""
+    statement, prepared = _update(model, values, where, params)
+    if _vendor() == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"{statement} RETURNING {returning}", prepared)
+            found: Row | None = cursor.fetchone()
+            return found
+    if not execute(statement, prepared):
+        return None
+    key = quoted(model._meta.pk.column)
+    return row(f"SELECT {returning} FROM {table(model)} WHERE {key} = %s", [pk])  # noqa: S608 - the caller's SQL
+
+
+def update_inserting(
+    model: type[Model],
+    values: Mapping[str, Any],
+    where: str,
+    params: Sequence[Any],
+    *,
+    returning: Mapping[str, str],
+    inserting: Sequence[tuple[Model, str]],
+) -> Row | None:
+    """PostgreSQL: :func:`update_returning` of one row and, in the same statement, an INSERT of
+    each object of ``inserting`` made only if the update changed its row and the object's
+    condition holds (SQL over the names of ``returning``, "" for none). The returned row (its
+    values in the order of ``returning``), None if nothing changed: then nothing was inserted.
+    One statement (data-modifying WITH clauses, which SQLite lacks) where there were an update
+    and the inserts after it; within :func:`batched` it is the batch's last, and goes with the
+    COMMIT of a batch that ends its transaction."""
+    assert _vendor() == "postgresql", "SQLite has no INSERT or UPDATE in WITH clauses"
+    statement, all_params = _update(model, values, where, params)
+    names = ", ".join(f"{expr} AS {name}" for name, expr in returning.items())
+    clauses = [f"moved AS ({statement} RETURNING {names})"]
+    # The WITH clauses run in no set order: rows of one model go in one of them, in order.
+    groups: list[tuple[type[Model], str, list[Model]]] = []
+    for obj, condition in inserting:
+        if groups and groups[-1][0] is type(obj) and groups[-1][1] == condition:
+            groups[-1][2].append(obj)
+        else:
+            groups.append((type(obj), condition, [obj]))
+    for index, (kind, condition, objs) in enumerate(groups):
+        fields, head, _ = _insert_into(kind, _vendor())
+        when = f" WHERE {condition}" if condition else ""
+        one = f"SELECT {_typed_row(kind)} FROM moved{when}"  # noqa: S608 - the caller's SQL
+        clauses.append(f"inserted_{index} AS ({head}{' UNION ALL '.join([one] * len(objs))})")
+        all_params.extend(value for obj in objs for value in _insert_values(fields, obj))
+    sent = f"WITH {', '.join(clauses)} SELECT {', '.join(returning)} FROM moved"  # noqa: S608 - the caller's SQL
+    return _last_row(sent, all_params)
+
+
+@functools.cache
+def _typed_row(model: type[Model]) -> str:
+    """One row's placeholders for an INSERT of ``model`` from a SELECT, each cast to its column's
+    type: an untyped NULL in a UNION would be text."""
+    fields, _, _ = _insert_into(model, "postgresql")
+    return ", ".join(f"%s::{f.cast_db_type(connection)}" for f in fields)  # type: ignore[attr-defined]
+
+
+def _last_row(sql: str, params: Sequence[Any]) -> Row | None:
+    """The first row of ``sql``, the last statement of the batch: with the COMMIT in the same
+    round trip when the batch ends an outermost transaction (:func:`batched`). Prepared, in one
+    pipeline with its transaction's BEGIN and COMMIT, when no write waits to go with it: parsing
+    and planning a step's save (several kilobytes of rows) cost PostgreSQL three times what
+    running it does."""
+    ending = _ending.get() and _outermost()
+    if not _queued.get():
+        (found_rows,) = _pipelined([(sql, params)], commit=ending)
+        return found_rows[0] if found_rows else None
+    statements: list[Statement] = [(sql, params)]
+    if ending:
+        statements.append(("COMMIT", ()))
+    with connection.cursor() as cursor:
+        _send(cursor, statements, skip=0)
+        found: Row | None = cursor.fetchone()
+        return found
+
+
+def update_later(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> None:
+    """:func:`update` when nobody reads how many rows it changed: within :func:`batched`, sent
+    with the next statement."""
+    write(*_update(model, values, where, params))
+
+
+_AS_IT_WAS = object()
+
+
+class Case:
+    """An updated column's value that depends on the row: ``then`` where ``when`` (SQL over the
+    row's columns, with ``params``) holds, else ``otherwise`` (by default the column as it was)."""
+
+    def __init__(self, when: str, params: Sequence[Any], then: Any, otherwise: Any = _AS_IT_WAS) -> None:
+        self.when, self.params, self.then, self.otherwise = when, list(params), then, otherwise
+
+
+def _update(
+    model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]
+) -> tuple[str, list[Any]]:
+    sets, prepared = [], []
+    for name, value in values.items():
+        f = field(model, name)
+        column = quoted(f.column)
+        if isinstance(value, Case):
+            then = f.get_db_prep_save(value.then, connection)
+            if value.otherwise is _AS_IT_WAS:
+                sets.append(f"{column} = CASE WHEN {value.when} THEN %s ELSE {column} END")
+                prepared.extend([*value.params, then])
+            else:
+                sets.append(f"{column} = CASE WHEN {value.when} THEN %s ELSE %s END")
+                prepared.extend([*value.params, then, f.get_db_prep_save(value.otherwise, connection)])
+            continue
+        sets.append(f"{column} = %s")
+        prepared.append(f.get_db_prep_save(value, connection))
+    statement = f"UPDATE {table(model)} SET {', '.join(sets)} WHERE {where}"  # noqa: S608 - the caller's SQL
+    return statement, [*prepared, *params]
+
+
+# --- writes nobody reads, sent with the next statement: one round trip where there were several
+
+Statement = tuple[str, Sequence[Any]]
+_queued: ContextVar[list[Statement] | None] = ContextVar("ballet_sql_queued", default=None)
+_ending: ContextVar[bool] = ContextVar("ballet_sql_ending", default=False)  # batched(ends_transaction=True)
+
+
+def write(sql: str, params: Sequence[Any] = ()) -> None:
+    """Run ``sql``, whose result nobody reads (a write, or a row lock taken for what follows): at
+    once, or within :func:`batched` with the next statement the connection runs (the ORM's too),
+    or when the batch ends."""
+    queue = _queued.get()
+    if queue is None:
+        execute(sql, params)
+    else:
+        queue.append((sql, params))
+
+
+@contextmanager
+def batched(*, ends_transaction: bool = False) -> Iterator[None]:
+    """Within: what :func:`write` (so :func:`insert`, :func:`update_later`) writes waits, and goes
+    to PostgreSQL in one round trip with the next statement the connection runs, in order; what
+    still waits at the end goes then. The caller's transaction holds them all: a failing one
+    fails the statement it went with. PostgreSQL takes several statements in one execute with the
+    client-side binding Django uses; SQLite, in the process, pays no round trip and runs each at
+    once. Nest it inside the transaction, never around one: the commit must follow the flush.
+
+    ``ends_transaction``: the batch is the whole of an outermost transaction (``transaction.atomic``
+    right around it, nothing after it), so what waits at its end goes with the COMMIT, in the
+    same round trip; the atomic block's own commit then finds nothing left to commit. Within an
+    outer transaction or a savepoint (a test's, a caller's) the batch ends as any other."""
+    if _vendor() != "postgresql" or _queued.get() is not None:
+        yield
+        return
+    queue: list[Statement] = []
+    token, ending = _queued.set(queue), _ending.set(ends_transaction)
+    try:
+        with connection.execute_wrapper(_with_queued(queue)):
+            yield
+            if queue:
+                statements = list(queue)
+                queue.clear()
+                if ends_transaction and _outermost():
+                    statements.append(("COMMIT", ()))
+                with connection.cursor() as cursor:
+                    _send(cursor, statements)
+    finally:
+        _queued.reset(token)
+        _ending.reset(ending)
+
+
+def _outermost() -> bool:
+    """Is the connection in one atomic block, no savepoint, nothing marked for rollback?"""
+    return (
+        connection.in_atomic_block
+        and len(connection.atomic_blocks) == 1
+        and not connection.savepoint_ids
+        and not connection.needs_rollback
+    )
+
+
+def _with_queued(queue: list[Statement]) -> Callable[..., Any]:
+    """An execute wrapper sending what waits in ``queue`` before the statement at hand, in the
+    same execute, and leaving the cursor on the statement at hand's (first) result. The first
+    statement of a transaction also takes its BEGIN along (:func:`_begun_by_us`): as text before
+    it on the connection's own cursor, in one pipeline with it on a prepared one."""
+
+    def wrapper(
+        execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
+    ) -> Any:
+        opening = not many and _opening()
+        statements = [("BEGIN", ()), *queue] if opening else list(queue)
+        queue.clear()
+        if not statements:
+            return execute(sql, params, many, context)
+        with _begun_by_us(opening):
+            if isinstance(context["cursor"].cursor, _PreparedCursor):  # only when nothing waited
+                with connection.connection.pipeline():
+                    connection.connection.execute("BEGIN")
+                    return execute(sql, params, many, context)
+            if many or params is None:  # its SQL is not to be interpolated: what waits goes first, alone
+                _send(context["cursor"], statements, execute, context)
+                return execute(sql, params, many, context)
+            return _send(
+                context["cursor"], [*statements, (sql, params)], execute, context, skip=len(statements)
+            )
+
+    return wrapper
+
+
+def _opening() -> bool:
+    """Is this the first statement of the connection's transaction? Django opened it (an atomic
+    block) and psycopg would send its BEGIN now, alone, a round trip of its own."""
+    raw = connection.connection
+    return (
+        connection.in_atomic_block
+        and raw is not None
+        and not raw.autocommit
+        and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    )
+
+
+@contextmanager
+def _begun_by_us(opening: bool) -> Iterator[None]:
+    """While the statement that opens a transaction goes with its BEGIN, psycopg is kept from
+    sending one of its own (it does whenever it finds no transaction open, before the statement
+    and alone); the server then says a transaction is open, and psycopg goes on from there as if
+    it had opened it."""
+    if not opening:
+        yield
+        return
+    raw = connection.connection
+    raw._autocommit = True  # psycopg's own flag: its public setter refuses to change it in a transaction
+    try:
+        yield
+    finally:
+        raw._autocommit = False
+
+
+def _send(
+    cursor: Any,
+    statements: Sequence[Statement],
+    execute: Callable[..., Any] | None = None,
+    context: dict[str, Any] | None = None,
+    skip: int | None = None,
+) -> Any:
+    """Run ``statements`` as one execute; leave the cursor past ``skip`` results (all but the last
+    when None)."""
+    sql = "; ".join(s for s, _ in statements)
+    params = _bound([p for _, ps in statements for p in ps])
+    result = cursor.execute(sql, params) if execute is None else execute(sql, params, False, context)
+    for _ in range(len(statements) - 1 if skip is None else skip):
+        cursor.nextset()
+    return result
+
+
+def result_sets(statements: Sequence[Statement]) -> list[list[Row]]:
+    """Every row of each of ``statements``, in order: in one round trip on PostgreSQL (several
+    statements in one execute, their results read one after another), each at once on SQLite."""
+    if (found := _all_read_ahead(statements)) is not None:
+        return found
+    ahead = _ahead.get()
+    if ahead is None or not ahead.pending:
+        return _result_sets_sent(statements)
+    pending, ahead.pending = ahead.pending, []
+    found = _result_sets_sent([*statements, *pending])
+    ahead.keep(pending, found[len(statements) :])
+    return found[: len(statements)]
+
+
+def _result_sets_sent(statements: Sequence[Statement]) -> list[list[Row]]:
+    if _vendor() != "postgresql":
+        return [_rows_sent(sql, params) for sql, params in statements]
+    if _queued.get():  # the writes waiting go first, in the same execute
+        with connection.cursor() as cursor:
+            _send(cursor, statements, skip=0)
+            found = [cursor.fetchall()]
+            for _ in statements[1:]:
+                cursor.nextset()
+                found.append(cursor.fetchall())
+        return found
+    return _pipelined(statements)
+
+
+def _pipelined(statements: Sequence[Statement], *, commit: bool = False) -> list[list[Row]]:
+    """Every row of each of ``statements``, prepared one by one in psycopg's pipeline mode: sent
+    together, read together, with the transaction's BEGIN when they open it (psycopg would sync
+    the pipeline after its own), and with ``commit`` its COMMIT after them."""
+    cursors = [_reading() for _ in statements]
+    opening = _opening()
+    raw = connection.connection
+    try:
+        with connection.wrap_database_errors, _begun_by_us(opening):
+            with raw.pipeline():
+                if opening:
+                    raw.execute("BEGIN")
+                for cursor, (sql, params) in zip(cursors, statements, strict=True):
+                    cursor.execute(sql, _bound(params))
+                if commit:
+                    raw.execute("COMMIT")
+            return [cursor.fetchall() for cursor in cursors]
+    finally:
+        for cursor in cursors:
+            cursor.close()
+
+
+# --- reads sent before the code that makes them: one round trip for a round of tool calls
+
+_Key = tuple[str, tuple[Any, ...]]
+
+
+@dataclasses.dataclass
+class _Ahead:
+    # What was read, waiting for its askers; what goes with the next read sent.
+    kept: dict[_Key, list[list[Row]]] = dataclasses.field(default_factory=dict)
+    pending: list[Statement] = dataclasses.field(default_factory=list)
+
+    def keep(self, statements: Sequence[Statement], found: Sequence[list[Row]]) -> None:
+        for (sql, params), rows_ in zip(statements, found, strict=True):
+            if (key := _key(sql, params)) is not None:
+                self.kept.setdefault(key, []).append(rows_)
+
+
+_ahead: ContextVar[_Ahead | None] = ContextVar("ballet_sql_ahead", default=None)
+
+
+@contextmanager
+def reading_ahead(statements: Sequence[Statement], *, with_next: bool = False) -> Iterator[None]:
+    """Read ``statements`` now, all in one round trip (:func:`result_sets`), or with ``with_next``
+    in the round trip of the next read sent within; within, a :func:`rows`, :func:`row` or
+    :func:`result_sets` that asks for one of them, the same SQL with the same parameters, gets
+    what was read instead of sending it again, once. For reads the caller knows its code is about
+    to make, with no write of its own before them: the answer is what the database held a moment
+    before the code asked (docs/architecture.md#the-hot-path-in-sql). Within another, it stands
+    alone: what the outer one read waits until it ends."""
+    if not statements:
+        yield
+        return
+    ahead = _Ahead()
+    if with_next:
+        ahead.pending = list(statements)
+    else:
+        ahead.keep(statements, result_sets(statements))
+    token = _ahead.set(ahead)
+    try:
+        yield
+    finally:
+        _ahead.reset(token)
+
+
+def _key(sql: str, params: Sequence[Any]) -> _Key | None:
+    key = (sql, tuple(params))
+    try:
+        hash(key)
+    except TypeError:  # a parameter that is a list: asked for again, it is read again
+        return None
+    return key
+
+
+def _read_ahead(sql: str, params: Sequence[Any]) -> list[Row] | None:
+    """The rows of ``sql`` read ahead (:func:`reading_ahead`), taken; None if none wait. A read
+    that is not waits for nothing that goes with the next read: it is that read."""
+    ahead = _ahead.get()
+    if ahead is None:
+        return None
+    if (key := _key(sql, params)) is not None and (waiting := ahead.kept.get(key)):
+        return waiting.pop(0)
+    if ahead.pending:
+        return result_sets([(sql, params)])[0]
+    return None
+
+
+def _all_read_ahead(statements: Sequence[Statement]) -> list[list[Row]] | None:
+    """The rows of each of ``statements`` if every one was read ahead, taken; else None, nothing taken."""
+    ahead = _ahead.get()
+    if ahead is None or not ahead.kept:
+        return None
+    keys = [_key(sql, params) for sql, params in statements]
+    wanted: dict[_Key, int] = {}
+    for key in keys:
+        if key is None:
+            return None
+        wanted[key] = wanted.get(key, 0) + 1
+    if any(len(ahead.kept.get(key, ())) < count for key, count in wanted.items()):
+        return None
+    return [ahead.kept[key].pop(0) for key in keys if key is not None]

@@ -1,0 +1,90 @@
+"""API keys over REST: yours (list, create, revoke) and, for a project's owners, its members'.
+
+No API key manages keys: a key that could make keys could give itself every
+scope. Sign in, or use the legacy token of ``auth/token/``. ``docs/api-keys.md``.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from tracker.selectors import key_get, key_list, key_list_of_project
+from tracker.services.keys import key_create, key_revoke
+from tracker.trust.permissions import PROJECT_ADMIN
+from tracker.web.apis.base import (
+    READ_ERRORS,
+    WRITE_ERRORS,
+    BalletApi,
+    caller,
+    parse,
+    project_for,
+    with_errors,
+)
+from tracker.web.serializers import (
+    KeyCreatedSerializer,
+    KeyCreateSerializer,
+    KeySerializer,
+    MemberKeySerializer,
+)
+
+
+class KeyListApi(BalletApi):
+    scopes = {"POST": None}
+
+    @extend_schema(
+        summary="Your API keys, newest first (never their secrets)",
+        responses=with_errors({200: KeySerializer(many=True)}, *READ_ERRORS),  # 404: a page past the end
+    )
+    def get(self, request: Request) -> Response:
+        return self.paginated(key_list(user=caller(request)), KeySerializer)
+
+    @extend_schema(
+        summary="Create an API key: the answer holds the key, shown this once",
+        description="The key acts as you, within its scopes.",
+        request=KeyCreateSerializer,
+        responses=with_errors({201: KeyCreatedSerializer}, 400, 401, 403),
+    )
+    def post(self, request: Request) -> Response:
+        data = parse(KeyCreateSerializer, request.data)
+        key, secret = key_create(user=caller(request), **data)
+        return Response({**KeySerializer(key).data, "key": secret}, status=status.HTTP_201_CREATED)
+
+
+class KeyDetailApi(BalletApi):
+    scopes = {"DELETE": None}
+
+    @extend_schema(
+        summary="Revoke one of your API keys, at once (again: 204)",
+        responses=with_errors({204: None}, *READ_ERRORS),
+    )
+    def delete(self, request: Request, key_id: int) -> Response:
+        key_revoke(key=key_get(keys=key_list(user=caller(request)), key_id=key_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ProjectKeyListApi(BalletApi):
+    @extend_schema(
+        summary="The API keys of the project's members (never their secrets)",
+        description="Needs project.admin.",
+        responses=with_errors({200: MemberKeySerializer(many=True)}, *READ_ERRORS),
+    )
+    def get(self, request: Request, key: str) -> Response:
+        project = project_for(request, key, PROJECT_ADMIN)
+        return self.paginated(key_list_of_project(project=project), MemberKeySerializer)
+
+
+class ProjectKeyDetailApi(BalletApi):
+    scopes = {"DELETE": None}
+
+    @extend_schema(
+        summary="Revoke a project member's API key, at once (again: 204)",
+        description="Needs project.admin.",
+        responses=with_errors({204: None}, *WRITE_ERRORS),
+    )
+    def delete(self, request: Request, key: str, key_id: int) -> Response:
+        project = project_for(request, key, PROJECT_ADMIN)
+        key_revoke(key=key_get(keys=key_list_of_project(project=project), key_id=key_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,153 @@
+"""Browser pages of the tracker: the home page listing the projects the user may read, and the
+user's API keys (with, for a project's owners, its members' keys).
+
+Views are thin: the one permission check picks the projects, the selectors
+count their tickets, the key services make and revoke keys. The chat pages
+belong to the planner.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from tracker.errors import NotFoundError, ValidationError
+from tracker.models import ApiKey, ChangesetStatus, ItemKind, Membership, Project
+from tracker.models.plan import RESOLVED_STATES
+from tracker.selectors import (
+    changeset_list,
+    item_list,
+    key_get,
+    key_list,
+    key_list_of_project,
+    runnable_tickets,
+)
+from tracker.services.keys import key_create, key_revoke
+from tracker.trust.permissions import PROJECT_ADMIN, AnyUser, project_ids_with, visible_projects
+from tracker.web.forms import KeyCreateForm
+from tracker.web.page_helpers import page_project, page_user
+
+MAX_LISTED_KEYS = 200
+KEY_FORMS = "ballet_key_forms"  # the session's one-time values of new-key forms not sent yet
+MAX_KEY_FORMS = 10
+
+
+@dataclass(frozen=True)
+class ProjectCard:
+    """What the home page shows about one project."""
+
+    project: Project
+    role: str
+    open_tickets: int
+    runnable: int
+    awaiting_review: int
+    review_url: str
+    api_url: str
+
+
+def _project_card(project: Project, role: str) -> ProjectCard:
+    tickets = item_list(project=project, kind=ItemKind.TICKET).exclude(state__in=RESOLVED_STATES)
+    return ProjectCard(
+        project=project,
+        role=role,
+        open_tickets=tickets.count(),
+        runnable=runnable_tickets(project=project).count(),
+        awaiting_review=changeset_list(project=project, status=ChangesetStatus.PROPOSED).count(),
+        review_url=reverse("changeset-list", args=[project.key]),
+        api_url=f"/api/v1/projects/{project.key}/",
+    )
+
+
+def project_cards(user: AnyUser) -> list[ProjectCard]:
+    """A card per project ``user`` may read, with the user's role there."""
+    roles = dict(Membership.objects.filter(user_id=user.pk or 0).values_list("project_id", "role"))
+    return [_project_card(p, roles.get(p.pk, "superuser")) for p in visible_projects(user)]
+
+
+@require_GET
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """``/``: the user's projects."""
+    return render(request, "tracker/home.html", {"cards": project_cards(page_user(request))})
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def keys(request: HttpRequest) -> HttpResponse:
+    """``/keys/``: the user's API keys; POST makes one and shows its key, this once. The answer to
+    a POST is the page itself (the key is kept nowhere to show after a redirect), so each form
+    carries a one-time value: a reload that sends the form again makes no second key."""
+    user = page_user(request)
+    if request.method == "POST" and not _form_used(request, request.POST.get("once", "")):
+        sent = "That form was sent already; its key was shown once. Revoke it if no one copied it."
+        messages.info(request, sent)
+        return HttpResponseRedirect(reverse("keys"))
+    form = KeyCreateForm(request.POST if request.method == "POST" else None)
+    made, secret = None, ""
+    if form.is_valid():
+        try:
+            made, secret = key_create(user=user, **form.cleaned_data)
+        except ValidationError as exc:
+            for field, errors in exc.errors.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            form = KeyCreateForm()
+    owned = Project.objects.filter(pk__in=project_ids_with(user, PROJECT_ADMIN))
+    context = {
+        "form": form,
+        "once": _form_issued(request),
+        "keys": key_list(user=user)[:MAX_LISTED_KEYS],
+        "made": made,
+        "secret": secret,
+        "projects": [(project, key_list_of_project(project=project)[:MAX_LISTED_KEYS]) for project in owned],
+    }
+    return render(request, "tracker/keys.html", context)
+
+
+def _form_issued(request: HttpRequest) -> str:
+    """A new form's one-time value, kept in the session with the few last ones (several tabs)."""
+    once = secrets.token_urlsafe(16)
+    request.session[KEY_FORMS] = [*request.session.get(KEY_FORMS, [])[-(MAX_KEY_FORMS - 1) :], once]
+    return once
+
+
+def _form_used(request: HttpRequest, once: str) -> bool:
+    """Whether ``once`` was issued and not used yet; it is used now."""
+    issued: list[str] = request.session.get(KEY_FORMS, [])
+    if once not in issued:
+        return False
+    request.session[KEY_FORMS] = [value for value in issued if value != once]
+    return True
+
+
+@require_POST
+@login_required
+def key_revoke_page(request: HttpRequest, key_id: int) -> HttpResponse:
+    """``/keys/{id}/revoke/``: revoke one of the user's keys, back to the list."""
+    return _revoked(request, key_list(user=page_user(request)), key_id)
+
+
+@require_POST
+@login_required
+def project_key_revoke_page(request: HttpRequest, key: str, key_id: int) -> HttpResponse:
+    """``/projects/{key}/keys/{id}/revoke/``: a project's owner revokes a member's key."""
+    project = page_project(page_user(request), key, PROJECT_ADMIN)
+    return _revoked(request, key_list_of_project(project=project), key_id)
+
+
+def _revoked(request: HttpRequest, keys: QuerySet[ApiKey], key_id: int) -> HttpResponse:
+    try:
+        key = key_get(keys=keys, key_id=key_id)
+    except NotFoundError as exc:
+        raise Http404(exc.message) from exc
+    key_revoke(key=key)
+    messages.success(request, f"Revoked the key {key.name} ({key.prefix}): it no longer works.")
+    return HttpResponseRedirect(reverse("keys"))

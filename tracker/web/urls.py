@@ -1,0 +1,54 @@
+"""REST routes of the tracker under /api/v1/."""
+
+from django.urls import path
+
+from tracker.web.apis.auth import AuthTokenApi
+from tracker.web.apis.changesets import (
+    ChangesetApplyApi,
+    ChangesetDetailApi,
+    ChangesetImpactApi,
+    ChangesetListApi,
+    ChangesetRejectApi,
+)
+from tracker.web.apis.items import ItemDetailApi, ItemListApi, RunnableListApi
+from tracker.web.apis.keys import KeyDetailApi, KeyListApi, ProjectKeyDetailApi, ProjectKeyListApi
+from tracker.web.apis.projects import MemberDetailApi, MemberListApi, ProjectDetailApi, ProjectListApi
+from tracker.web.apis.search import ProjectSearchApi
+from tracker.web.apis.skills import SkillDetailApi, SkillListApi
+from tracker.web.apis.work import ClaimDetailApi, ClaimListApi, ClaimReleaseApi, ClaimReportsApi, ClaimTakeApi
+
+app_name = "tracker-api"
+
+PROJECT = "projects/<str:key>/"
+CHANGESET = PROJECT + "changesets/<int:number>/"
+CLAIM = PROJECT + "claims/<str:claim_id>/"
+
+urlpatterns = [
+    # Scripts exchange a username and password for their API token.
+    path("auth/token/", AuthTokenApi.as_view(), name="auth-token"),
+    path("projects/", ProjectListApi.as_view(), name="project-list"),
+    path(PROJECT, ProjectDetailApi.as_view(), name="project-detail"),
+    path(PROJECT + "members/", MemberListApi.as_view(), name="member-list"),
+    path(PROJECT + "members/<str:username>/", MemberDetailApi.as_view(), name="member-detail"),
+    path(PROJECT + "items/", ItemListApi.as_view(), name="item-list"),
+    path(PROJECT + "items/<str:item_key>/", ItemDetailApi.as_view(), name="item-detail"),
+    path(PROJECT + "runnable/", RunnableListApi.as_view(), name="runnable-list"),
+    # Work (docs/domain.md#work): claims on tickets, heartbeats, reports, release.
+    path(PROJECT + "items/<str:item_key>/claim/", ClaimTakeApi.as_view(), name="item-claim"),
+    path(PROJECT + "claims/", ClaimListApi.as_view(), name="claim-list"),
+    path(CLAIM, ClaimDetailApi.as_view(), name="claim-detail"),
+    path(CLAIM + "reports/", ClaimReportsApi.as_view(), name="claim-reports"),
+    path(CLAIM + "release/", ClaimReleaseApi.as_view(), name="claim-release"),
+    path(PROJECT + "changesets/", ChangesetListApi.as_view(), name="changeset-list"),
+    path(CHANGESET, ChangesetDetailApi.as_view(), name="changeset-detail"),
+    path(CHANGESET + "impact/", ChangesetImpactApi.as_view(), name="changeset-impact"),
+    path(CHANGESET + "apply/", ChangesetApplyApi.as_view(), name="changeset-apply"),
+    path(CHANGESET + "reject/", ChangesetRejectApi.as_view(), name="changeset-reject"),
+    path(PROJECT + "skills/", SkillListApi.as_view(), name="skill-list"),
+    path(PROJECT + "skills/<str:name>/", SkillDetailApi.as_view(), name="skill-detail"),
+    path(PROJECT + "search/", ProjectSearchApi.as_view(), name="project-search"),
+    path("keys/", KeyListApi.as_view(), name="key-list"),
+    path("keys/<int:key_id>/", KeyDetailApi.as_view(), name="key-detail"),
+    path(PROJECT + "keys/", ProjectKeyListApi.as_view(), name="project-key-list"),
+    path(PROJECT + "keys/<int:key_id>/", ProjectKeyDetailApi.as_view(), name="project-key-detail"),
+]
