@@ -12,6 +12,9 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+# The Anthropic SDK loads on demand (planner/agent/providers.py); a server loads it now, before
+# the gc freeze below, rather than in its first turn.
+import planner.agent.gateway  # noqa: E402, F401
 from ballet.lifespan import Lifespan  # noqa: E402
 from planner.mcp_server.app import mcp_app, with_mcp  # noqa: E402
 from planner.web.routing import websocket_urlpatterns  # noqa: E402

@@ -8,6 +8,7 @@ import logging
 
 from asgiref.sync import async_to_sync
 from celery import shared_task
+from celery.signals import worker_process_init
 
 from planner.domain.selectors import work_waiting
 from planner.domain.services.sessions import sessions_recover_dead
@@ -16,6 +17,13 @@ from planner.live.hub import hub
 from planner.live.runner import runner
 
 logger = logging.getLogger(__name__)
+
+
+@worker_process_init.connect
+def _load_the_sdk(**_kwargs: object) -> None:
+    """A worker runs turns: it loads the Anthropic SDK at its start rather than in its first
+    turn (planner/agent/providers.py loads it on demand)."""
+    import planner.agent.gateway  # noqa: F401, PLC0415
 
 
 @shared_task(name="planner.recover_dead_turns", ignore_result=True)

@@ -17,6 +17,9 @@ the mode is read only where the runtime is assembled.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -513,3 +516,22 @@ def test_every_rule_can_be_broken(tmp_path):
     ]
     assert coroutines_in(tmp_path, SYNCHRONOUS) == ["planner.domain.waits:1 wait"]
     assert attribute_readers(tmp_path, "PRODUCTION_MODE", MODE_READERS) == ["planner.live.turn:2"]
+
+
+def test_the_anthropic_sdk_loads_only_for_a_call_to_anthropic():
+    """The runtime, the interfaces and the domain run without loading the SDK (seconds of every
+    test's start); the first call to Anthropic loads it, and a server loads it at its start."""
+    script = (
+        "import sys, django\n"
+        "django.setup()\n"
+        "import planner.live.runner, planner.web.urls, planner.web.consumers\n"
+        "import planner.mcp_server.app, planner.tasks\n"
+        "assert 'anthropic' not in sys.modules, 'the SDK loaded'\n"
+        "import ballet.asgi\n"
+        "assert 'anthropic' in sys.modules, 'a server did not load the SDK'\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ballet.settings.test"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]

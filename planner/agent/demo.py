@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from planner.agent import demo_replies as replies
-from planner.agent.gateway import CallRecord, Meter, StreamSink
+from planner.agent.calls import CallRecord, Meter, StreamSink
 from planner.agent.messages import (
     ChatMessage,
     ModelRequest,

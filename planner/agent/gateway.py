@@ -25,13 +25,13 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, get_args
+from typing import Any, get_args
 
 import anthropic
 from prometheus_client import Counter, Histogram
 
+from planner.agent.calls import CallRecord, GatewayError, Meter, StreamSink
 from planner.agent.messages import (
     Block,
     ModelRequest,
@@ -42,7 +42,6 @@ from planner.agent.messages import (
     Usage,
     wire_messages,
 )
-from tracker.errors import BalletError
 
 logger = logging.getLogger(__name__)
 
@@ -59,42 +58,6 @@ STREAM_RETRIES = 2
 STOP_REASONS: dict[str, StopReason] = {reason: reason for reason in get_args(StopReason)}
 RETRYABLE_STREAM_ERRORS = ("overloaded_error", "api_error")
 CACHE = {"type": "ephemeral"}
-
-
-class GatewayError(BalletError):
-    """A model call failed for good; ``message`` is fit to show the human."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.code = kind
-        self.kind = kind
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One model call, as metering stores it."""
-
-    purpose: str
-    model: str
-    usage: Usage
-    latency_ms: float
-    outcome: str  # ok, error, cancelled
-    error: str = ""
-
-
-Meter = Callable[[CallRecord], Awaitable[None]]
-
-
-class StreamSink(Protocol):
-    async def on_text(self, delta: str) -> None: ...
-
-    async def on_reset(self) -> None: ...
-
-
-class Gateway(Protocol):
-    async def complete(
-        self, request: ModelRequest, *, api_key: str | None, sink: StreamSink | None, meter: Meter
-    ) -> ModelResponse: ...
 
 
 @dataclass

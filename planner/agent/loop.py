@@ -25,8 +25,8 @@ from typing import Any, Literal, Protocol, assert_never
 from prometheus_client import Counter
 
 from planner.agent import clearing, compaction, frames
+from planner.agent.calls import CallRecord, Gateway, GatewayError
 from planner.agent.frames import Frame, RequestFrame, TurnEndReason
-from planner.agent.gateway import CallRecord, Gateway, GatewayError
 from planner.agent.messages import (
     ChatMessage,
     ModelRequest,

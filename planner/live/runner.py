@@ -24,10 +24,10 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from planner.agent import frames
+from planner.agent.calls import Gateway
 from planner.agent.demo import DemoGateway
 from planner.agent.frames import Frame
-from planner.agent.gateway import AnthropicGateway, Gateway
-from planner.agent.providers import ProviderGateway
+from planner.agent.providers import AnthropicOnDemand, ProviderGateway
 from planner.domain.selectors import SessionView, TurnSetup, session_view, work_waiting
 from planner.domain.services import agent_questions, human_requests, question_turns, resend, sessions
 from planner.domain.services.agent_questions import WaitingQuestion
@@ -68,7 +68,7 @@ class Runner:
     def gateway(self) -> Gateway:
         if self._gateway is None:
             self._gateway = ProviderGateway(
-                anthropic=AnthropicGateway(base_url=settings.SERVER.anthropic_base_url), demo=DemoGateway()
+                anthropic=AnthropicOnDemand(base_url=settings.SERVER.anthropic_base_url), demo=DemoGateway()
             )
         return self._gateway
 

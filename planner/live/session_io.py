@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from planner.agent import frames
+from planner.agent.calls import CallRecord, Gateway, GatewayError, Meter, StreamSink
 from planner.agent.frames import Frame, RequestFrame
-from planner.agent.gateway import CallRecord, Gateway, GatewayError, Meter, StreamSink
 from planner.agent.loop import ToolRound, ToolRun, TurnIO
 from planner.agent.messages import (
     ChatMessage,

@@ -28,9 +28,9 @@ from django.utils import timezone
 
 from ballet.env import DEFAULT_TITLE_MODEL
 from planner.agent import frames
+from planner.agent.calls import CallRecord, Gateway
 from planner.agent.demo import DEMO_MODEL
 from planner.agent.frames import Frame
-from planner.agent.gateway import CallRecord, Gateway
 from planner.agent.messages import ChatMessage, ModelRequest, TextBlock
 from planner.domain.selectors import (
     Credential,

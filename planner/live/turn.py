@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from planner.agent import frames
-from planner.agent.gateway import Gateway
+from planner.agent.calls import Gateway
 from planner.agent.loop import TurnLoop, TurnOutcome
 from planner.domain.metrics import TURNS
 from planner.domain.selectors import TurnSetup

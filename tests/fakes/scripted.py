@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.agent.gateway import CallRecord, GatewayError, Meter, StreamSink
+from planner.agent.calls import CallRecord, GatewayError, Meter, StreamSink
 from planner.agent.messages import (
     Block,
     ModelRequest,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from django.utils import timezone
 
-from planner.agent.gateway import CallRecord
+from planner.agent.calls import CallRecord
 from planner.agent.messages import Usage
 from planner.domain.services.sessions import usage_save
 from planner.models import UsageRecord

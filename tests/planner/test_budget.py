@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from planner.agent.gateway import CallRecord
+from planner.agent.calls import CallRecord
 from planner.agent.messages import Usage
 from planner.domain.services.sessions import session_create, usage_save
 from planner.models import Event, Message, Session, UsageRecord

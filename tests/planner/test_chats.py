@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from planner.agent.gateway import GatewayError
+from planner.agent.calls import GatewayError
 from planner.agent.messages import ModelRequest, ModelResponse, Usage
 from planner.domain.services.agent_questions import question_create
 from planner.domain.services.chats import proposed_title

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.agent import clearing
-from planner.agent.gateway import GatewayError
+from planner.agent.calls import GatewayError
 from planner.agent.loop import COMPACTIONS
 from planner.agent.messages import Usage
 from planner.domain.services.sessions import session_create

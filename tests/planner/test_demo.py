@@ -14,8 +14,8 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from knowledge.services import knowledge_create
+from planner.agent.calls import CallRecord
 from planner.agent.demo import DEMO_MODEL, DemoGateway, deltas, script
-from planner.agent.gateway import CallRecord
 from planner.agent.loop import History
 from planner.agent.messages import ChatMessage, ModelRequest, TextBlock
 from planner.agent.providers import ProviderGateway

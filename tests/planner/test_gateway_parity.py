@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from anthropic.types import Message
 
-from planner.agent.gateway import AnthropicGateway, CallRecord, GatewayError
+from planner.agent.calls import CallRecord, GatewayError
+from planner.agent.gateway import AnthropicGateway
 from planner.agent.messages import ChatMessage, ModelRequest, ModelResponse, TextBlock
 from tests.fakes.messages_api import (
     FakeMessagesAPI,

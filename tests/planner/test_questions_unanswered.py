@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from planner.agent.gateway import GatewayError
+from planner.agent.calls import GatewayError
 from planner.domain.services.sessions import session_create, sessions_recover_dead
 from planner.live.runner import runner
 from planner.models import Question, Session

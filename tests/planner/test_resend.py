@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.agent.gateway import GatewayError
+from planner.agent.calls import GatewayError
 from planner.domain.selectors import session_history
 from planner.domain.services import sessions
 from planner.domain.services.agent_questions import question_create

@@ -11,7 +11,7 @@ import logging
 import pytest
 from django.conf import settings
 
-from planner.agent.gateway import GatewayError
+from planner.agent.calls import GatewayError
 from planner.agent.messages import TextBlock, Usage
 from planner.domain.selectors import work_waiting
 from planner.domain.services import sessions

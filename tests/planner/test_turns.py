@@ -13,7 +13,8 @@ from cryptography.fernet import Fernet
 from django.db import connection
 
 from planner.agent import compaction
-from planner.agent.gateway import AnthropicGateway, GatewayError
+from planner.agent.calls import GatewayError
+from planner.agent.gateway import AnthropicGateway
 from planner.domain.services import sessions
 from planner.domain.tools import ToolContext, call_tool
 from planner.live import runner as runner_module

@@ -23,8 +23,8 @@ from redis import RedisError
 
 from ballet.env import LimitsConfig
 from planner.agent import frames
+from planner.agent.calls import CallRecord
 from planner.agent.frames import Frame, TurnEndReason
-from planner.agent.gateway import CallRecord
 from planner.agent.loop import History
 from planner.agent.messages import ChatMessage, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from planner.domain.metrics import TOOL_CALLS, TURNS
