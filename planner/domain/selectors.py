@@ -31,7 +31,7 @@ from planner.models import (
     TitleSource,
     UsageRecord,
 )
-from tracker.db import sql
+from tracker.db import model_rows, sql
 from tracker.errors import NotFoundError
 from tracker.models import Project
 from tracker.selectors import project_planner_config
@@ -149,7 +149,7 @@ def session_project_seen(*, user: AnyUser, session_id: uuid.UUID | str) -> int |
         return None
     found = sql.row(
         "SELECT project_id, user_id, question_id FROM planner_session WHERE id = %s",
-        [sql.prep(Session, "id", pk)],
+        [model_rows.prep(Session, "id", pk)],
     )
     if found is None:
         return None

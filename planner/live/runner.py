@@ -29,11 +29,11 @@ from planner.agent.demo import DemoGateway
 from planner.agent.frames import Frame
 from planner.agent.providers import AnthropicOnDemand, ProviderGateway
 from planner.domain.selectors import SessionView, TurnSetup, session_view, work_waiting
-from planner.domain.services import agent_questions, human_requests, question_turns, resend, sessions
+from planner.domain.services import agent_questions, human_requests, question_turns, sessions
 from planner.domain.services.agent_questions import WaitingQuestion
 from planner.domain.services.human_requests import Resolution
-from planner.domain.services.resend import Redone
-from planner.domain.services.sessions import Begin, TurnsFullError
+from planner.domain.services.sessions import Begin, TurnsFullError, resend
+from planner.domain.services.sessions.resend import Redone
 from planner.ground.bridge import db
 from planner.ground.turns import LiveTurn
 from planner.live import titles, turn, waiting

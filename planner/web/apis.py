@@ -20,8 +20,8 @@ from rest_framework.response import Response
 
 from planner.domain.selectors import session_get, session_list
 from planner.domain.services.chats import human_title, session_archive, session_rename, session_unarchive
-from planner.domain.services.resend import Redone
 from planner.domain.services.sessions import session_create
+from planner.domain.services.sessions.resend import Redone
 from planner.domain.services.spend import chat_usage, project_today, usage_rows_priced
 from planner.domain.transcripts import session_about, transcript
 from planner.ground.bridge import db

@@ -56,7 +56,7 @@ def test_a_message_the_cache_cannot_count_is_a_503_with_nothing_written(client, 
     def down(**_: object) -> bool:
         raise RedisConnectionError("Connection refused")
 
-    monkeypatch.setattr("planner.domain.services.sessions.rate_hit", down)
+    monkeypatch.setattr("planner.domain.services.sessions.begin.rate_hit", down)
     client.force_login(member)
     sent = client.post(
         f"/api/v1/planner/sessions/{session.pk}/messages/", {"text": "First"}, content_type="application/json"

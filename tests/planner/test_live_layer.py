@@ -18,8 +18,14 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from planner.agent.messages import ChatMessage, TextBlock
-from planner.domain.services import sessions
-from planner.domain.services.sessions import TurnSupersededError, message_save, session_begin, turn_end
+from planner.domain.services.sessions import (
+    RECOVERED,
+    TurnSupersededError,
+    message_save,
+    recovery,
+    session_begin,
+    turn_end,
+)
 from planner.ground.bridge import db
 from planner.ground.process import DEAD_AFTER, PROCESS_ID, owner_alive
 from planner.live import broadcast
@@ -40,7 +46,7 @@ def _recovered_elsewhere(session) -> None:
     """What another process does when it takes this process's turn for dead: recover it."""
     Session.objects.filter(pk=session.pk).update(turn_owner="elsewhere:1:dead", heartbeat_at=None)
     row = Session.objects.get(pk=session.pk)
-    sessions._recover(row)
+    recovery._recover(row)
 
 
 def test_a_fresh_heartbeat_is_alive_whatever_redis_says(settings):
@@ -124,7 +130,7 @@ async def test_every_watcher_hears_of_a_recovery(chat_project, member, session):
     notice = await first.receive_json_from(timeout=5)
     assert notice["type"] == "turn_ended"
     assert notice["reason"] == "failed"
-    assert notice["error"] == sessions.RECOVERED
+    assert notice["error"] == RECOVERED
     assert await second.receive_nothing(timeout=0.2)  # its state frame already said idle
     await first.disconnect()
     await second.disconnect()
@@ -142,7 +148,7 @@ async def test_the_sweep_announces_what_it_recovered_on_the_channel_layer(chat_p
     assert await sync(recover_dead_turns)() == 1
     message = await asyncio.wait_for(layer.receive(channel), timeout=5)
     assert [frame["type"] for frame in message["frames"]] == ["turn_ended"]
-    assert message["frames"][0]["error"] == sessions.RECOVERED
+    assert message["frames"][0]["error"] == RECOVERED
 
 
 @pytest.mark.skipif(not settings.PRODUCTION_MODE, reason="only PostgreSQL connections can be dropped")

@@ -14,7 +14,12 @@ from planner.domain.selectors import session_history
 from planner.domain.services import sessions
 from planner.domain.services.agent_questions import question_create
 from planner.domain.services.chats import session_archive
-from planner.domain.services.resend import NotEditableError, NotRetryableError, session_edit, session_retry
+from planner.domain.services.sessions.resend import (
+    NotEditableError,
+    NotRetryableError,
+    session_edit,
+    session_retry,
+)
 from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.models import Event, Message, Session

@@ -11,8 +11,7 @@ import pytest
 from django.conf import settings
 from django.db import connections, transaction
 
-from planner.domain.services import sessions
-from planner.domain.services.sessions import TurnsFullError, session_begin, session_create
+from planner.domain.services.sessions import TurnsFullError, rows, session_begin, session_create
 from planner.models import Session, SessionState
 
 pytestmark = [
@@ -35,7 +34,7 @@ def test_a_turn_start_waits_for_the_project_lock_and_counts_the_turn_that_held_i
         try:
             with transaction.atomic():
                 session = Session.objects.select_related("project").get(pk=first.pk)
-                sessions._check_running_turns(session, member, settings.BALLET_LIMITS)
+                rows.turns_limit_check(session, member, settings.BALLET_LIMITS)
                 holding.set()
                 release.wait(timeout=10)
                 Session.objects.filter(pk=first.pk).update(state=SessionState.RUNNING, turn_owner="elsewhere")

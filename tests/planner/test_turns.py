@@ -15,7 +15,7 @@ from django.db import connection
 from planner.agent import compaction
 from planner.agent.calls import GatewayError
 from planner.agent.gateway import AnthropicGateway
-from planner.domain.services import sessions
+from planner.domain.services.sessions import rows, steps
 from planner.domain.tools import ToolContext, call_tool
 from planner.live import runner as runner_module
 from planner.live.hub import hub
@@ -125,7 +125,7 @@ async def test_stop_keeps_partial_text_and_leaves_a_valid_history(planner, model
 async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, session, member, monkeypatch):
     model.add(call("list_items", {}, ("list_runnable", {}), ("list_skills", {})))
     ran, stopped = threading.Event(), threading.Event()
-    real_call_tool = sessions.call_tool
+    real_call_tool = steps.call_tool
 
     def call_tool(name, arguments, context):  # on the database thread, between the round's calls
         outcome = real_call_tool(name, arguments, context)
@@ -134,7 +134,7 @@ async def test_stop_between_tool_calls_answers_the_pending_ones(planner, model, 
             stopped.wait(timeout=10)
         return outcome
 
-    monkeypatch.setattr(sessions, "call_tool", call_tool)
+    monkeypatch.setattr(steps, "call_tool", call_tool)
     await planner.send(session_id=session.pk, user=member, text="Survey")
     await asyncio.to_thread(ran.wait, 10)
     assert await planner.stop(session_id=session.pk, user=member) is True  # while the tool runs
@@ -306,7 +306,7 @@ async def test_a_call_that_writes_runs_after_its_answer_is_stored_and_reads_befo
     planner, model, session, member, monkeypatch
 ):
     stored_when_called = {}
-    real_call_tool = sessions.call_tool
+    real_call_tool = steps.call_tool
 
     def call_tool(name, arguments, context):
         stored_when_called[name] = list(
@@ -314,7 +314,7 @@ async def test_a_call_that_writes_runs_after_its_answer_is_stored_and_reads_befo
         )
         return real_call_tool(name, arguments, context)
 
-    monkeypatch.setattr(sessions, "call_tool", call_tool)
+    monkeypatch.setattr(steps, "call_tool", call_tool)
     proposal = {
         "title": "Docs",
         "operations": [{"op": "create", "kind": "ticket", "fields": {"title": "Write docs"}}],
@@ -351,7 +351,7 @@ async def test_a_round_of_tool_calls_reads_the_humans_access_once(
         return real_access_loaded(user_ids, rows)
 
     monkeypatch.setattr(permissions, "access_loaded", access_loaded)
-    monkeypatch.setattr(sessions, "access_loaded", access_loaded)
+    monkeypatch.setattr(rows, "access_loaded", access_loaded)
     model.add(
         call("list_items", {}, ("list_runnable", {}), ("list_skills", {})),
         call("list_items", {}),

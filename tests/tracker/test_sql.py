@@ -17,10 +17,12 @@ from django.utils import timezone
 
 from planner.agent.messages import ChatMessage, TextBlock, ToolUseBlock
 from planner.domain.services import sessions
+from planner.domain.services.sessions import rows
 from planner.domain.tools.base import ToolOutcome
 from planner.ground.process import PROCESS_ID
 from planner.models import Event, Message, Session, SessionState, ToolCall, UsageRecord
-from tracker.db import sql
+from tracker.db import model_rows, sql
+from tracker.errors import ConflictError
 from tracker.services.activity import Actor
 from tracker.services.projects import project_update
 from tracker.services.skills import skill_version_create
@@ -48,10 +50,10 @@ def session(project, member):
 
 
 def test_a_session_loaded_from_sql_equals_the_orm_s(session):
-    statement = f"SELECT {sql.columns(Session, 's')} FROM planner_session s WHERE s.id = %s"
-    found = sql.row(statement, [sql.prep(Session, "id", session.pk)])
+    statement = f"SELECT {model_rows.columns(Session, 's')} FROM planner_session s WHERE s.id = %s"
+    found = sql.row(statement, [model_rows.prep(Session, "id", session.pk)])
     assert found is not None
-    loaded = sql.load(Session, found)
+    loaded = model_rows.load(Session, found)
     assert fields_of(loaded) == fields_of(Session.objects.get(pk=session.pk))
     assert loaded._state.adding is False  # saved through the ORM, it updates rather than inserts
     assert isinstance(loaded.heartbeat_at, datetime.datetime)
@@ -60,7 +62,7 @@ def test_a_session_loaded_from_sql_equals_the_orm_s(session):
 
 def test_the_locked_session_comes_with_its_project_and_organization(session):
     with transaction.atomic():
-        locked = sessions._locked(session.pk)
+        locked = rows.session_locked(session.pk)
     assert locked is not None
     orm = Session.objects.select_related("project__organization").get(pk=session.pk)
     assert fields_of(locked) == fields_of(orm)
@@ -92,7 +94,7 @@ def test_rows_inserted_in_sql_read_back_as_the_orm_writes_them(session, member):
         Event: lambda n: Event(session=session, kind="turn_started", turn=2, data={"skills": []}),
     }
     for model, make in twins.items():
-        sql.insert([make(1), make(2)])
+        model_rows.insert([make(1), make(2)])
         make(3).save()
         ours_a, ours_b, orm = (
             model_to_dict(row, exclude=["id", "seq"]) for row in model.objects.order_by("pk")
@@ -103,11 +105,11 @@ def test_rows_inserted_in_sql_read_back_as_the_orm_writes_them(session, member):
 
 def test_an_update_in_sql_writes_what_the_orm_would(session):
     now = timezone.now()
-    changed = sql.update(
+    changed = model_rows.update(
         Session,
         {"focus": ["BAL-9"], "steering": [], "state": SessionState.RUNNING, "heartbeat_at": now},
         "id = %s AND steering <> %s",
-        [sql.prep(Session, "id", session.pk), sql.prep(Session, "steering", [])],
+        [model_rows.prep(Session, "id", session.pk), model_rows.prep(Session, "steering", [])],
     )
     assert changed == 1
     session.refresh_from_db()
@@ -119,17 +121,17 @@ def test_an_update_in_sql_writes_what_the_orm_would(session):
     )
     # JSON compares as the ORM compares it: the emptied queue now matches ``steering = []``.
     assert Session.objects.filter(pk=session.pk, steering=[]).exists()
-    again = sql.update(
+    again = model_rows.update(
         Session,
         {"title": "x"},
         "id = %s AND steering = %s",
-        [sql.prep(Session, "id", session.pk), sql.prep(Session, "steering", [])],
+        [model_rows.prep(Session, "id", session.pk), model_rows.prep(Session, "steering", [])],
     )
     assert again == 1
 
 
 def test_an_update_returning_gives_the_row_as_it_left_it_in_the_update_s_own_statement(session):
-    key = sql.prep(Session, "id", session.pk)
+    key = model_rows.prep(Session, "id", session.pk)
     returning = (
         "title, steering, (SELECT COUNT(*) FROM planner_event e WHERE e.session_id = planner_session.id)"
     )
@@ -137,10 +139,12 @@ def test_an_update_returning_gives_the_row_as_it_left_it_in_the_update_s_own_sta
 
     def moved(title: str) -> sql.Row | None:
         changes = {"title": title, "steering": []}
-        return sql.update_returning(Session, changes, where, [key, "Plans"], pk=key, returning=returning)
+        return model_rows.update_returning(
+            Session, changes, where, [key, "Plans"], pk=key, returning=returning
+        )
 
     with transaction.atomic(), sql.batched(), CaptureQueriesContext(connection) as sent:
-        sql.insert([event(session, "waiting")])
+        model_rows.insert([event(session, "waiting")])
         found = moved("Moved")
         missed = moved("Never")  # the title is no longer "Plans"
     assert found is not None
@@ -243,7 +247,7 @@ def test_a_step_s_save_that_finds_its_row_moved_stores_nothing(session, moved):
     )
     answer = ChatMessage(role="assistant", content=(TextBlock("Late"),), kind="assistant")
     usage = sessions.StepRecords(project_id=session.project_id)
-    expected = sessions.TurnSupersededError if moved == "superseded" else sessions.ConflictError
+    expected = sessions.TurnSupersededError if moved == "superseded" else ConflictError
     with pytest.raises(expected):
         sessions.message_save(
             session_id=session.pk, turn=1, after_seq=0, message=answer, records=usage, last=True
@@ -270,11 +274,11 @@ def test_a_step_s_save_that_fails_keeps_nothing_and_leaves_the_connection_usable
 
 
 def test_what_waits_reads_steering_and_the_organization_s_activity(session):
-    assert sessions._waiting(session.pk) == (True, False)
+    assert rows.waiting(session.pk) == (True, False)
     session.project.organization.activity_seq = session.last_seen_seq + 1
     session.project.organization.save()
     Session.objects.filter(pk=session.pk).update(steering=[])
-    assert sessions._waiting(session.pk) == (False, True)
+    assert rows.waiting(session.pk) == (False, True)
 
 
 # --- writes sent with the next statement (sql.batched)
@@ -290,10 +294,11 @@ def kinds(session) -> list[str]:
 
 def test_batched_writes_go_with_the_next_read_in_one_round_trip_on_postgresql(session):
     with transaction.atomic(), CaptureQueriesContext(connection) as sent, sql.batched():
-        sql.insert([event(session, "a")])
-        sql.insert([event(session, "b"), event(session, "c")])
+        model_rows.insert([event(session, "a")])
+        model_rows.insert([event(session, "b"), event(session, "c")])
         counted = sql.row(
-            "SELECT COUNT(*) FROM planner_event WHERE session_id = %s", [sql.prep(Session, "id", session.pk)]
+            "SELECT COUNT(*) FROM planner_event WHERE session_id = %s",
+            [model_rows.prep(Session, "id", session.pk)],
         )
     assert counted == (3,)  # the read ran after the writes
     assert kinds(session) == ["a", "b", "c"]
@@ -303,9 +308,11 @@ def test_batched_writes_go_with_the_next_read_in_one_round_trip_on_postgresql(se
 
 def test_an_orm_statement_sends_what_waits_first_and_sees_it(session):
     with transaction.atomic(), sql.batched():
-        sql.insert([event(session, "queued")])
+        model_rows.insert([event(session, "queued")])
         seen = kinds(session)  # through the ORM
-        sql.update_later(Session, {"title": "Renamed"}, "id = %s", [sql.prep(Session, "id", session.pk)])
+        model_rows.update_later(
+            Session, {"title": "Renamed"}, "id = %s", [model_rows.prep(Session, "id", session.pk)]
+        )
         title = Session.objects.values_list("title", flat=True).get(pk=session.pk)
     assert (seen, title) == (["queued"], "Renamed")
 
@@ -313,27 +320,29 @@ def test_an_orm_statement_sends_what_waits_first_and_sees_it(session):
 def test_what_waits_at_the_end_of_the_batch_is_written(session):
     with transaction.atomic():
         with sql.batched():
-            sql.insert([event(session, "last")])
+            model_rows.insert([event(session, "last")])
         assert kinds(session) == ["last"]
 
 
 def test_an_update_after_waiting_writes_counts_its_own_rows(session):
-    where, params = "id = %s", [sql.prep(Session, "id", session.pk)]
+    where, params = "id = %s", [model_rows.prep(Session, "id", session.pk)]
     with transaction.atomic(), sql.batched():
-        sql.insert([event(session, "a"), event(session, "b")])
-        changed = sql.update(Session, {"title": "Once"}, where, params)
-        missed = sql.update(Session, {"title": "Never"}, "id = %s", [sql.prep(Session, "id", uuid.uuid4())])
+        model_rows.insert([event(session, "a"), event(session, "b")])
+        changed = model_rows.update(Session, {"title": "Once"}, where, params)
+        missed = model_rows.update(
+            Session, {"title": "Never"}, "id = %s", [model_rows.prep(Session, "id", uuid.uuid4())]
+        )
     assert (changed, missed) == (1, 0)
 
 
 def test_a_savepoint_rolled_back_undoes_the_writes_that_waited_inside_it(session):
     def inner() -> None:
         with transaction.atomic():
-            sql.insert([event(session, "undone")])
+            model_rows.insert([event(session, "undone")])
             raise RuntimeError("the inner block fails")
 
     with transaction.atomic(), sql.batched():
-        sql.insert([event(session, "kept")])
+        model_rows.insert([event(session, "kept")])
         with pytest.raises(RuntimeError):
             inner()
         assert kinds(session) == ["kept"]
@@ -345,9 +354,9 @@ def test_a_failing_write_fails_the_statement_it_went_with_and_nothing_is_kept(se
 
     def step() -> None:
         with transaction.atomic(), sql.batched():
-            sql.insert([event(session, "lost")])
-            sql.insert([message()])
-            sql.insert([message()])  # the same seq again
+            model_rows.insert([event(session, "lost")])
+            model_rows.insert([message()])
+            model_rows.insert([message()])  # the same seq again
             sql.row("SELECT 1")
 
     with pytest.raises(IntegrityError):
@@ -403,7 +412,7 @@ class Sent(list[Any]):
 
 
 def test_result_sets_reads_each_statement_s_rows_in_one_round_trip_on_postgresql(session):
-    where = [sql.prep(Session, "id", session.pk)]
+    where = [model_rows.prep(Session, "id", session.pk)]
     statements = [
         ("SELECT title FROM planner_session WHERE id = %s", where),
         ("SELECT 1 WHERE 1 = 0", []),
@@ -421,7 +430,7 @@ def test_result_sets_reads_each_statement_s_rows_in_one_round_trip_on_postgresql
 
 
 def test_reads_read_ahead_are_answered_from_what_was_read_once_each(session):
-    where = [sql.prep(Session, "id", session.pk)]
+    where = [model_rows.prep(Session, "id", session.pk)]
     title = ("SELECT title FROM planner_session WHERE id = %s", where)
     states = [("SELECT state FROM planner_session WHERE id = %s", where), ("SELECT 2", [])]
     with pipelines() as sent_in, CaptureQueriesContext(connection) as sent:
@@ -432,7 +441,8 @@ def test_reads_read_ahead_are_answered_from_what_was_read_once_each(session):
             again = [
                 sql.row(*title),
                 sql.row(
-                    "SELECT title FROM planner_session WHERE id = %s", [sql.prep(Session, "id", uuid.uuid4())]
+                    "SELECT title FROM planner_session WHERE id = %s",
+                    [model_rows.prep(Session, "id", uuid.uuid4())],
                 ),
             ]
         after = sql.row(*title)
@@ -462,7 +472,7 @@ def test_now_is_the_time_a_statement_is_sent_and_one_statement_whenever_it_is_bu
 
 
 def test_reads_ahead_with_the_next_go_in_its_round_trip(session):
-    where = [sql.prep(Session, "id", session.pk)]
+    where = [model_rows.prep(Session, "id", session.pk)]
     title = ("SELECT title FROM planner_session WHERE id = %s", where)
     with (
         pipelines() as sent_in,
@@ -484,7 +494,7 @@ def test_reads_ahead_with_the_next_go_in_its_round_trip(session):
 
 
 def test_result_sets_read_ahead_only_in_part_are_all_sent(session):
-    where = [sql.prep(Session, "id", session.pk)]
+    where = [model_rows.prep(Session, "id", session.pk)]
     title = ("SELECT title FROM planner_session WHERE id = %s", where)
     with sql.reading_ahead([title]):
         Session.objects.filter(pk=session.pk).update(title="Renamed")
@@ -495,7 +505,7 @@ def test_result_sets_read_ahead_only_in_part_are_all_sent(session):
 
 
 def test_reads_are_prepared_and_planned_once_per_connection_on_postgresql_and_answer_as_before(session):
-    where = [sql.prep(Session, "id", session.pk)]
+    where = [model_rows.prep(Session, "id", session.pk)]
     statement = "SELECT title, state FROM planner_session WHERE id = %s"
     with CaptureQueriesContext(connection) as sent:
         answers = [sql.row(statement, where), sql.rows(statement, where)]
@@ -515,10 +525,10 @@ def test_reads_are_prepared_and_planned_once_per_connection_on_postgresql_and_an
 
 
 def test_result_sets_after_waiting_writes_reads_its_own_results_and_sees_the_writes(session):
-    where = [sql.prep(Session, "id", session.pk)]
+    where = [model_rows.prep(Session, "id", session.pk)]
     with transaction.atomic(), sql.batched():
-        sql.insert([event(session, "a"), event(session, "b")])
-        sql.update_later(Session, {"title": "Renamed"}, "id = %s", where)
+        model_rows.insert([event(session, "a"), event(session, "b")])
+        model_rows.update_later(Session, {"title": "Renamed"}, "id = %s", where)
         found = sql.result_sets(
             [
                 ("SELECT title FROM planner_session WHERE id = %s", where),
@@ -533,8 +543,8 @@ def test_a_batch_that_ends_its_transaction_sends_what_waits_with_the_commit(sess
     committed = []
     with CaptureQueriesContext(connection) as sent, transaction.atomic(), sql.batched(ends_transaction=True):
         transaction.on_commit(lambda: committed.append(kinds(session)))
-        sql.insert([event(session, "a")])
-        sql.insert([event(session, "b")])
+        model_rows.insert([event(session, "a")])
+        model_rows.insert([event(session, "b")])
     assert committed == [["a", "b"]]  # committed, and the hooks ran after it as ever
     assert connection.get_autocommit()
     if connection.vendor == "postgresql":
@@ -545,7 +555,7 @@ def test_a_batch_that_ends_its_transaction_sends_what_waits_with_the_commit(sess
         assert writes[0].endswith("; COMMIT")
         assert connection.connection.info.transaction_status == 0  # idle: nothing left open
     with transaction.atomic():  # the connection goes on as ever
-        sql.insert([event(session, "c")])
+        model_rows.insert([event(session, "c")])
     assert kinds(session) == ["a", "b", "c"]
 
 
@@ -556,22 +566,22 @@ def test_a_failing_write_sent_with_the_commit_keeps_nothing(session):
 
     def step() -> None:
         with transaction.atomic(), sql.batched(ends_transaction=True):
-            sql.insert([event(session, "lost")])
-            sql.insert([message()])
-            sql.insert([message()])  # the same seq again
+            model_rows.insert([event(session, "lost")])
+            model_rows.insert([message()])
+            model_rows.insert([message()])  # the same seq again
 
     with pytest.raises(IntegrityError):
         step()
     assert (kinds(session), Message.objects.filter(session=session).count()) == ([], 0)
     with transaction.atomic(), sql.batched(ends_transaction=True):
-        sql.insert([event(session, "kept")])
+        model_rows.insert([event(session, "kept")])
     assert kinds(session) == ["kept"]
 
 
 def test_a_batch_within_an_outer_transaction_leaves_the_commit_to_it(session):
     with transaction.atomic():  # as a test's or a caller's transaction
         with transaction.atomic(), sql.batched(ends_transaction=True):
-            sql.insert([event(session, "inner")])
+            model_rows.insert([event(session, "inner")])
         assert kinds(session) == ["inner"]
         transaction.set_rollback(True)
     assert kinds(session) == []  # the outer rollback took it back: nothing was committed early
@@ -582,7 +592,7 @@ def test_a_batch_within_an_outer_transaction_leaves_the_commit_to_it(session):
 def test_a_batched_transaction_is_open_from_its_first_statement(session, first):
     """Its BEGIN goes with its first statement: a row that statement locks stays locked for
     the whole transaction, and its changes come and go with the transaction."""
-    where = [sql.prep(Session, "id", session.pk)]
+    where = [model_rows.prep(Session, "id", session.pk)]
     seen_by_others: list[object] = []
     piped: list[object] = []
 
@@ -608,7 +618,7 @@ def test_a_batched_transaction_is_open_from_its_first_statement(session, first):
                     sql.row(f"SELECT title FROM planner_session WHERE id = %s{sql.for_update()}", where)
                 piped.extend(sent_in)
             else:
-                sql.update(Session, {"title": "Changed"}, "id = %s", where)
+                model_rows.update(Session, {"title": "Changed"}, "id = %s", where)
             if connection.vendor == "postgresql":  # SQLite's write lock would keep the look waiting
                 looking = threading.Thread(target=look_from_elsewhere)
                 looking.start()

@@ -31,17 +31,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from planner.domain.selectors import session_history
-from planner.domain.services.sessions import (
-    Begin,
-    _check_running_turns,
-    _count_message,
-    _human,
-    _lock,
-    _open,
-    _recover_if_dead,
-    _run_here,
-    check_text,
-)
+from planner.domain.services.sessions.begin import count_message
+from planner.domain.services.sessions.recovery import recover_if_dead
+from planner.domain.services.sessions.rows import check_text, human, session_lock, turns_limit_check
+from planner.domain.services.sessions.turns import Begin, run_here, turn_open
 from planner.models import Event, Message, MessageKind, Session, SessionState, TitleSource
 from tracker.errors import ConflictError, ValidationError
 
@@ -73,8 +66,8 @@ class Redone:
 @transaction.atomic
 def session_retry(*, session_id: uuid.UUID, user: User) -> Redone:
     """Run the session's failed or stopped last turn again, as a new turn on the same history."""
-    session = _lock(session_id, user)
-    recovered = _recover_if_dead(session)  # a turn whose process died ended failed: retryable
+    session = session_lock(session_id, user)
+    recovered = recover_if_dead(session)  # a turn whose process died ended failed: retryable
     _refuse_unless_idle(session.state, NotRetryableError, "retry it")
     ended = (
         Event.objects.filter(session=session, kind="turn_ended", turn=session.turn_count)
@@ -88,14 +81,14 @@ def session_retry(*, session_id: uuid.UUID, user: User) -> Redone:
             "did not: send a new message instead."
         )
     limits = settings.BALLET_LIMITS
-    _check_running_turns(session, user, limits)
-    _count_message(user, limits)
+    turns_limit_check(session, user, limits)
+    count_message(user, limits)
     superseded = _supersede_unfinished(session)
     session.turn_count += 1
     history = session_history(session=session)
-    _run_here(session, history, None, user, also=("turn_count", "superseded_through"))
+    run_here(session, history, None, user, also=("turn_count", "superseded_through"))
     _record(session, superseded, "retried")
-    setup = _open(session, history, continued=False, retry=True)
+    setup = turn_open(session, history, continued=False, retry=True)
     return Redone(Begin("started", session.turn_count, None, recovered, setup), superseded, "retried")
 
 
@@ -125,8 +118,8 @@ def session_edit(*, session_id: uuid.UUID, user: User, seq: Any, text: Any) -> R
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
         raise ValidationError({"seq": ["The number (seq) of the message to edit: a positive integer."]})
     text = check_text(text)
-    session = _lock(session_id, user)
-    recovered = _recover_if_dead(session)
+    session = session_lock(session_id, user)
+    recovered = recover_if_dead(session)
     _refuse_unless_idle(session.state, NotEditableError, "edit your message")
     old = (
         Message.objects.filter(session=session, superseded=False, kind__in=HUMAN_KINDS)
@@ -144,8 +137,8 @@ def session_edit(*, session_id: uuid.UUID, user: User, seq: Any, text: Any) -> R
             "send a new message instead."
         )
     limits = settings.BALLET_LIMITS
-    _check_running_turns(session, user, limits)
-    _count_message(user, limits)
+    turns_limit_check(session, user, limits)
+    count_message(user, limits)
     Message.objects.filter(pk=old.pk).update(superseded=True)
     session.superseded_through = session.last_message_seq
     session.turn_count += 1
@@ -153,9 +146,9 @@ def session_edit(*, session_id: uuid.UUID, user: User, seq: Any, text: Any) -> R
         session.title = _first_words(text)  # named after the message it replaces: now after this one
     history = session_history(session=session)
     also = ("turn_count", "title", "superseded_through")
-    message = _run_here(session, history, _human(text, MessageKind.HUMAN), user, also=also)
+    message = run_here(session, history, human(text, MessageKind.HUMAN), user, also=also)
     _record(session, [seq], "edited", replaced_by=message.seq if message else None)
-    setup = _open(session, history, continued=False)
+    setup = turn_open(session, history, continued=False)
     return Redone(Begin("started", session.turn_count, message, recovered, setup), [seq], "edited")
 
 
