@@ -1,6 +1,6 @@
 """Chaos run: planner turns while daphnes die, Redis restarts and PostgreSQL connections drop.
 
-A production deployment as in ``tests/live/test_faults.py``: two daphnes A and B, a
+A production deployment as in ``tests/e2e/test_faults.py``: two daphnes A and B, a
 Celery worker with its beat (the sweep that recovers dead turns), a fresh PostgreSQL
 database and a Redis server of the run's own. ``--sessions`` sessions take turns,
 ``--turns`` in all, each sent over REST to A or B at random; the fake model answers

@@ -1,5 +1,5 @@
 """The README's production setup as data: the variables its block exports and the commands it runs,
-read from README.md itself, so that the tests that follow it (tests/live/test_production_setup.py)
+read from README.md itself, so that the tests that follow it (tests/e2e/test_production_setup.py)
 and check compose.yaml against it (tests/test_compose.py) change when it does."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Static files through WhiteNoise (ballet/static.py): hashed names cached for a year after
 collectstatic, plain names when the manifest lacks one, the apps' folders without collectstatic.
 
-Requests go through Django's async handler, as under daphne; ``tests/live/test_static.py``
+Requests go through Django's async handler, as under daphne; ``tests/e2e/test_static.py``
 checks the same against a real server in the mode's own configuration.
 """
 

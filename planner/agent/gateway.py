@@ -12,7 +12,7 @@ every running turn), so the SDK sends through its aiohttp transport and the
 gateway reads the stream's raw server-sent events and decodes each one's JSON
 itself, skipping the SDK's typed event models: a third of the CPU per delta.
 What it reads must agree with the SDK's own accumulator
-(``tests/planner/test_gateway_parity.py``), and a content block or delta it
+(``tests/planner/agent/test_gateway_parity.py``), and a content block or delta it
 does not handle (extended thinking, server tools) fails the call with a
 readable error instead of vanishing from the answer; so does a stop reason it
 does not know, or a stream that ends without one.

@@ -22,6 +22,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,6 +32,7 @@ from django.contrib.auth.models import User
 
 from planner.agent import frames
 from planner.domain.selectors import session_project_seen
+from planner.domain.services.human_requests import Resolution
 from planner.domain.services.sessions import MAX_MESSAGE_CHARS
 from planner.ground.bridge import db
 from planner.live import guard
@@ -53,7 +55,6 @@ CLOSE_TOO_MANY_FRAMES = 4429
 CLOSE_UNAVAILABLE = 4503
 CLOSE_FAILED = 4500  # (daphne sends only 1000 and 3000-4999: 1011 would never reach the page)
 MAX_FRAME_BYTES = 4 * MAX_MESSAGE_CHARS + 1024
-FRAME_TYPES = ("message", "stop", "retract", "retry", "edit", "answer")
 
 Verdict = Literal["accept", "refuse", "drop", "close"]
 
@@ -189,30 +190,9 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
             await self._error(exc.code, exc.message)
 
     async def _act(self, frame: dict[str, Any]) -> None:
-        session_id, user = self.session_id, self.user
-        match frame["type"]:
-            case "message":
-                await runner.send(session_id=session_id, user=user, text=frame["text"])
-            case "answer":
-                await self._answer(frame)
-            case "retract":
-                await runner.retract(session_id=session_id, user=user)
-            case "retry":
-                await runner.retry(session_id=session_id, user=user)
-            case "edit":
-                await runner.edit(session_id=session_id, user=user, seq=frame["seq"], text=frame["text"])
-            case _:
-                await runner.stop(session_id=session_id, user=user)
+        await INCOMING[frame["type"]].act(self, frame)
 
-    async def _answer(self, frame: dict[str, Any]) -> None:
-        resolution = await runner.answer(
-            session_id=self.session_id,
-            user=self.user,
-            request=frame.get("request"),
-            text=frame.get("text"),
-            approve=frame.get("approve"),
-            reason=frame.get("reason"),
-        )
+    async def answered(self, resolution: Resolution) -> None:
         if resolution.waiting is not None:  # accepted, yet the turn waits for a free one: say why
             await self._error(RateLimitedError.code, resolution.waiting)
 
@@ -238,24 +218,14 @@ def _parse(text_data: str | None) -> tuple[dict[str, Any], tuple[str, str] | Non
         frame = json.loads(text_data)
     except (ValueError, RecursionError):  # nested too deeply is not valid JSON either
         return {}, ("invalid_json", "The frame is not valid JSON (or is nested too deeply).")
-    if not isinstance(frame, dict) or frame.get("type") not in FRAME_TYPES:
+    if not isinstance(frame, dict) or frame.get("type") not in INCOMING:
         return {}, (
             "unknown_type",
             'A frame is {"type": "message", "text": ...}, {"type": "stop"}, {"type": "retract"}, '
             '{"type": "retry"}, {"type": "edit", "seq": ..., "text": ...} or '
             '{"type": "answer", "request": ..., "text" or "approve": ...}.',
         )
-    match frame["type"]:
-        case "answer":
-            problem = _answer_problem(frame)
-        case "message":
-            problem = _text_problem(frame.get("text"))
-        case "retract" | "retry":
-            problem = _bare_problem(frame)
-        case "edit":
-            problem = _edit_problem(frame)
-        case _:
-            problem = None
+    problem = INCOMING[frame["type"]].problem(frame)
     return (frame, None) if problem is None else ({}, problem)
 
 
@@ -302,3 +272,71 @@ def _text_problem(text: Any) -> tuple[str, str] | None:
     if len(text) > MAX_MESSAGE_CHARS:
         return ("too_large", f"A message is at most {MAX_MESSAGE_CHARS} characters.")
     return None
+
+
+def _message_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
+    return _text_problem(frame.get("text"))
+
+
+def _no_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
+    """A stop frame is read by its type alone."""
+    return None
+
+
+# -- what each frame does: the runner's call, as the socket's user, in the socket's session
+
+Consumer = PlannerSessionConsumer
+
+
+async def _message(consumer: Consumer, frame: dict[str, Any]) -> None:
+    await runner.send(session_id=consumer.session_id, user=consumer.user, text=frame["text"])
+
+
+async def _stop(consumer: Consumer, frame: dict[str, Any]) -> None:
+    await runner.stop(session_id=consumer.session_id, user=consumer.user)
+
+
+async def _retract(consumer: Consumer, frame: dict[str, Any]) -> None:
+    await runner.retract(session_id=consumer.session_id, user=consumer.user)
+
+
+async def _retry(consumer: Consumer, frame: dict[str, Any]) -> None:
+    await runner.retry(session_id=consumer.session_id, user=consumer.user)
+
+
+async def _edit(consumer: Consumer, frame: dict[str, Any]) -> None:
+    await runner.edit(
+        session_id=consumer.session_id, user=consumer.user, seq=frame["seq"], text=frame["text"]
+    )
+
+
+async def _answer(consumer: Consumer, frame: dict[str, Any]) -> None:
+    resolution = await runner.answer(
+        session_id=consumer.session_id,
+        user=consumer.user,
+        request=frame.get("request"),
+        text=frame.get("text"),
+        approve=frame.get("approve"),
+        reason=frame.get("reason"),
+    )
+    await consumer.answered(resolution)
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One type of client frame (docs/protocol.md): what is wrong with one, if anything, and
+    what it does once it is right."""
+
+    problem: Callable[[dict[str, Any]], tuple[str, str] | None]
+    act: Callable[[Consumer, dict[str, Any]], Awaitable[None]]
+
+
+# Every frame a client may send, by type: the one place a new one is added.
+INCOMING: dict[str, Incoming] = {
+    "message": Incoming(_message_problem, _message),
+    "stop": Incoming(_no_problem, _stop),
+    "retract": Incoming(_bare_problem, _retract),
+    "retry": Incoming(_bare_problem, _retry),
+    "edit": Incoming(_edit_problem, _edit),
+    "answer": Incoming(_answer_problem, _answer),
+}

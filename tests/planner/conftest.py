@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from channels.routing import URLRouter
@@ -24,8 +24,20 @@ from tracker.services.projects import project_update
 
 
 @pytest.fixture
-def model() -> ScriptedGateway:
-    return ScriptedGateway()
+def scripted() -> Iterator[ScriptedGateway]:
+    """The one scripted runner: the process's runner (which the WebSocket, REST and MCP call) on a
+    scripted model, the model given to the test to script."""
+    model = ScriptedGateway()
+    previous = runner._gateway
+    runner.gateway = model
+    yield model
+    runner.gateway = previous
+
+
+@pytest.fixture
+def model(scripted: ScriptedGateway) -> ScriptedGateway:
+    """The scripted runner's model, for tests that call the runner directly (``planner``)."""
+    return scripted
 
 
 @pytest.fixture(autouse=True)
@@ -39,10 +51,10 @@ async def _turns_settled():
 
 
 @pytest.fixture
-async def planner(model) -> AsyncIterator[Runner]:
-    planner = Runner(gateway=model)
-    yield planner
-    await planner.settle()  # what follows a test's last turn_ended
+async def planner(scripted: ScriptedGateway) -> AsyncIterator[Runner]:
+    """The scripted runner, called directly."""
+    yield runner
+    await runner.settle()  # what follows a test's last turn_ended
 
 
 @pytest.fixture
@@ -54,16 +66,6 @@ def limits(settings, monkeypatch):
         settings.BALLET_LIMITS = dataclasses.replace(settings.BALLET_LIMITS, **values)
 
     return set_limits
-
-
-@pytest.fixture
-def scripted():
-    """The process's runner on a scripted model (for the WebSocket and REST, which use it)."""
-    model = ScriptedGateway()
-    previous = runner._gateway
-    runner.gateway = model
-    yield model
-    runner.gateway = previous
 
 
 def ws_path(session) -> str:

@@ -8,7 +8,7 @@ from knowledge.search import knowledge_search
 from knowledge.selectors import knowledge_find
 from knowledge.services import knowledge_create
 from tests.factories import make_membership, make_project, make_user
-from tests.planner.test_tools import ok
+from tests.planner.domain.test_tools import ok
 from tracker.search import project_search
 from tracker.services.activity import Actor
 from tracker.services.skills import skill_version_create

@@ -675,7 +675,7 @@ def test_a_session_s_next_turn_reads_its_prompt_s_skill_with_its_locks(session, 
     with pipelines() as sent_in, CaptureQueriesContext(connection) as sent:
         second = sessions.session_begin(session_id=session.pk, user=member, text="Two")
     assert second.setup is not None
-    # Which version is read in the turn's own transaction (a new one: tests/planner/test_turns.py)
+    # Which version is read in the turn's own transaction (a new one: tests/planner/live/test_turns.py)
     assert second.setup.skills == (("planner", 1),)
     statements = [q["sql"] for q in sent.captured_queries if q["sql"] not in {"BEGIN", "COMMIT"}]
     skill_reads = [n for n, statement in enumerate(statements) if "tracker_skillpin" in statement]
