@@ -40,6 +40,7 @@ from planner.agent.frames import Frame
 from planner.ground import process
 from planner.ground.bridge import db
 from planner.ground.process import HEARTBEAT_SECONDS, PROCESS_ID, stamped
+from planner.ground.turns import LiveTurn
 from planner.live.guard import Guard
 from planner.live.inbox import Inbox
 from planner.live.relay import link
@@ -47,6 +48,28 @@ from planner.models import Session, SessionState
 from tracker.errors import UnavailableError
 
 logger = logging.getLogger(__name__)
+
+
+class Opening:
+    """A session being opened here (:meth:`Hub.opening`): register the turn it opens."""
+
+    def __init__(self, hub: Hub, session_id: uuid.UUID) -> None:
+        self.hub = hub
+        self.session_id = session_id
+        self.live: LiveTurn | None = None
+
+    async def turn(self, *, turn: int, user_id: int | None, inputs_waiting: bool) -> LiveTurn:
+        """Register the turn the service opened: it runs here from now on."""
+        live = LiveTurn(
+            session_id=self.session_id,
+            turn=turn,
+            outbox=await self.hub.relay.outbox(self.session_id),
+            user_id=user_id,
+        )
+        live.inputs_waiting = inputs_waiting
+        self.hub.turns.start(live)
+        self.live = live
+        return live
 
 
 @dataclass(eq=False)
@@ -89,6 +112,11 @@ class Hub:
         self.watchers: dict[uuid.UUID, set[Inbox]] = {}
         # Who waits here for news, by topic: each an event on its own event loop.
         self.listeners: dict[str, set[Listener]] = {}
+        # Whether a question or an answered turn waits here for a free turn (the runner's passes).
+        self.work_waiting = False
+        # Turns over whose task still does what follows them: starting what waited for a free
+        # turn, proposing the session's title (the runner's ``wait`` and ``settle`` wait for it).
+        self.ending: dict[uuid.UUID, asyncio.Task[None]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._thread: int | None = None
@@ -128,6 +156,55 @@ class Hub:
     @property
     def started(self) -> bool:
         return self.loop is not None
+
+    # ------------------------------------------------------------------ turns here
+
+    @contextlib.asynccontextmanager
+    async def opening(self, session_id: uuid.UUID) -> AsyncIterator[Opening]:
+        """The one way a turn opens here: serve the session's control messages (so the turn is
+        stoppable from every process; with the channel layer down this refuses, before anything
+        is written) and claim the session here (so nobody takes a turn being opened for dead),
+        for as long as the block calls the service that may open one; a turn the block registers
+        (:meth:`Opening.turn`) stays served, anything else is let go."""
+        await self.relay.serve(session_id)
+        opening = Opening(self, session_id)
+        self.turns.claim(session_id)
+        try:
+            yield opening
+        finally:
+            self.turns.release(session_id)
+            if opening.live is None:
+                await self.relay.unserve(session_id)
+
+    async def closing(self, live: LiveTurn) -> None:
+        """A turn of this process ended: stop serving it, close its outbox, let it go."""
+        try:
+            await self.relay.unserve(live.session_id)
+            await live.outbox.close()
+        finally:
+            self.turns.end(live)
+
+    def turn_here(self, session_id: uuid.UUID) -> LiveTurn | None:
+        """The session's turn, if it runs in this process."""
+        return self.turns.get(session_id)
+
+    def runs_here(self, session_id: uuid.UUID) -> bool:
+        return self.turns.runs(session_id)
+
+    async def stop_anywhere(self, session_id: uuid.UUID) -> bool:
+        """Stop the session's turn: here if it runs here (True), else ask the process running it."""
+        if self.turns.stop(session_id):
+            return True
+        await self.relay.stop(session_id)
+        return False
+
+    def stop_here(self, session_id: uuid.UUID) -> bool:
+        return self.turns.stop(session_id)
+
+    async def frames_elsewhere(self, session_id: uuid.UUID) -> list[Frame]:
+        """The frames so far of the session's turn running in another process (``[]`` if none
+        answers in time)."""
+        return await self.relay.replay(session_id)
 
     # ------------------------------------------------------------------ publishing
 

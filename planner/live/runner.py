@@ -37,7 +37,7 @@ from planner.domain.services.sessions.resend import Redone
 from planner.ground.bridge import db
 from planner.ground.turns import LiveTurn
 from planner.live import titles, turn, waiting
-from planner.live.hub import Hub, hub
+from planner.live.hub import Hub, Opening, hub
 from planner.live.inbox import Seen
 from planner.models import SessionState
 from tracker.errors import BalletError, NotFoundError, UnavailableError
@@ -59,10 +59,6 @@ class Runner:
     def __init__(self, gateway: Gateway | None = None, *, on: Hub = hub) -> None:
         self._gateway = gateway
         self.hub = on
-        self.work_waiting = False  # a question or an answered turn here waits for a free turn
-        # Turns over whose task still does what follows them: starting what waited for a free
-        # turn, proposing the session's title (``wait`` and ``settle`` wait for it).
-        self._ending: dict[uuid.UUID, asyncio.Task[None]] = {}
 
     @property
     def gateway(self) -> Gateway:
@@ -122,7 +118,7 @@ class Runner:
         threads, then the turn it started or continued; watchers see the message as ``seen``."""
         begin, live = await self._beginning(session_id, user_id, begun)
         if live is None:
-            steered = self.hub.turns.get(session_id)
+            steered = self.hub.turn_here(session_id)
             if steered is not None:
                 steered.steered()  # deliver at the very next model call
             return begin
@@ -141,26 +137,14 @@ class Runner:
         """``begun`` (a service giving a human's action its meaning) on the database threads,
         serving the session and claiming it here first; the turn it opened, registered here,
         unless it only steered the running one."""
-        await self.hub.relay.serve(session_id)
         live = None
-        self.hub.turns.claim(session_id)  # before the commit, so nobody takes the new turn for dead
-        try:
+        async with self.hub.opening(session_id) as opening:
             begin: Begin = await db(begun)()
             if begin.recovered:
                 await self.hub.publish(session_id, list(begin.recovered))
             if begin.meaning != "steered":
-                live = LiveTurn(
-                    session_id=session_id,
-                    turn=begin.turn,
-                    outbox=await self.hub.relay.outbox(session_id),
-                    user_id=user_id,
-                )
-                live.inputs_waiting = bool(begin.frames)  # a reply resumed it: steering may wait
-                self.hub.turns.start(live)
-        finally:
-            self.hub.turns.release(session_id)
-            if live is None:
-                await self.hub.relay.unserve(session_id)
+                # A reply resumed it: steering may wait.
+                live = await opening.turn(turn=begin.turn, user_id=user_id, inputs_waiting=bool(begin.frames))
         return begin, live
 
     async def _start(self, live: LiveTurn, begin: Begin, first: list[Frame]) -> None:
@@ -202,7 +186,7 @@ class Runner:
             assert resolution.begin is not None
             await self._start(live, resolution.begin, resolution.frames)
         if resolution.waiting is not None:
-            self.work_waiting = True
+            self.hub.work_waiting = True
         return resolution
 
     async def _resume(self, session_id: uuid.UUID) -> TurnsFullError | bool:
@@ -225,36 +209,19 @@ class Runner:
         """``resolve`` on the database threads, serving the session and claiming it here first, so
         that a turn it resumes is stoppable from every process and never taken for dead; the turn
         registered here, if it resumed one."""
-        await self.hub.relay.serve(session_id)
         live = None
-        self.hub.turns.claim(session_id)
-        try:
+        async with self.hub.opening(session_id) as opening:
             resolution = await db(resolve)()
             if resolution is not None and resolution.begin is not None:
-                live = await self._live(session_id, resolution.begin, owner_id=None)
-        finally:
-            self.hub.turns.release(session_id)
-            if live is None:
-                await self.hub.relay.unserve(session_id)
+                live = await _resumed(opening, resolution.begin)
         return resolution, live
-
-    async def _live(self, session_id: uuid.UUID, begin: Begin, *, owner_id: int | None) -> LiveTurn:
-        live = LiveTurn(
-            session_id=session_id,
-            turn=begin.turn,
-            outbox=await self.hub.relay.outbox(session_id),
-            user_id=owner_id if owner_id is not None else (begin.setup.user_id if begin.setup else None),
-        )
-        live.inputs_waiting = True  # steering may have waited while the turn was paused
-        self.hub.turns.start(live)
-        return live
 
     async def stop(self, *, session_id: uuid.UUID, user: User) -> bool:
         """Stop the session's turn wherever it runs; False if none runs. Only its owner may.
 
         True means the turn ends ``stopped``: a stop that races an approval resuming the turn
         stops the resumed turn, here or in the process resuming it."""
-        live = self.hub.turns.get(session_id)
+        live = self.hub.turn_here(session_id)
         if live is not None and live.user_id == user.pk:
             live.stop()  # at once: not behind the turn's own work on the database threads
             return True
@@ -280,11 +247,11 @@ class Runner:
                 await self.hub.publish(session_id, cancelled)
                 return True
             session = await db(viewed)()  # resumed meanwhile?
-        if self.hub.turns.stop(session_id):
+        if self.hub.stop_here(session_id):
             return True
         if session.state != SessionState.RUNNING or await self.recover(session_id, answer=False):
             return False
-        await self.hub.relay.stop(session_id)
+        await self.hub.stop_anywhere(session_id)
         return True
 
     async def retract(self, *, session_id: uuid.UUID, user: User) -> str:
@@ -361,7 +328,7 @@ class Runner:
         except agent_questions.QuestionNotWaitingError:
             return False
         except (TurnsFullError, UnavailableError) as exc:  # it waits, recorded, for a later pass
-            self.work_waiting = True
+            self.hub.work_waiting = True
             return exc
         except BalletError as exc:  # the asker lost access meanwhile: the humans settle it
             logger.warning("question %s cannot start: %s", question.id, exc.message)
@@ -377,34 +344,29 @@ class Runner:
         (the database down) is logged, and a later pass reads it again."""
         one = waiting.Pass(answer=self._answer, resume=self._resume, question=self._start_question)
         try:
-            if not (force or self.work_waiting or await db(work_waiting)()):
+            if not (force or self.hub.work_waiting or await db(work_waiting)()):
                 return []
-            self.work_waiting = False
+            self.hub.work_waiting = False
             await one.run()
-            self.work_waiting = self.work_waiting or one.left_waiting
+            self.hub.work_waiting = self.hub.work_waiting or one.left_waiting
         except UnavailableError:  # the channel layer is down: a later pass starts them
-            self.work_waiting = True
+            self.hub.work_waiting = True
         except Exception:  # what waits could not be read: a later pass reads it again
             logger.exception("a pass over the work waiting for a free turn failed")
-            self.work_waiting = True
+            self.hub.work_waiting = True
         return one.started
 
     async def _answer(self, session_id: uuid.UUID) -> TurnsFullError | bool:
         """Start the turn that answers the steering a dead turn never read: True if it started
         here, False if nothing waits for it any more, the limit that holds it else."""
-        await self.hub.relay.serve(session_id)
         live, begin = None, None
-        self.hub.turns.claim(session_id)
         try:
-            begin = await db(sessions.turn_answer)(session_id=session_id)
-            if begin is not None:
-                live = await self._live(session_id, begin, owner_id=None)
+            async with self.hub.opening(session_id) as opening:
+                begin = await db(sessions.turn_answer)(session_id=session_id)
+                if begin is not None:
+                    live = await _resumed(opening, begin)
         except TurnsFullError as held:
             return held
-        finally:
-            self.hub.turns.release(session_id)
-            if live is None:
-                await self.hub.relay.unserve(session_id)
         if live is None or begin is None:
             return False
         await self._start(live, begin, [])
@@ -419,7 +381,7 @@ class Runner:
         done = await db(withdrawing)()
         if done.session_id is None:
             return done
-        live = self.hub.turns.get(done.session_id)
+        live = self.hub.turn_here(done.session_id)
         if live is not None:
             live.stop()
             return done
@@ -442,12 +404,12 @@ class Runner:
 
     async def _answer_now(self, session_id: uuid.UUID) -> None:
         if await self._answer(session_id) is not True:
-            self.work_waiting = True  # held by a limit (or started elsewhere): a later pass sees
+            self.hub.work_waiting = True  # held by a limit (or started elsewhere): a later pass sees
 
     async def wait(self, session_id: uuid.UUID) -> None:
         """Wait for the session's local turn to end, and what follows it (tests, shutdown)."""
-        live = self.hub.turns.get(session_id)
-        task = live.task if live is not None else self._ending.get(session_id)
+        live = self.hub.turn_here(session_id)
+        task = live.task if live is not None else self.hub.ending.get(session_id)
         if task is not None:
             await asyncio.shield(task)
 
@@ -462,7 +424,7 @@ class Runner:
         """Wait for what follows every turn of this process on this event loop (tests, shutdown):
         the turns are over, their last database reads and writes are not."""
         loop = asyncio.get_running_loop()
-        pending = [task for task in self._ending.values() if task.get_loop() is loop and not task.done()]
+        pending = [task for task in self.hub.ending.values() if task.get_loop() is loop and not task.done()]
         if pending:
             await asyncio.gather(*(asyncio.shield(task) for task in pending), return_exceptions=True)
 
@@ -479,7 +441,7 @@ class Runner:
         session = await db(viewed)()
         if (
             session.state == SessionState.RUNNING
-            and not self.hub.turns.runs(session_id)
+            and not self.hub.runs_here(session_id)
             and await self.recover(session_id, start=False)
         ):
             session = await db(viewed)()
@@ -488,7 +450,7 @@ class Runner:
                 session_state=session.state, last_seq=session.last_message_seq, turn=session.turn_count
             )
             if not here and session.state == SessionState.RUNNING:
-                inbox.put_first(await self.hub.relay.replay(session_id))
+                inbox.put_first(await self.hub.frames_elsewhere(session_id))
             if not here and session.state == SessionState.PAUSED:
                 for frame in await db(_pending_frames)(session_id):
                     yield frame
@@ -511,11 +473,9 @@ class Runner:
         try:
             outcome = await turn.drive(live, setup, continued=continued, gateway=self.gateway, hub=self.hub)
         finally:
-            await self.hub.relay.unserve(live.session_id)
-            await live.outbox.close()
-            self.hub.turns.end(live)
+            await self.hub.closing(live)
         if live.task is not None:
-            self._ending[live.session_id] = live.task
+            self.hub.ending[live.session_id] = live.task
         try:
             await self.start_waiting()  # a turn is free
             if outcome is not None and setup.untitled and titles.wanted(reason=outcome.reason):
@@ -523,8 +483,15 @@ class Runner:
                     session_id=live.session_id, gateway=self.gateway, announce=self.hub.publish
                 )
         finally:
-            if self._ending.get(live.session_id) is live.task:
-                del self._ending[live.session_id]
+            if self.hub.ending.get(live.session_id) is live.task:
+                del self.hub.ending[live.session_id]
+
+
+async def _resumed(opening: Opening, begin: Begin) -> LiveTurn:
+    """Register the paused or waiting turn ``begin`` resumed, run as its owner; steering may have
+    waited while it was paused."""
+    owner_id = begin.setup.user_id if begin.setup else None
+    return await opening.turn(turn=begin.turn, user_id=owner_id, inputs_waiting=True)
 
 
 def _pending_frames(session_id: uuid.UUID) -> list[Frame]:

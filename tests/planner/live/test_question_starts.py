@@ -152,7 +152,7 @@ async def test_a_pass_that_cannot_read_what_waits_fails_no_wait(scripted, chat_p
 
     assert response.status_code == 200, response.content
     assert response.json()["status"] == "open"
-    assert runner.work_waiting
+    assert runner.hub.work_waiting
 
 
 async def test_a_question_started_by_another_pass_is_not_started_again(scripted, chat_project, member):
