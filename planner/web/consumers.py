@@ -33,7 +33,7 @@ from django.contrib.auth.models import User
 from planner.agent import frames
 from planner.domain.selectors import session_project_seen
 from planner.domain.services.human_requests import Resolution
-from planner.domain.services.sessions import MAX_MESSAGE_CHARS
+from planner.domain.services.sessions import MAX_MESSAGE_CHARS, message_text_problem
 from planner.ground.bridge import db
 from planner.live import guard
 from planner.live.hub import hub
@@ -266,12 +266,7 @@ def _answer_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _text_problem(text: Any) -> tuple[str, str] | None:
-    if not isinstance(text, str) or not text.strip():
-        return ("invalid", "A message frame needs a non-empty text.")
-    if len(text) > MAX_MESSAGE_CHARS:
-        return ("too_large", f"A message is at most {MAX_MESSAGE_CHARS} characters.")
-    return None
+_text_problem = message_text_problem
 
 
 def _message_problem(frame: dict[str, Any]) -> tuple[str, str] | None:

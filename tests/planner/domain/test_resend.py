@@ -355,7 +355,7 @@ async def test_retry_and_edit_frames_reach_every_watcher(scripted, session, memb
         ({"type": "edit", "text": "x"}, "An edit frame names the message it edits"),
         ({"type": "edit", "seq": "1", "text": "x"}, "An edit frame names the message it edits"),
         ({"type": "edit", "seq": True, "text": "x"}, "An edit frame names the message it edits"),
-        ({"type": "edit", "seq": 1, "text": " "}, "A message frame needs a non-empty text."),
+        ({"type": "edit", "seq": 1, "text": " "}, "A message needs a non-empty text."),
         ({"type": "edit", "seq": 1, "text": "x", "kind": "steer"}, "An edit frame has no field 'kind'."),
     ],
 )

@@ -39,6 +39,7 @@ from planner.domain.services.sessions.rows import (
     TurnSupersededError,
     check_running_turns,
     check_text,
+    message_text_problem,
 )
 from planner.domain.services.sessions.steps import (
     message_save,
@@ -69,6 +70,7 @@ __all__ = [
     "check_running_turns",
     "check_text",
     "message_save",
+    "message_text_problem",
     "session_begin",
     "session_create",
     "session_edit",

@@ -87,13 +87,23 @@ class TurnSupersededError(ConflictError):
     and maybe a new turn started. The turn goes quiet without writing anything more."""
 
 
-def check_text(text: Any) -> str:
+def message_text_problem(text: Any) -> tuple[str, str] | None:
+    """What is wrong with a message's text, if anything, as (code, words): the one rule of a
+    message's text, which every interface applies (REST and the socket before the domain does)."""
     if not isinstance(text, str) or not text.strip():
-        raise ValidationError({"text": ["Write a message."]})
+        return ("invalid", "A message needs a non-empty text.")
     if len(text) > MAX_MESSAGE_CHARS:
-        raise ValidationError({"text": [f"At most {MAX_MESSAGE_CHARS} characters."]})
+        return ("too_large", f"A message is at most {MAX_MESSAGE_CHARS} characters.")
+    return None
+
+
+def check_text(text: Any) -> str:
+    """``text``, if :func:`message_text_problem` finds nothing wrong with it and it has no NUL."""
+    problem = message_text_problem(text)
+    if problem is not None:
+        raise ValidationError({"text": [problem[1]]})
     refuse_nul(text=text)
-    return text
+    return str(text)
 
 
 def append(session: Session, message: ChatMessage, turn: int, author: User | None = None) -> ChatMessage:
