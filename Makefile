@@ -80,7 +80,7 @@ test: lint typecheck migrations-check pytest
 
 # The loop while you work: every test but those in a browser or against real server processes.
 test-fast: $(DEV_STAMP)
-	$(TEST_KEYS) $(BIN)/pytest -m "not browser and not live" $(PYTEST_ARGS)
+	$(TEST_KEYS) $(BIN)/pytest -m "not browser and not e2e" $(PYTEST_ARGS)
 
 worker: $(RUNTIME_STAMP)
 	$(BIN)/celery -A ballet worker --loglevel=info

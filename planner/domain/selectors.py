@@ -1,5 +1,5 @@
 """Reads of the planner: sessions a user may see, a turn's starting point, usage. A session's
-transcript as pages and the API read it is planner/transcripts.py."""
+transcript as pages and the API read it is planner/domain/transcripts.py."""
 
 from __future__ import annotations
 

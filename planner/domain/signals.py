@@ -6,6 +6,6 @@ commit of what it reports, in the thread that committed.
 
 from django.dispatch import Signal
 
-# A question's outcome was committed (answered, left to the humans, withdrawn, expired):
+# A question's outcome was committed (answered, left to the humans, withdrawn):
 # ``question_id``. Its waiters, in every process, read it again (``planner/live/question_waits.py``).
 question_settled = Signal()

@@ -8,7 +8,7 @@ the pool every few seconds and takes one again).
 
 A connection that the database dropped (a restart, a failover, an idle
 timeout, ``pg_terminate_backend``) fails the statement running on it. Every
-call here is one transaction (``planner/domain/services/sessions.py``), rolled back when it
+call here is one transaction (``planner/domain/services/sessions/``), rolled back when it
 fails, so the call is made once more on a fresh connection: a blip never
 fails a turn, nor throws away a model answer already paid for. A second
 failure is the database being down, and the turn fails.

@@ -10,7 +10,7 @@ while :data:`turns` holds it. In the embedded mode there is one process, so a tu
 other is one whose process is gone.
 
 The registries are the hub's to change (it starts and ends turns); the domain only reads them,
-inside its transactions (``planner/domain/services/sessions.py``, ``planner/domain/selectors.py``).
+inside its transactions (``planner/domain/services/sessions/``, ``planner/domain/selectors.py``).
 """
 
 from __future__ import annotations

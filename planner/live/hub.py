@@ -5,7 +5,7 @@ running here (``turns.py``), the inboxes of the watchers here (``inbox.py``),
 the relay to the other processes (``relay.py``), the transcripts kept between
 turns (``histories.py``) and the grants of sockets and turns (``guard.py``).
 It beats for its turns and sweeps the grants, from :meth:`Hub.start` to
-:meth:`Hub.stop`: the server calls them with its lifespan (``ballet/asgi.py``),
+:meth:`Hub.stop`: the server calls them with its lifespan (``ballet/lifespan.py``),
 a Celery task that runs turns around its work, a test around its event loop.
 
 Every frame reaches a watcher by one road, :meth:`Hub.publish`: a turn's frames,

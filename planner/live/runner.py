@@ -98,7 +98,7 @@ class Runner:
             user=user,
             text=text,
             question=question,
-            reply=human_requests.requests_reply,
+            reply=human_requests.requests_reply_all,
         )
         kind = "question" if question else "human"
         seen = text if shown is None else shown
@@ -157,7 +157,7 @@ class Runner:
             context=contextvars.Context(),
         )
 
-    async def answer(
+    async def reply(
         self,
         *,
         session_id: uuid.UUID,
@@ -170,7 +170,7 @@ class Runner:
         """Answer one pending request of the session (docs/domain.md); the turn resumes here
         once none is pending. Every watcher, in every process, hears of it."""
         answered = functools.partial(
-            human_requests.request_answer,
+            human_requests.request_reply,
             session_id=session_id,
             user=user,
             request_id=request,
@@ -179,7 +179,7 @@ class Runner:
             reason=reason,
         )
         resolution, live = await self._resuming(session_id, answered)
-        assert resolution is not None  # request_answer raises rather than find nothing
+        assert resolution is not None  # request_reply raises rather than find nothing
         if live is None:
             await self.hub.publish(session_id, resolution.frames)
         else:
@@ -342,7 +342,7 @@ class Runner:
         when this process saw something wait, or the database holds some (what waits may have
         been queued by a process since gone). Never raises: a pass that cannot read what waits
         (the database down) is logged, and a later pass reads it again."""
-        one = waiting.Pass(answer=self._answer, resume=self._resume, question=self._start_question)
+        one = waiting.Pass(follow_up=self._follow_up, resume=self._resume, question=self._start_question)
         try:
             if not (force or self.hub.work_waiting or await db(work_waiting)()):
                 return []
@@ -356,13 +356,13 @@ class Runner:
             self.hub.work_waiting = True
         return one.started
 
-    async def _answer(self, session_id: uuid.UUID) -> TurnsFullError | bool:
+    async def _follow_up(self, session_id: uuid.UUID) -> TurnsFullError | bool:
         """Start the turn that answers the steering a dead turn never read: True if it started
         here, False if nothing waits for it any more, the limit that holds it else."""
         live, begin = None, None
         try:
             async with self.hub.opening(session_id) as opening:
-                begin = await db(sessions.turn_answer)(session_id=session_id)
+                begin = await db(sessions.follow_up_start)(session_id=session_id)
                 if begin is not None:
                     live = await _resumed(opening, begin)
         except TurnsFullError as held:
@@ -399,11 +399,11 @@ class Runner:
             return False
         await self.hub.publish(session_id, list(recovered.frames))
         if recovered.answer_waiting and start:
-            await self._answer_now(session_id)
+            await self._follow_up_now(session_id)
         return True
 
-    async def _answer_now(self, session_id: uuid.UUID) -> None:
-        if await self._answer(session_id) is not True:
+    async def _follow_up_now(self, session_id: uuid.UUID) -> None:
+        if await self._follow_up(session_id) is not True:
             self.hub.work_waiting = True  # held by a limit (or started elsewhere): a later pass sees
 
     async def wait(self, session_id: uuid.UUID) -> None:
@@ -455,7 +455,7 @@ class Runner:
                 for frame in await db(_pending_frames)(session_id):
                     yield frame
             if session.state == SessionState.IDLE and session.answer_waiting:
-                await self._answer_now(session_id)  # once this watcher hears it from the start
+                await self._follow_up_now(session_id)  # once this watcher hears it from the start
             seen = Seen()
             while True:
                 # Everything waiting, with runs of text deltas joined: a watcher behind a busy

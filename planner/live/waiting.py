@@ -53,7 +53,7 @@ class Pass:
     started here, False if it no longer waits, else the limit that holds it (or, for a question,
     the channel layer, down: the pass ends with ``UnavailableError``)."""
 
-    answer: SessionStart
+    follow_up: SessionStart
     resume: SessionStart
     question: QuestionStart
     started: list[uuid.UUID] = field(default_factory=list)  # the sessions whose turns started here
@@ -61,7 +61,7 @@ class Pass:
     full: FullLimits = field(default_factory=FullLimits)
 
     async def run(self) -> None:
-        await self._sessions(sessions.sessions_answer_waiting, self.answer)
+        await self._sessions(sessions.sessions_follow_up_waiting, self.follow_up)
         await self._sessions(human_requests.sessions_resume_waiting, self.resume)
         await self._questions()
 

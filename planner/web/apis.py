@@ -261,7 +261,7 @@ class SessionStopApi(AsyncBalletApi):
         return Response({"stopped": stopped})
 
 
-class SessionAnswerApi(AsyncBalletApi):
+class SessionReplyApi(AsyncBalletApi):
     @extend_schema(
         summary="Answer a pending request: a question (text) or an approval (approve, reason)",
         description="The body of the WebSocket answer frame less its type. The owner answers any request; "
@@ -272,7 +272,7 @@ class SessionAnswerApi(AsyncBalletApi):
     )
     async def post(self, request: Request, session: str) -> Response:
         found, data = await db(_found_with)(request, session, AnswerSerializer)
-        resolution = await runner.answer(
+        resolution = await runner.reply(
             session_id=found,
             user=caller(request),
             request=data["request"],
@@ -319,11 +319,11 @@ class ProjectUsageApi(BalletApi):
 
 __all__ = [
     "ProjectUsageApi",
-    "SessionAnswerApi",
     "SessionDetailApi",
     "SessionEditApi",
     "SessionListApi",
     "SessionMessageApi",
+    "SessionReplyApi",
     "SessionRetryApi",
     "SessionStopApi",
     "SessionUsageApi",

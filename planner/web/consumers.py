@@ -253,7 +253,7 @@ def _edit_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
     return _text_problem(frame.get("text"))
 
 
-def _answer_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
+def _reply_problem(frame: dict[str, Any]) -> tuple[str, str] | None:
     unknown = sorted(set(frame) - {"type", "request", "text", "approve", "reason"})
     if unknown:
         return ("invalid", f"An answer frame has no field {unknown[0]!r}.")
@@ -305,8 +305,8 @@ async def _edit(consumer: Consumer, frame: dict[str, Any]) -> None:
     )
 
 
-async def _answer(consumer: Consumer, frame: dict[str, Any]) -> None:
-    resolution = await runner.answer(
+async def _reply(consumer: Consumer, frame: dict[str, Any]) -> None:
+    resolution = await runner.reply(
         session_id=consumer.session_id,
         user=consumer.user,
         request=frame.get("request"),
@@ -333,5 +333,5 @@ INCOMING: dict[str, Incoming] = {
     "retract": Incoming(_bare_problem, _retract),
     "retry": Incoming(_bare_problem, _retry),
     "edit": Incoming(_edit_problem, _edit),
-    "answer": Incoming(_answer_problem, _answer),
+    "answer": Incoming(_reply_problem, _reply),
 }

@@ -254,8 +254,8 @@ class TokensTodaySerializer(serializers.Serializer[Any]):
     fraction_used = serializers.FloatField(allow_null=True, help_text="tokens / budget; null: no budget.")
     input_tokens = serializers.IntegerField(source="spend.input_tokens")
     output_tokens = serializers.IntegerField(source="spend.output_tokens")
-    cache_creation_input_tokens = serializers.IntegerField(source="spend.cache_write_tokens")
-    cache_read_input_tokens = serializers.IntegerField(source="spend.cache_read_tokens")
+    cache_creation_input_tokens = serializers.IntegerField(source="spend.cache_creation_input_tokens")
+    cache_read_input_tokens = serializers.IntegerField(source="spend.cache_read_input_tokens")
     cached_tokens = serializers.IntegerField(
         source="spend.cached_tokens", help_text="Of ``tokens``, the input written to or read from the cache."
     )
@@ -279,8 +279,8 @@ class SpendSerializer(serializers.Serializer[Any]):
     )
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
-    cache_creation_input_tokens = serializers.IntegerField(source="cache_write_tokens")
-    cache_read_input_tokens = serializers.IntegerField(source="cache_read_tokens")
+    cache_creation_input_tokens = serializers.IntegerField()
+    cache_read_input_tokens = serializers.IntegerField()
     estimated_cost = serializers.FloatField(source="cost", help_text="USD of the tokens of priced models.")
     unpriced = serializers.BooleanField(help_text="Some tokens are of a model without a price.")
 

@@ -4,11 +4,11 @@ from django.urls import path, re_path
 
 from planner.web.apis import (
     ProjectUsageApi,
-    SessionAnswerApi,
     SessionDetailApi,
     SessionEditApi,
     SessionListApi,
     SessionMessageApi,
+    SessionReplyApi,
     SessionRetryApi,
     SessionStopApi,
     SessionUsageApi,
@@ -33,7 +33,7 @@ urlpatterns = [
     re_path(SESSION + r"/stop/$", SessionStopApi.as_view(), name="session-stop"),
     re_path(SESSION + r"/retry/$", SessionRetryApi.as_view(), name="session-retry"),
     re_path(SESSION + r"/edit/$", SessionEditApi.as_view(), name="session-edit"),
-    re_path(SESSION + r"/answers/$", SessionAnswerApi.as_view(), name="session-answers"),
+    re_path(SESSION + r"/answers/$", SessionReplyApi.as_view(), name="session-answers"),
     re_path(SESSION + r"/usage/$", SessionUsageApi.as_view(), name="session-usage"),
     path("projects/<str:key>/questions/", QuestionListApi.as_view(), name="question-list"),
     path("projects/<str:key>/questions/<str:question>/", QuestionDetailApi.as_view(), name="question-detail"),

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes.servers import CELERY, ROOT
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.e2e
 
 
 def test_beat_sends_its_tasks_and_leaves_no_schedule_file(tmp_path: Path):

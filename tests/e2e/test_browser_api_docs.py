@@ -11,7 +11,7 @@ import pytest
 
 from tests.fakes.servers import Server
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from tests.e2e.conftest import agent_key
 from tests.fakes.servers import Server, production_mode, served
 
 pytestmark = [
-    pytest.mark.live,
+    pytest.mark.e2e,
     pytest.mark.skipif(not production_mode(), reason="the embedded mode has one SQLite file, no server"),
 ]
 

@@ -38,7 +38,7 @@ from tests.fakes.servers import Server, production_mode
 from tests.fakes.watchers import Frame, Watcher
 
 pytestmark = [
-    pytest.mark.live,
+    pytest.mark.e2e,
     pytest.mark.skipif(
         not production_mode(),
         reason="process deaths, Redis restarts and dropped PostgreSQL connections are faults of the "

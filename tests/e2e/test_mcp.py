@@ -19,7 +19,7 @@ from tests.fakes.client import Client
 from tests.fakes.messages_api import TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import PASSWORD, Server
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.e2e
 
 TOOLS = [
     *("list_runnable", "get_item", "list_items"),

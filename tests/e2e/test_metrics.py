@@ -18,7 +18,7 @@ from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply, Tool
 from tests.fakes.servers import PASSWORD, Deployment, Server, Worker, production_mode
 
 pytestmark = [
-    pytest.mark.live,
+    pytest.mark.e2e,
     pytest.mark.skipif(
         not production_mode(),
         reason="several daphnes and a Celery worker side by side are the production mode's",

@@ -16,7 +16,7 @@ from tests.fakes.client import Client, frames_until
 from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import PASSWORD, Deployment, Server, Worker, production_mode
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture

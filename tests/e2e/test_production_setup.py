@@ -35,7 +35,7 @@ from tests.fakes.servers import ROOT, RedisServer, _psql, free_port, production_
 from tests.production_steps import Command, production_steps
 
 pytestmark = [
-    pytest.mark.live,
+    pytest.mark.e2e,
     pytest.mark.skipif(not production_mode(), reason="the production setup needs PostgreSQL and Redis"),
 ]
 

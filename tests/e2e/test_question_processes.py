@@ -22,7 +22,7 @@ from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply, Tool
 from tests.fakes.servers import Deployment, Server, Worker, production_mode
 
 pytestmark = [
-    pytest.mark.live,
+    pytest.mark.e2e,
     pytest.mark.skipif(not production_mode(), reason="several processes share state only in production mode"),
 ]
 

@@ -15,7 +15,7 @@ from tests.fakes.client import Client
 from tests.fakes.messages_api import HangReply, TextReply, ToolCallSpec, ToolUseReply
 from tests.fakes.servers import PASSWORD, Server
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.e2e
 
 SLOW = 0.25  # seconds between the model's deltas: the answer comes well after the wait began
 

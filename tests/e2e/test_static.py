@@ -16,7 +16,7 @@ import pytest
 from tests.fakes.messages_api import FakeMessagesAPI
 from tests.fakes.servers import Server, production_mode, served
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_CSS = ROOT / "tracker" / "static" / "tracker" / "ballet.css"

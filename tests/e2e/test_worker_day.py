@@ -18,7 +18,7 @@ from tests.fakes.client import Client
 from tests.fakes.messages_api import TextReply, ToolCallSpec, ToolUseReply, message_text
 from tests.fakes.servers import PASSWORD, Server
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ and the turn pauses on a stored :class:`HumanRequest` per such call
 (:func:`turn_pause`): the session is ``paused``, no process owns it, so a
 restart loses nothing and recovery leaves it alone. Each answer (a click, a
 reply, ``answers/`` over REST, the ``answer`` frame) resolves one request
-(:func:`request_answer`); a plain message from the owner resolves them all
-(:func:`requests_reply`): it answers the questions and declines the approvals
+(:func:`request_reply`); a plain message from the owner resolves them all
+(:func:`requests_reply_all`): it answers the questions and declines the approvals
 with the message as the reason. Once none is pending, the round's results are
 written (recorded outputs, answers, approved calls run now as the owner,
 declines as errors) and the turn continues (``sessions.turn_continue``).
@@ -199,7 +199,7 @@ def _locked(session_id: uuid.UUID, user: User) -> Session:
 
 
 @transaction.atomic
-def request_answer(
+def request_reply(
     *,
     session_id: uuid.UUID,
     user: User,
@@ -308,7 +308,7 @@ def _resolve(request: HumanRequest, status: RequestStatus, answer: str, user: Us
     request.save(update_fields=["status", "answer", "answered_by", "resolved_at"])
 
 
-def requests_reply(session: Session, user: User, text: str) -> Begin | None:
+def requests_reply_all(session: Session, user: User, text: str) -> Begin | None:
     """A plain message from the owner to a turn paused on requests (docs/architecture.md): it answers every
     pending question and declines every pending approval with the message as the reason, and
     the turn continues. None when no request is pending. The caller holds the session's lock."""

@@ -35,8 +35,8 @@ MILLION = Decimal(1_000_000)
 _FIELDS = {
     "input_tokens": "input_tokens",
     "output_tokens": "output_tokens",
-    "cache_write_tokens": "cache_creation_input_tokens",
-    "cache_read_tokens": "cache_read_input_tokens",
+    "cache_creation_input_tokens": "cache_creation_input_tokens",
+    "cache_read_input_tokens": "cache_read_input_tokens",
 }
 _SUMS = {name: Sum(field) for name, field in _FIELDS.items()}
 
@@ -58,8 +58,8 @@ def estimated_cost(
     model: str,
     input_tokens: int,
     output_tokens: int,
-    cache_write_tokens: int = 0,
-    cache_read_tokens: int = 0,
+    cache_creation_input_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
 ) -> Decimal | None:
     """USD the tokens of one model cost at the configured prices; None if it has no price."""
     price = price_of(model)
@@ -68,8 +68,8 @@ def estimated_cost(
     total = (
         input_tokens * price.input
         + output_tokens * price.output
-        + cache_write_tokens * price.cache_write
-        + cache_read_tokens * price.cache_read
+        + cache_creation_input_tokens * price.cache_write
+        + cache_read_input_tokens * price.cache_read
     )
     return total / MILLION
 
@@ -85,8 +85,8 @@ class Spend:
 
     input_tokens: int = 0
     output_tokens: int = 0
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
     cost: Decimal = Decimal(0)  # of the priced models' tokens only
     unpriced: bool = False  # some tokens are of a model without a price: cost is a lower bound
 
@@ -98,14 +98,14 @@ class Spend:
     @property
     def cached_tokens(self) -> int:
         """The input written to and read from the prompt cache (priced apart from plain input)."""
-        return self.cache_write_tokens + self.cache_read_tokens
+        return self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     def __add__(self, other: Spend) -> Spend:
         return Spend(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
             cost=self.cost + other.cost,
             unpriced=self.unpriced or other.unpriced,
         )

@@ -54,7 +54,7 @@ async def test_ask_human_pauses_and_an_answer_resumes_with_it_as_the_result(plan
     )
     assert await state_of(session) == "paused"
     model.add(say("Monday it is."))
-    resolution = await planner.answer(
+    resolution = await planner.reply(
         session_id=session.pk, user=member, request=str(request.pk), text="Monday"
     )
     await planner.wait(session.pk)
@@ -164,7 +164,7 @@ async def test_an_approved_call_runs_exactly_once_as_the_owner(
     # list_runnable, asked beside it, ran at once
     assert await sync(lambda: list(ToolCall.objects.values_list("name", flat=True)))() == ["list_runnable"]
     model.add(say("Proposed."))
-    resolution = await planner.answer(
+    resolution = await planner.reply(
         session_id=session.pk, user=member, request=str(request.pk), approve=True
     )
     await planner.wait(session.pk)
@@ -173,7 +173,7 @@ async def test_an_approved_call_runs_exactly_once_as_the_owner(
     results = tool_results(model.turn_requests[-1])
     assert [r.is_error for r in results] == [False, False]
     with pytest.raises(ConflictError):
-        await planner.answer(session_id=session.pk, user=member, request=str(request.pk), approve=True)
+        await planner.reply(session_id=session.pk, user=member, request=str(request.pk), approve=True)
     assert await sync(Changeset.objects.count)() == 1
 
 
@@ -188,7 +188,7 @@ async def test_a_declined_call_runs_nothing_and_the_model_gets_the_reason(
     request = await pause(planner, session, member, call("create_knowledge", note))
     model.add(say("Understood."))
     if how == "decline":
-        await planner.answer(
+        await planner.reply(
             session_id=session.pk, user=member, request=str(request.pk), approve=False, reason="Not yet"
         )
     else:
@@ -217,7 +217,7 @@ async def test_stopping_a_paused_turn_cancels_its_requests_and_the_next_message_
     results = tool_results(model.turn_requests[-1])  # the cancelled round's, in the history sent
     assert [r.is_error for r in results] == [True, False]
     with pytest.raises(ConflictError):
-        await planner.answer(session_id=session.pk, user=member, request=str(request.pk), text="late")
+        await planner.reply(session_id=session.pk, user=member, request=str(request.pk), text="late")
 
 
 async def test_a_pending_request_survives_a_restart_and_is_not_recovered_as_dead(
@@ -228,7 +228,7 @@ async def test_a_pending_request_survives_a_restart_and_is_not_recovered_as_dead
     assert await sync(sessions.sessions_recover_dead)() == []
     restarted = Runner(gateway=model)
     model.add(say("Got it."))
-    await restarted.answer(session_id=session.pk, user=member, request=str(request.pk), text="Monday")
+    await restarted.reply(session_id=session.pk, user=member, request=str(request.pk), text="Monday")
     await restarted.wait(session.pk)
     assert await state_of(session) == "idle"
     (result,) = tool_results(model.turn_requests[-1])
@@ -239,13 +239,13 @@ async def test_who_may_answer(planner, model, session, member, viewer, owner, us
     request = await pause(planner, session, member, call(*ASK))
     for stranger in (viewer, owner):  # a viewer, and the project's owner: not this session's
         with pytest.raises(NotFoundError):
-            await planner.answer(session_id=session.pk, user=stranger, request=str(request.pk), text="x")
+            await planner.reply(session_id=session.pk, user=stranger, request=str(request.pk), text="x")
     with pytest.raises(NotFoundError):
-        await planner.answer(
+        await planner.reply(
             session_id=session.pk, user=member, request="00000000-0000-0000-0000-000000000000", text="x"
         )
     with pytest.raises(ValidationError):
-        await planner.answer(session_id=session.pk, user=member, request=str(request.pk), approve=True)
+        await planner.reply(session_id=session.pk, user=member, request=str(request.pk), approve=True)
     assert await state_of(session) == "paused"
     listed = await sync(lambda: list(session_list(user=member)))()
     waiting = [(s.pk, s.waiting) for s in listed]

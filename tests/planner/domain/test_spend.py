@@ -18,7 +18,11 @@ from tracker.services.projects import project_update
 def test_cost_uses_all_four_prices(settings):
     settings.BALLET_PRICES = {"m": ModelPrice(Decimal(2), Decimal(10), Decimal(4), Decimal("0.5"))}
     cost = estimated_cost(
-        model="m", input_tokens=1_000, output_tokens=2_000, cache_write_tokens=3_000, cache_read_tokens=4_000
+        model="m",
+        input_tokens=1_000,
+        output_tokens=2_000,
+        cache_creation_input_tokens=3_000,
+        cache_read_input_tokens=4_000,
     )
     assert cost == Decimal("0.036")  # (2000 + 20000 + 12000 + 2000) / 1e6
     assert estimated_cost(model="other", input_tokens=1, output_tokens=1) is None
@@ -46,7 +50,7 @@ def test_today_sums_today_only_with_the_budget(project, owner, django_assert_max
         899_700,
     )
     assert today.fraction_used == pytest.approx(0.55015)
-    assert (today.spend.cache_write_tokens, today.spend.cache_read_tokens) == (100, 200)
+    assert (today.spend.cache_creation_input_tokens, today.spend.cache_read_input_tokens) == (100, 200)
     # Sonnet: 1M input x $3, 100 cache writes x $3.75, 200 cache reads x $0.30; Haiku: 100k output x $5.
     assert today.spend.cost == Decimal("3") + Decimal("0.000375") + Decimal("0.00006") + Decimal("0.5")
     assert today.spend.unpriced is False
@@ -126,7 +130,12 @@ def test_ticks_are_short(value, text):
 
 def test_tokens_say_the_cached_apart_and_add_up():
     assert tokens_text(
-        Spend(input_tokens=2_000, output_tokens=600, cache_read_tokens=9_000, cache_write_tokens=800)
+        Spend(
+            input_tokens=2_000,
+            output_tokens=600,
+            cache_read_input_tokens=9_000,
+            cache_creation_input_tokens=800,
+        )
     ) == ("12,400 tokens (9,800 cached)")
     assert tokens_text(Spend(input_tokens=10, output_tokens=5)) == "15 tokens"
 

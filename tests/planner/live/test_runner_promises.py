@@ -152,7 +152,7 @@ async def test_a_message_after_the_recovery_is_answered_with_the_steering_in_one
     begin = await drive(planner, session, member, "Hello?")
     assert begin.meaning == "started"
     assert user_texts(model.turn_requests[-1])[-2:] == [STILL_THERE, "Hello?"]
-    assert await sync(sessions.turn_answer)(session_id=session.pk) is None  # nothing waits any more
+    assert await sync(sessions.follow_up_start)(session_id=session.pk) is None  # nothing waits any more
     assert not await sync(work_waiting)()
     assert len(model.turn_requests) == 1
 
@@ -351,14 +351,12 @@ async def test_a_paused_turn_resumes_only_once_every_request_is_answered(planner
         lambda: list(HumanRequest.objects.filter(session=session, status="pending").order_by("created_at"))
     )()
     assert [r.question for r in pending] == [ASK[1]["question"], "Who demos it?"]
-    resolution = await planner.answer(
-        session_id=session.pk, user=member, request=str(first.pk), text="Monday"
-    )
+    resolution = await planner.reply(session_id=session.pk, user=member, request=str(first.pk), text="Monday")
     assert resolution.begin is None
     assert await sync(lambda: Session.objects.get(pk=session.pk).state)() == "paused"
     assert len(model.turn_requests) == 1  # not resumed: one request still pending
     model.add(say("Monday, with Ana."))
-    await planner.answer(session_id=session.pk, user=member, request=str(pending[1].pk), text="Ana")
+    await planner.reply(session_id=session.pk, user=member, request=str(pending[1].pk), text="Ana")
     await planner.wait(session.pk)
     results = tool_results(model.turn_requests[-1])
     assert [json.loads(r.content)["answer"] for r in results] == ["Monday", "Ana"]

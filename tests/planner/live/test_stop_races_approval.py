@@ -38,7 +38,7 @@ async def test_stop_racing_an_approval_says_what_happened(
         return await runner.stop(session_id=session.pk, user=member)
 
     answered, stopped = await asyncio.gather(
-        runner.answer(session_id=session.pk, user=member, request=str(request.pk), approve=True),
+        runner.reply(session_id=session.pk, user=member, request=str(request.pk), approve=True),
         stop_later(),
         return_exceptions=True,
     )

@@ -119,7 +119,7 @@ async def test_get_question_waits_for_the_answer(scripted, chat_project, member,
         assert question_waits.question_topic(asked["id"]) in hub.listeners, "the agent never waited"
         pending = await sync(lambda: HumanRequest.objects.get(session_id=sub).pk)()
         scripted.add(call("answer_question", {"answer": "Redis, says the owner."}), say("Answered."))
-        await runner.answer(session_id=sub, user=owner, request=pending, text="Redis")
+        await runner.reply(session_id=sub, user=owner, request=pending, text="Redis")
         waited = output(await waiting)
         await runner.wait(sub)
 

@@ -16,10 +16,10 @@ from planner.domain.services.sessions.ends import steering_frames, turn_end, usa
 from planner.domain.services.sessions.inputs import session_inputs
 from planner.domain.services.sessions.progress import Saved, StepRecords, ToolRecord, advance
 from planner.domain.services.sessions.recovery import (
+    follow_up_start,
     session_recover_if_dead,
-    sessions_answer_waiting,
+    sessions_follow_up_waiting,
     sessions_recover_dead,
-    turn_answer,
 )
 from planner.domain.services.sessions.resend import (
     NotEditableError,
@@ -69,6 +69,7 @@ __all__ = [
     "advance",
     "check_running_turns",
     "check_text",
+    "follow_up_start",
     "message_save",
     "message_text_problem",
     "session_begin",
@@ -77,13 +78,12 @@ __all__ = [
     "session_inputs",
     "session_recover_if_dead",
     "session_retry",
-    "sessions_answer_waiting",
+    "sessions_follow_up_waiting",
     "sessions_recover_dead",
     "steering_frames",
     "steering_retract",
     "summary_save",
     "tool_run",
-    "turn_answer",
     "turn_close",
     "turn_continue",
     "turn_end",

@@ -1,5 +1,6 @@
 """Turns whose process died, recovered (``session_recover_if_dead``, ``sessions_recover_dead``);
-turns resumed once a human answered (``turn_answer``, ``sessions_answer_waiting``)."""
+and the follow-up turn that answers the steering a dead turn never read (``follow_up_start``,
+``sessions_follow_up_waiting``)."""
 
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def recover_if_dead(session: Session, *, answer: bool = True) -> tuple[Frame, ..
 @dataclass(frozen=True)
 class Recovered:
     """A session recovered from a dead turn: what to tell its watchers, and whether a turn must
-    answer the steering the dead turn never read (:func:`turn_answer`)."""
+    answer the steering the dead turn never read (:func:`follow_up_start`)."""
 
     session_id: uuid.UUID
     frames: tuple[Frame, ...]
@@ -133,7 +134,7 @@ def sessions_recover_dead() -> list[Recovered]:
 
 
 @transaction.atomic
-def turn_answer(*, session_id: uuid.UUID) -> Begin | None:
+def follow_up_start(*, session_id: uuid.UUID) -> Begin | None:
     """Start, in this process, the turn that answers the steering a dead turn never read
     (:func:`_recover`); None if nothing waits for it any more (a later message or another
     process started a turn, its owner lost ``planner.chat``, the chat was archived). Past the
@@ -154,7 +155,7 @@ def turn_answer(*, session_id: uuid.UUID) -> Begin | None:
     return Begin("started", session.turn_count, None, setup=setup)
 
 
-def sessions_answer_waiting(*, limit: int = 100) -> list[tuple[uuid.UUID, int, int]]:
+def sessions_follow_up_waiting(*, limit: int = 100) -> list[tuple[uuid.UUID, int, int]]:
     """Sessions whose steering waits for a turn to answer it, longest waiting first: (id, owner,
     project)."""
     waiting = Session.objects.filter(state=SessionState.IDLE, answer_waiting=True).order_by("updated_at")
