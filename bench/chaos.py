@@ -51,9 +51,7 @@ if TYPE_CHECKING:
     from tests.fakes.watchers import Watcher
 
 TOKEN = re.compile(r"\[chaos s(\d+) t(\d+)\]")
-RECOVERED = (
-    "The process running this turn stopped"  # the recovery's error (planner/domain/services/sessions/recovery.py)
-)
+RECOVERED = "The process running this turn stopped"  # the recovery's error (sessions/recovery.py)
 SETTLE_SECONDS = 150  # a turn (recovery included) settles within this, or it counts as stuck
 RECONNECT_SECONDS = 90  # a watcher whose daphne was killed is connected again within this
 

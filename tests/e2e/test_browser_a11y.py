@@ -24,7 +24,8 @@ from tests.e2e.conftest import VIEWPORTS
 from tests.e2e.test_browser_cards import APPROVAL, QUESTION, open_chat
 from tests.fakes.messages_api import ToolCallSpec, ToolUseReply
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 FAILING = ("serious", "critical")
 # Rules of WCAG A and AA and axe's best practices (landmarks, heading order, region...).

@@ -12,7 +12,8 @@ from playwright.sync_api import expect
 from tests.fakes.client import Client
 from tests.fakes.servers import Server
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 
 def key_client(server: Server, key: str) -> Client:

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 CHAT_URL = re.compile(r"/projects/DEMO/chat/[0-9a-f-]{36}/$")
 EVIL = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'

@@ -18,7 +18,8 @@ from tests.e2e.chat_page import assistant, new_chat, send
 from tests.e2e.conftest import shell
 from tests.fakes.messages_api import TextReply, ToolCallSpec, ToolUseReply, Usage
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 LIVE_MS = 2_000  # the bound: the card changes within 2 s of the decision
 

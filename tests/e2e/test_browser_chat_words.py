@@ -16,7 +16,8 @@ from tests.e2e.chat_page import CHAT_URL, assistant, new_chat, send
 from tests.e2e.conftest import shell
 from tests.fakes.messages_api import Reply, TextReply, ToolCallSpec, ToolUseReply, Usage
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 A_TICKET = (
     "from tracker.models import Item; "

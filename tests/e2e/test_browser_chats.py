@@ -17,7 +17,8 @@ from tests.e2e.chat_page import CHAT_URL, assistant, new_chat, send
 from tests.e2e.conftest import VIEWPORTS
 from tests.fakes.messages_api import HangReply, TextReply
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 LIST_URL = re.compile(r"/projects/DEMO/chat/$")
 

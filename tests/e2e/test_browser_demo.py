@@ -15,7 +15,8 @@ from tests.e2e.chat_page import assistant, new_chat, send
 from tests.fakes.messages_api import FakeMessagesAPI
 from tests.fakes.servers import Server, served
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 NOTICE = "Demo planner: scripted, no AI model. Set a credential to use Claude."
 

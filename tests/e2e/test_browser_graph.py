@@ -15,7 +15,8 @@ from django.template.loader import render_to_string
 from tracker.graph.plan_graph import GraphNode, PlanGraph
 from tracker.graph.svg import graph_context
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 STATIC = Path(__file__).resolve().parents[2] / "tracker" / "static" / "tracker"
 RUN_OPTIONS = {

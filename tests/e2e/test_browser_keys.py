@@ -20,7 +20,8 @@ from tests.e2e.chat_page import assistant, new_chat, send
 from tests.e2e.test_browser_cards import open_chat
 from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply, ToolCallSpec, ToolUseReply
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 
 def sent_frames(page: Any) -> list[dict[str, Any]]:

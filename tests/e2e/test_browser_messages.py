@@ -21,7 +21,8 @@ from playwright.sync_api import expect
 from tests.e2e.chat_page import assistant, new_chat, send
 from tests.fakes.messages_api import ErrorReply, TextReply, message_text
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 BUDGET_MS = 200
 

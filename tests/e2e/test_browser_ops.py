@@ -12,7 +12,8 @@ import pytest
 from tests.fakes.messages_api import FakeMessagesAPI
 from tests.fakes.servers import Deployment, Server
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 PORT = 8621  # this suite's own port
 

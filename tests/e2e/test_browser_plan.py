@@ -12,7 +12,8 @@ from playwright.sync_api import expect
 from tests.e2e.conftest import VIEWPORTS
 from tests.e2e.test_browser_a11y import assert_accessible
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 MAX_TABS = 120  # the filters and the first ticket are reached well before this
 

@@ -15,7 +15,8 @@ from tests.e2e.conftest import VIEWPORTS, shell
 from tests.e2e.test_browser_a11y import assert_accessible
 from tests.fakes.servers import PASSWORD, Server
 
-pytestmark = pytest.mark.browser
+# What a page shows and does, the same in both modes: the embedded mode runs it (tests/conftest.py).
+pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 _titles = itertools.count(1)
 

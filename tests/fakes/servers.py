@@ -12,17 +12,25 @@ have its PostgreSQL connections dropped (:meth:`Deployment.drop_connections`).
 As the README sets production up, a production-mode deployment collects its static
 files (hashed names) and its processes count their metrics in one directory; each
 deployment has its own of both.
+
+A deployment is migrated, seeded and collected once per test process and configuration
+(:class:`_Template`); every later one of the same configuration starts as a copy (a
+PostgreSQL database made from a template, a copied SQLite file and static folder), which
+is what a module's server costs most of its setup otherwise.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -38,6 +46,45 @@ PYTHON = sys.executable
 DAPHNE = str(Path(sys.executable).parent / "daphne")
 CELERY = str(Path(sys.executable).parent / "celery")
 PASSWORD = "browser-test-password"
+# Keys a deployment is made with, when the environment has none: one pair per test process, so
+# that a deployment copied from a template reads the credential the template's seed encrypted.
+_SECRET_KEY = secrets.token_urlsafe(50)
+_CREDENTIAL_KEY = Fernet.generate_key().decode()
+# What a deployment's own copy is made of, not its configuration (the template ignores them).
+_PER_DEPLOYMENT = {"ANTHROPIC_BASE_URL", "BALLET_STATIC_ROOT", "BALLET_SQLITE_PATH", "BALLET_METRICS_DIR"}
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A migrated, seeded (and, in production mode, collected) deployment to copy: a PostgreSQL
+    template database or a SQLite file, and the static folder."""
+
+    database: str | None
+    sqlite: Path | None
+    static: Path
+
+
+_templates: dict[tuple[str, ...], _Template] = {}
+
+
+def _template_key(env: Mapping[str, str], root: Path) -> tuple[str, ...]:
+    """What decides a deployment's migrated and seeded state: the code and its configuration."""
+    names = sorted(
+        name
+        for name in env
+        if name.startswith(("BALLET_", "DJANGO_", "ANTHROPIC_", "REDIS_")) and name not in _PER_DEPLOYMENT
+    )
+    return (str(root), str(production_mode()), *(f"{name}={env[name]}" for name in names))
+
+
+def _drop_templates() -> None:
+    for template in _templates.values():
+        if template.database:
+            with contextlib.suppress(Exception):
+                _psql(f'DROP DATABASE IF EXISTS "{template.database}" WITH (FORCE)')
+
+
+atexit.register(_drop_templates)
 
 
 def production_mode() -> bool:
@@ -95,8 +142,8 @@ class Deployment:
             env["REDIS_URL"] = redis_url or os.environ["REDIS_URL"].rsplit("/", 1)[0] + "/7"
             cleanup = f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
             # Production mode refuses to start without its keys; the embedded mode makes its own.
-            env["DJANGO_SECRET_KEY"] = env.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50)
-            env["BALLET_CREDENTIAL_KEY"] = env.get("BALLET_CREDENTIAL_KEY") or Fernet.generate_key().decode()
+            env["DJANGO_SECRET_KEY"] = env.get("DJANGO_SECRET_KEY") or _SECRET_KEY
+            env["BALLET_CREDENTIAL_KEY"] = env.get("BALLET_CREDENTIAL_KEY") or _CREDENTIAL_KEY
             # As the README sets production up: the processes count in one directory of the host.
             env["BALLET_METRICS_DIR"] = str(tmp_path / "metrics")
         else:
@@ -107,12 +154,53 @@ class Deployment:
         for name in unset:
             env.pop(name, None)
         deployment = cls(env=env, cleanup_sql=cleanup, database=name, root=root)
+        key = _template_key(env, root)
+        template = _templates.get(key)
+        if template is None:
+            deployment._make()
+            _templates[key] = deployment._template()
+        else:
+            deployment._copy(template)
+        return deployment
+
+    def _make(self) -> None:
         if production_mode():
             # Production mode links hashed names from the manifest (ballet/static.py).
-            deployment.manage("collectstatic", "--noinput")
-        deployment.manage("migrate", "--noinput")
-        deployment.manage("seed_demo", "--password", PASSWORD)
-        return deployment
+            self.manage("collectstatic", "--noinput")
+        self.manage("migrate", "--noinput")
+        self.manage("seed_demo", "--password", PASSWORD)
+
+    def _template(self) -> _Template:
+        """This deployment, as made and before any process serves it, kept to copy."""
+        home = Path(tempfile.mkdtemp(prefix="ballet-template-"))
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
+        static = Path(self.env["BALLET_STATIC_ROOT"])
+        if static.exists():
+            shutil.copytree(static, home / "static")
+        if self.database:
+            database = f"ballet_template_{uuid.uuid4().hex[:10]}"
+            _psql(f'CREATE DATABASE "{database}" TEMPLATE "{self.database}"')
+            return _Template(database=database, sqlite=None, static=home / "static")
+        sqlite = home / "live.sqlite3"
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(self.env["BALLET_SQLITE_PATH"] + suffix)
+            if source.exists():
+                shutil.copy(source, str(sqlite) + suffix)
+        return _Template(database=None, sqlite=sqlite, static=home / "static")
+
+    def _copy(self, template: _Template) -> None:
+        if template.static.exists():
+            shutil.copytree(template.static, self.env["BALLET_STATIC_ROOT"])
+        if template.database:
+            assert self.database
+            _psql(f'DROP DATABASE IF EXISTS "{self.database}"')
+            _psql(f'CREATE DATABASE "{self.database}" TEMPLATE "{template.database}"')
+            return
+        assert template.sqlite is not None
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(str(template.sqlite) + suffix)
+            if source.exists():
+                shutil.copy(source, self.env["BALLET_SQLITE_PATH"] + suffix)
 
     def manage(self, *args: str) -> str:
         result = subprocess.run(
