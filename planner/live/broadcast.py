@@ -2,9 +2,8 @@
 
 Each session has a frames group, joined by every process that has watchers of
 the session, and a control group, joined by the process running its turn
-(``stop``, ``replay``). News (``question.12``: a question was settled) goes to one
-news group that every process joins once: a process hears every topic and wakes
-whoever waits for it here, so a wait costs the channel layer nothing.
+(``stop``, ``replay``). Each topic of news (``question.12``: a question was
+settled) has a news group, joined by every process where someone waits for it.
 A process listens on one channel (``planner/live/relay.py``); every message
 names its session or its topic.
 """
@@ -33,7 +32,8 @@ def control_group(session_id: uuid.UUID) -> str:
     return f"planner.control.{session_id.hex}"
 
 
-NEWS_GROUP = "planner.news"
+def news_group(topic: str) -> str:
+    return f"planner.news.{topic}"
 
 
 def layer() -> BaseChannelLayer:
@@ -72,9 +72,9 @@ class Broadcast:
             )
 
     async def send_news(self, topic: str) -> None:
-        """Tell every process that ``topic`` happened."""
+        """Tell every process where someone waits for ``topic`` that it happened."""
         async with self._gate:
-            await layer().group_send(NEWS_GROUP, {"type": NEWS, "topic": topic})
+            await layer().group_send(news_group(topic), {"type": NEWS, "topic": topic})
 
     async def send_to(self, channel: str, message: dict[str, Any]) -> None:
         """Send ``message`` to one channel (a process's, answering its replay request)."""

@@ -243,20 +243,14 @@ class Relay:
         await _unavailable_if_failing(self._broadcast.send_control(session_id, "stop"))
 
     async def listen(self, topic: str) -> None:
-        """Someone here waits for news of ``topic``: the process hears every topic from the news
-        group it joined when the relay started; raises ``UnavailableError`` while the channel
-        layer is out of reach."""
-        await self._refuse_while_unavailable()
-        try:
-            await self._ensure_started()
-        except Exception as exc:
-            raise UnavailableError(UNAVAILABLE) from exc
+        """Someone here waits for news of ``topic``: receive it from now on."""
+        await self._want(broadcast.news_group(topic), +1)
 
     async def unlisten(self, topic: str) -> None:
-        pass
+        await self._want(broadcast.news_group(topic), -1)
 
     async def tell(self, topic: str) -> None:
-        """Tell every process that ``topic`` happened."""
+        """Tell every process where someone waits for ``topic`` that it happened."""
         self._on_this_loop()
         await self._broadcast.send_news(topic)
 
@@ -394,10 +388,6 @@ class Relay:
             self._presence = Presence(settings.SERVER.redis_url or "")
         channel = await self._broadcast.new_channel()
         await self._presence.mark()
-        # Every process hears all news, once joined: a wait for one costs no trip to Redis.
-        await self._broadcast.group_add(broadcast.NEWS_GROUP, channel)
-        self._wanted[broadcast.NEWS_GROUP] = 1
-        self._joined.add(broadcast.NEWS_GROUP)
         loop = asyncio.get_running_loop()
         context = contextvars.Context()
         self._tasks = [

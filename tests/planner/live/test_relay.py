@@ -10,7 +10,7 @@ from django.conf import settings
 
 from planner.agent import frames
 from planner.live import relay as relay_module
-from planner.live.broadcast import NEWS_GROUP, Broadcast
+from planner.live.broadcast import Broadcast
 from planner.live.presence import _watchers_key
 from planner.live.relay import Relay
 from tracker.errors import UnavailableError
@@ -100,8 +100,7 @@ async def test_a_turn_s_control_membership_lingers_for_the_next_turn_then_goes(m
     group_add = Broadcast.group_add
 
     async def counted(self: Broadcast, group: str, channel: str) -> None:
-        if group != NEWS_GROUP:  # joined once as the relay starts
-            joins.append(group)
+        joins.append(group)
         await group_add(self, group, channel)
 
     monkeypatch.setattr(Broadcast, "group_add", counted)
