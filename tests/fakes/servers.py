@@ -151,14 +151,16 @@ class Deployment:
             env.pop("REDIS_URL", None)
             env["BALLET_SQLITE_PATH"] = str(tmp_path / "live.sqlite3")
         env |= dict(extra_env or {})
-        for name in unset:
-            env.pop(name, None)
+        for unset_name in unset:
+            env.pop(unset_name, None)
         deployment = cls(env=env, cleanup_sql=cleanup, database=name, root=root)
         key = _template_key(env, root)
         template = _templates.get(key)
         if template is None:
             deployment._make()
-            _templates[key] = deployment._template()
+            made = deployment._template()
+            if made is not None:
+                _templates[key] = made
         else:
             deployment._copy(template)
         return deployment
@@ -170,8 +172,9 @@ class Deployment:
         self.manage("migrate", "--noinput")
         self.manage("seed_demo", "--password", PASSWORD)
 
-    def _template(self) -> _Template:
-        """This deployment, as made and before any process serves it, kept to copy."""
+    def _template(self) -> _Template | None:
+        """This deployment, as made and before any process serves it, kept to copy (None when
+        nothing was made: a test that stubs :meth:`manage`)."""
         home = Path(tempfile.mkdtemp(prefix="ballet-template-"))
         atexit.register(shutil.rmtree, home, ignore_errors=True)
         static = Path(self.env["BALLET_STATIC_ROOT"])
@@ -181,6 +184,8 @@ class Deployment:
             database = f"ballet_template_{uuid.uuid4().hex[:10]}"
             _psql(f'CREATE DATABASE "{database}" TEMPLATE "{self.database}"')
             return _Template(database=database, sqlite=None, static=home / "static")
+        if not Path(self.env["BALLET_SQLITE_PATH"]).exists():
+            return None
         sqlite = home / "live.sqlite3"
         for suffix in ("", "-wal", "-shm"):
             source = Path(self.env["BALLET_SQLITE_PATH"] + suffix)

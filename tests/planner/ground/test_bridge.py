@@ -76,6 +76,7 @@ async def test_code_that_holds_models_refuses_to_run_on_the_loop():
 def test_the_servers_the_tests_start_check_too(tmp_path, monkeypatch):
     """A server a test starts checks what crosses its bridge; a benchmark's runs as deployed."""
     monkeypatch.setattr(Deployment, "manage", lambda self, *args: "")  # no migrate, no seed
+    monkeypatch.setattr("tests.fakes.servers._templates", {})  # and nothing kept to copy
     monkeypatch.setattr("tests.fakes.servers.production_mode", lambda: False)
     under_test = Deployment.create(tmp_path, "http://127.0.0.1:9")
     monkeypatch.delenv("PYTEST_VERSION")

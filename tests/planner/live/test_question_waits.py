@@ -96,7 +96,6 @@ async def test_the_outcome_told_by_another_process_wakes_the_wait():
 
     assert await waiting == "answered"
     assert question.reads == 2
-    await hub.relay.close()
 
 
 async def test_with_the_other_processes_out_of_reach_the_wait_hears_this_one_and_reads_again(monkeypatch):
