@@ -191,12 +191,10 @@ class Hub:
     def runs_here(self, session_id: uuid.UUID) -> bool:
         return self.turns.runs(session_id)
 
-    async def stop_anywhere(self, session_id: uuid.UUID) -> bool:
-        """Stop the session's turn: here if it runs here (True), else ask the process running it."""
-        if self.turns.stop(session_id):
-            return True
+    async def stop_elsewhere(self, session_id: uuid.UUID) -> None:
+        """Ask the process running the session's turn to stop it (one that runs here stops
+        with :meth:`stop_here`)."""
         await self.relay.stop(session_id)
-        return False
 
     def stop_here(self, session_id: uuid.UUID) -> bool:
         return self.turns.stop(session_id)

@@ -251,7 +251,7 @@ class Runner:
             return True
         if session.state != SessionState.RUNNING or await self.recover(session_id, answer=False):
             return False
-        await self.hub.stop_anywhere(session_id)
+        await self.hub.stop_elsewhere(session_id)
         return True
 
     async def retract(self, *, session_id: uuid.UUID, user: User) -> str:
