@@ -17,7 +17,7 @@ import tomllib
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -134,8 +134,33 @@ class QuestionsTable:
     reuse_threshold: Annotated[Fraction, Env("BALLET_QUESTIONS_REUSE_THRESHOLD")] = 0.90
 
 
+DIRECT_EDITS = ("all", "state", "none")
+Label = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9][a-z0-9 _.-]{0,29}$"),
+    BeforeValidator(lambda value: value.strip().lower() if isinstance(value, str) else value),
+]
+
+
 @dataclass(frozen=True, config=SECTION)
-class WorkConfig(QuestionsTable, WorkTable):
+class TrackerTable:
+    """``[tracker]``."""
+
+    # Edits on a ticket's page and PATCH: applied at once by their author (all), only state moves and
+    # comments (state; other edits are proposed for review), or none (every edit is proposed).
+    direct_edits: Literal["all", "state", "none"] = "all"
+    # The labels a ticket may carry (lowercase, up to 30 characters each).
+    labels: Annotated[tuple[Label, ...], AfterValidator(lambda names: tuple(dict.fromkeys(names)))] = (
+        "bug",
+        "feature",
+        "chore",
+        "docs",
+        "security",
+    )
+
+
+@dataclass(frozen=True, config=SECTION)
+class WorkConfig(QuestionsTable, WorkTable, TrackerTable):
     """Settings of work and questions a project may override, as it overrides the planner's."""
 
 
@@ -234,7 +259,7 @@ class ServerConfig:
 
 
 # The tables of ballet.toml; the server's settings come from the environment only.
-FILE_TABLES = ("planner", "limits", "work", "questions", "prices")
+FILE_TABLES = ("planner", "limits", "work", "questions", "tracker", "prices")
 
 
 class BalletSettings(BaseSettings):
@@ -246,6 +271,7 @@ class BalletSettings(BaseSettings):
     limits: LimitsConfig = LimitsConfig()
     work: WorkTable = WorkTable()
     questions: QuestionsTable = QuestionsTable()
+    tracker: TrackerTable = TrackerTable()
     # A table for a model with a default price may give only the prices it changes.
     prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
     server: ServerConfig = ServerConfig()
@@ -382,7 +408,11 @@ def load_work_config() -> WorkConfig:
 
 def work_config(loaded: BalletSettings) -> WorkConfig:
     """One object for the two tables a project overrides alike."""
-    return WorkConfig(**dataclasses.asdict(loaded.work), **dataclasses.asdict(loaded.questions))
+    return WorkConfig(
+        **dataclasses.asdict(loaded.work),
+        **dataclasses.asdict(loaded.questions),
+        **dataclasses.asdict(loaded.tracker),
+    )
 
 
 def load_limits_config() -> LimitsConfig:

@@ -3,7 +3,8 @@
 from tracker.models.access import Membership, Organization, Project, Role
 from tracker.models.activity import ActivityEvent
 from tracker.models.changesets import Changeset, ChangesetStatus
-from tracker.models.keys import ApiKey, Scope
+from tracker.models.keys import Agent, ApiKey, Scope
+from tracker.models.people import Comment, Dismissal, Invitation, InvitationStatus, Notice, Watch
 from tracker.models.plan import (
     EPIC_STATES,
     MILESTONE_STATES,
@@ -12,6 +13,7 @@ from tracker.models.plan import (
     Dependency,
     Item,
     ItemKind,
+    Priority,
 )
 from tracker.models.search import SearchDocument, SearchHead
 from tracker.models.skills import Skill, SkillPin, SkillScope, SkillVersion
@@ -24,16 +26,23 @@ __all__ = [
     "STATES_BY_KIND",
     "TICKET_STATES",
     "ActivityEvent",
+    "Agent",
     "ApiKey",
     "Changeset",
     "ChangesetStatus",
     "Claim",
     "ClaimStatus",
+    "Comment",
     "Dependency",
+    "Dismissal",
+    "Invitation",
+    "InvitationStatus",
     "Item",
     "ItemKind",
     "Membership",
+    "Notice",
     "Organization",
+    "Priority",
     "Project",
     "Report",
     "ReportKind",
@@ -46,4 +55,5 @@ __all__ = [
     "SkillScope",
     "SkillVersion",
     "Sweep",
+    "Watch",
 ]

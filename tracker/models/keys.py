@@ -30,6 +30,12 @@ class ApiKey(models.Model):
     secret_hash = models.CharField(max_length=64, editable=False)
     scopes = models.JSONField(default=list)  # Scope values, in Scope's order
     expires_at = models.DateTimeField(null=True, blank=True)
+    # Bound to these projects, the key acts only there; unbound, wherever its user may act.
+    projects = models.ManyToManyField("tracker.Project", blank=True, related_name="api_keys")
+    # Who made it: its user at /keys/, or a project's owner for an agent.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -50,3 +56,23 @@ class ApiKey(models.Model):
         if self.revoked_at is not None:
             return KeyStatus.REVOKED
         return KeyStatus.EXPIRED if self.expired else KeyStatus.ACTIVE
+
+
+class Agent(models.Model):
+    """A user made by a project's owner for a coding agent: it acts only through its keys and never
+    signs in to the pages (docs/api-keys.md#agents)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="agent"
+    )
+    project = models.ForeignKey("tracker.Project", on_delete=models.CASCADE, related_name="agents")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "user__username"]
+
+    def __str__(self) -> str:
+        return f"Agent {self.user_id} of project {self.project_id}"

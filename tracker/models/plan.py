@@ -25,6 +25,20 @@ RESOLVED_STATES = ("done", "cancelled")
 ALL_STATES = tuple(dict.fromkeys(TICKET_STATES + MILESTONE_STATES))
 
 
+class Priority(models.TextChoices):
+    """How soon a ticket matters; runnable tickets are listed by it, then by number."""
+
+    URGENT = "urgent"
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
+# A priority's rank, urgent first: what lists sort by.
+PRIORITY_RANK: dict[str, int] = {priority: rank for rank, priority in enumerate(Priority.values)}
+MAX_LABELS = 10
+
+
 class Item(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="items")
     kind = models.CharField(max_length=20, choices=ItemKind.choices)
@@ -49,6 +63,9 @@ class Item(models.Model):
         related_name="milestone_items",
         limit_choices_to={"kind": ItemKind.MILESTONE},
     )
+    priority = models.CharField(max_length=10, choices=Priority.choices, default=Priority.NORMAL)
+    # Names from the project's [tracker] labels, sorted, at most MAX_LABELS.
+    labels = models.JSONField(default=list, blank=True)
     policy = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
