@@ -189,7 +189,12 @@ def test_the_graph_sees_function_level_imports_and_skips_type_checking(tmp_path)
 # The apps, bottom up: each imports only those below it (docs/architecture.md, "One process, four apps");
 # the rest of ballet/ assembles them, on top.
 APPS = (
-    ("ballet.env", "ballet.config_errors", "ballet.metrics"),  # the configuration and /metrics' registry
+    (
+        "ballet.env",
+        "ballet.config_errors",
+        "ballet.metrics",
+        "ballet.markdown",
+    ),  # configuration, /metrics, Markdown
     ("tracker",),
     ("knowledge",),
     ("planner",),
