@@ -138,7 +138,7 @@ TICKETS = (
         ref="reset",
         kind="ticket",
         title="Reset a forgotten password by email",
-        states=("ready", "in_progress", "in_review"),
+        states=("ready",),  # the agent claims it and reports it done: it waits in review (WORK below)
         epic="accounts",
         milestone="beta",
         blockers=("signup",),
@@ -409,7 +409,8 @@ SKILL_V2 = (
 """
 )
 
-# The worker agent's day (docs/domain.md#work): it carried "courts" to done, and is on "grid".
+# The worker agent's day (docs/domain.md#work): it carried "courts" to done, reported "reset" done
+# (it waits in review for the owner), and is on "grid".
 COURTS_PROGRESS = "Courts with surface and floodlights are editable in the admin; opening hours next."
 COURTS_DONE = """Courts and their opening hours are maintained in the admin.
 
@@ -417,6 +418,17 @@ COURTS_DONE = """Courts and their opening hours are maintained in the admin.
 - closures for a date range, validated: the end is not before the start
 - admin inlines, so the secretary edits a court's hours on the court's page"""
 COURTS_LINKS = ("https://git.example.com/courtside/courtside/pull/12",)
+RESET_DONE = """Password reset works through Django's views, styled like the rest of the site.
+
+- the link is single-use and expires after one hour (`PASSWORD_RESET_TIMEOUT = 3600`)
+- the form answers "If the address has an account, we sent a link" either way
+- tests cover an expired link, a reused link and an unknown address"""
+RESET_LINKS = ("https://git.example.com/courtside/courtside/pull/14",)
+# A teammate's note on the reported ticket, mentioning the owner (docs/domain.md#people).
+RESET_COMMENT = (
+    "@demo the reset mail renders fine in Gmail and Outlook; the plain-text part still shows the "
+    "raw URL twice. Fine for the beta, I'd say **accept** and file a follow-up."
+)
 GRID_PROGRESS = (
     "The day grid renders six courts by hour. Working on the upright phone layout: courts scroll "
     "sideways while the hours column stays put."

@@ -253,9 +253,10 @@ def _skill_build(actor: Actor, project: Project) -> None:
 
 def _work_build(owner: User, agent: User, project: Project) -> None:
     """The agent's work: it claimed "courts", reported progress and then done with a link, and the
-    owner accepted it; it claimed "grid" after it and reported progress. Its lease on "grid" runs a
+    owner accepted it; it reported "reset" done, which waits in review for the owner to accept it
+    from its page; it claimed "grid" after them and reported progress. Its lease on "grid" runs a
     week, so that the demo shows the claim (a real worker renews it as it reports)."""
-    courts, grid = (_by_title(project, spec.title) for spec in _tickets("courts", "grid"))
+    courts, reset, grid = (_by_title(project, spec.title) for spec in _tickets("courts", "reset", "grid"))
     worker = Actor(user=agent)
     claim = claim_take(actor=worker, project=project, item=courts)
     report_add(actor=worker, claim=claim, kind=ReportKind.PROGRESS, summary=content.COURTS_PROGRESS)
@@ -268,6 +269,14 @@ def _work_build(owner: User, agent: User, project: Project) -> None:
     )
     courts.refresh_from_db()
     item_update(actor=Actor(user=owner), item=courts, fields={"state": "done"}, base_version=courts.version)
+    claim = claim_take(actor=worker, project=project, item=reset)
+    report_add(
+        actor=worker,
+        claim=claim,
+        kind=ReportKind.DONE,
+        summary=content.RESET_DONE,
+        links=list(content.RESET_LINKS),
+    )
     claim = claim_take(actor=worker, project=project, item=grid)
     report_add(actor=worker, claim=claim, kind=ReportKind.PROGRESS, summary=content.GRID_PROGRESS)
     Claim.objects.filter(pk=claim.pk).update(expires_at=timezone.now() + DEMO_LEASE)

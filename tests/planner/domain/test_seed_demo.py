@@ -116,13 +116,25 @@ def test_history_goes_through_the_services(demo):
         ("report.added", "progress"),
         ("report.added", "done"),
         ("claim.taken", None),
+        ("report.added", "done"),
+        ("claim.taken", None),
         ("report.added", "progress"),
     ]
 
 
-def test_the_agent_carried_one_ticket_to_done_and_holds_a_claim_on_another(demo):
-    done, active = Claim.objects.filter(project=demo).select_related("item", "holder").order_by("pk")
+def test_the_agent_carried_one_ticket_to_done_left_one_in_review_and_holds_a_claim_on_another(demo):
+    claims = Claim.objects.filter(project=demo).select_related("item", "holder").order_by("pk")
+    done, reported, active = claims
     assert (done.holder.username, done.status, done.item.state) == ("agent", "done", "done")
+    # The owner accepts this one from its page (docs/domain.md#people): it waits in review.
+    assert (reported.status, reported.item.title, reported.item.state) == (
+        "done",
+        "Reset a forgotten password by email",
+        "in_review",
+    )
+    assert [(r.kind, r.links) for r in reported.reports.all()] == [
+        ("done", ["https://git.example.com/courtside/courtside/pull/14"])
+    ]
     assert (active.holder.username, active.status, active.item.state) == ("agent", "active", "in_progress")
     assert [(r.kind, r.links) for r in done.reports.order_by("pk")] == [
         ("progress", []),
