@@ -25,6 +25,7 @@ from tracker.trust.permissions import (
     KNOWLEDGE_READ,
     KNOWLEDGE_WRITE,
     TRACKER_READ,
+    Principal,
     has_organization_permission,
     has_permission,
     require,
@@ -164,10 +165,16 @@ def _union(given: list[_Linked], kept: list[_Linked]) -> list[_Linked]:
 
 
 def _can_edit(actor: Actor, entry: KnowledgeEntry) -> bool:
+    return knowledge_editable(user=actor.user, entry=entry)
+
+
+def knowledge_editable(*, user: Principal | None, entry: KnowledgeEntry) -> bool:
+    """Whether ``user`` may edit ``entry`` (knowledge.write in a project it is linked to, or in its
+    organization for an entry linked to none): the pages show the edit form only then."""
     linked = list(entry.projects.all())
     if linked:
-        return any(has_permission(actor.user, p, KNOWLEDGE_WRITE) for p in linked)
-    return has_organization_permission(actor.user, entry.organization_id, KNOWLEDGE_WRITE)
+        return any(has_permission(user, p, KNOWLEDGE_WRITE) for p in linked)
+    return has_organization_permission(user, entry.organization_id, KNOWLEDGE_WRITE)
 
 
 @transaction.atomic

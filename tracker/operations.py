@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 from jsonschema import ValidationError as SchemaError
 
 from tracker.inputs import json_path
-from tracker.models.plan import ALL_STATES, ItemKind
+from tracker.models.plan import ALL_STATES, MAX_LABELS, ItemKind, Priority
 
 JsonSchema = dict[str, Any]
 
@@ -39,6 +39,7 @@ MAX_CRITERIA: Final = 50
 MAX_CRITERION: Final = 500
 MAX_KEY: Final = 30  # a project key (10) + "-" + a number's digits
 MAX_REFERENCE: Final = 60  # an item key, or "$" + a ref
+MAX_LABEL: Final = 30  # as ``[tracker] labels`` allows (ballet/env.py)
 # The whole string: in Python's re (which jsonschema uses) "$" also matches before a final "\n".
 REF_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,49}$(?!\n)"
 NOT_BLANK: Final = r"\S"
@@ -125,6 +126,30 @@ FIELDS: Final = (
         f"{REFERENCE_MESSAGE[:-1]}, or null.",
     ),
     Key(
+        "priority",
+        {
+            "type": "string",
+            "enum": list(Priority.values),
+            "description": "How soon it matters; runnable tickets are listed by it, then by number.",
+        },
+        f"Expected one of: {', '.join(Priority.values)}.",
+    ),
+    Key(
+        "labels",
+        {
+            "type": "array",
+            "maxItems": MAX_LABELS,
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_LABEL},
+            "description": "Names from the project's labels (its [tracker] labels); they replace the "
+            "item's labels.",
+        },
+        "Expected a list of label names.",
+        {
+            "maxItems": f"At most {MAX_LABELS} labels.",
+            "maxLength": f"A label is at most {MAX_LABEL} characters.",
+        },
+    ),
+    Key(
         "policy",
         {
             "type": "object",
@@ -134,6 +159,34 @@ FIELDS: Final = (
     ),
 )
 FIELD_NAMES: Final = tuple(key.name for key in FIELDS)
+
+# The state moves a person makes on an item's page and through PATCH (tracker.services.item_edits),
+# by kind and from-state; a changeset a human reviews may set any state of the kind.
+TICKET_TRANSITIONS: Final[Mapping[str, tuple[str, ...]]] = {
+    "draft": ("ready", "cancelled"),
+    "ready": ("draft", "in_progress", "cancelled"),
+    "in_progress": ("ready", "in_review", "cancelled"),
+    "in_review": ("done", "in_progress", "cancelled"),
+    "done": ("ready",),
+    "cancelled": ("draft", "ready"),
+}
+GROUP_TRANSITIONS: Final[Mapping[str, tuple[str, ...]]] = {
+    "open": ("done", "cancelled"),
+    "done": ("open",),
+    "cancelled": ("open",),
+}
+TRANSITIONS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
+    ItemKind.TICKET: TICKET_TRANSITIONS,
+    ItemKind.EPIC: GROUP_TRANSITIONS,
+    ItemKind.MILESTONE: GROUP_TRANSITIONS,
+}
+
+
+def allowed_moves(kind: str, state: str) -> tuple[str, ...]:
+    """The states an item of ``kind`` in ``state`` may move to by a direct edit."""
+    return TRANSITIONS.get(kind, {}).get(state, ())
+
+
 FIELD_HINTS: Final = {"kind": "Unknown field 'kind': an item's kind is set by its create and never changes."}
 
 

@@ -22,6 +22,19 @@ from tracker.services.changesets import proposer_can_set_policy
 
 EMPTY = "—"
 _PATH = re.compile(r"^operations\[(\d+)\](?:\.(.*))?$")
+# Fields as the pages say them (SPEC § 9: "Acceptance criteria", not "acceptance_criteria"); a
+# field not listed here reads as its name in words.
+FIELD_LABELS = {
+    "title": "Title",
+    "description": "Description",
+    "acceptance_criteria": "Acceptance criteria",
+    "state": "State",
+    "epic": "Epic",
+    "milestone": "Milestone",
+    "priority": "Priority",
+    "labels": "Labels",
+    "policy": "Execution policy",
+}
 OP_LABELS = {
     "create": "Create",
     "update": "Update",
@@ -38,6 +51,16 @@ class FieldRow:
     proposed: str
     current: str = ""
     changed: bool = True
+
+    @property
+    def label(self) -> str:
+        """The field in words, as a reader says it."""
+        return field_label(self.name)
+
+
+def field_label(name: str) -> str:
+    """``acceptance_criteria`` → ``Acceptance criteria``: a field of an item as the pages name it."""
+    return FIELD_LABELS.get(name) or name.replace("_", " ").strip().capitalize() or name
 
 
 @dataclass
@@ -71,12 +94,13 @@ def _json(value: Any) -> str:
 
 
 class _Reader:
-    """Names items and refs readably: ``BAL-3 · Title``, ``$login (new: Login form)``."""
+    """Names items and refs readably: ``BAL-3 · Title``, and an item the changeset creates by its
+    title, ``Login form (new ticket)``: a reader never meets the changeset's ``$login``."""
 
     def __init__(self, project: Project, operations: list[Any]) -> None:
         self.project = project
         self.refs = {
-            f"${op['ref']}": op["fields"].get("title", "")
+            f"${op['ref']}": (str(op.get("kind") or "item"), str(op["fields"].get("title", "")))
             for op in operations
             if isinstance(op, dict)
             and op.get("op") == "create"
@@ -93,7 +117,8 @@ class _Reader:
         if isinstance(value, str) and value in self.items:
             return f"{value} · {self.items[value].title}"
         if isinstance(value, str) and value in self.refs:
-            return f"{value} (new: {self.refs[value]})"
+            kind, title = self.refs[value]
+            return f"{title or 'Untitled'} (new {kind})"
         if isinstance(value, str) and value:
             return f"{value} (unknown item)"
         return EMPTY if value is None else _json(value)
@@ -105,6 +130,10 @@ class _Reader:
             return EMPTY
         if name == "acceptance_criteria" and isinstance(value, list):
             return "\n".join(f"• {c}" for c in value)
+        if name == "labels" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return ", ".join(value)
+        if name == "state" and isinstance(value, str):
+            return value.replace("_", " ")
         return value if isinstance(value, str) else _json(value)
 
     def current(self, item: Item, name: str) -> str:
@@ -137,8 +166,9 @@ def _ordered(fields: dict[str, Any]) -> list[str]:
 
 def _create(row: OperationRow, op: dict[str, Any], reader: _Reader) -> None:
     kind = op.get("kind")
-    ref = op.get("ref")
-    row.subject = f"new {kind}" + (f" ${ref}" if isinstance(ref, str) else "")
+    # Named by its title in the fields below, never by its ref ($login): that is the
+    # changeset's bookkeeping, not a name anyone uses.
+    row.subject = f"new {kind}" if isinstance(kind, str) else "new item"
     fields = _fields(op)
     row.fields = [FieldRow(name=n, proposed=reader.value(n, fields[n])) for n in _ordered(fields)]
     if "state" not in fields and isinstance(op.get("kind"), str) and kind in DEFAULT_STATE:
@@ -227,3 +257,15 @@ def changeset_review(*, changeset: Changeset) -> Review:
         operations=changeset.operations,
         can_set_policy=proposer_can_set_policy(changeset) if proposed else None,
     )
+
+
+def created_titles(operations: Any) -> dict[str, str]:
+    """Each ref of a changeset's creates (``login``, without the ``$``) and the title it creates,
+    so that what an applied changeset created is named by title, not by ref."""
+    if not isinstance(operations, list):
+        return {}
+    return {
+        op["ref"]: str(_fields(op).get("title") or "Untitled")
+        for op in operations
+        if isinstance(op, dict) and op.get("op") == "create" and isinstance(op.get("ref"), str)
+    }

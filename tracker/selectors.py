@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Case, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery, Value, When
 from django.utils import timezone
 
 from ballet.env import PlannerConfig, WorkConfig, with_overrides
@@ -28,13 +28,12 @@ from tracker.models import (
     Dependency,
     Item,
     ItemKind,
-    Membership,
     Project,
     Skill,
     SkillPin,
     SkillVersion,
 )
-from tracker.models.plan import RESOLVED_STATES
+from tracker.models.plan import PRIORITY_RANK, RESOLVED_STATES
 from tracker.search import ITEM, SKILL, SearchHit, project_search
 from tracker.trust.permissions import SKILL_READ, Principal, has_permission, visible_projects
 
@@ -97,8 +96,11 @@ def item_list(
     state: str | None = None,
     epic: str | None = None,
     milestone: str | None = None,
+    priority: str | None = None,
+    label: str | None = None,
 ) -> QuerySet[Item]:
-    """The project's items by number; ``epic`` and ``milestone`` are keys of the parent to filter by.
+    """The project's items by number; ``epic`` and ``milestone`` are keys of the parent to filter by,
+    ``label`` a name the item carries.
 
     A parent filter that names no epic (milestone) of the project is a ValidationError on that filter.
     """
@@ -107,11 +109,29 @@ def item_list(
         qs = qs.filter(kind=kind)
     if state:
         qs = qs.filter(state=state)
+    if priority:
+        qs = qs.filter(priority=priority)
+    if label:
+        qs = qs.filter(label_carried(label))
     for parent, parent_id in parent_ids(
         project, {ItemKind.EPIC: epic, ItemKind.MILESTONE: milestone}
     ).items():
         qs = qs.filter(**{f"{parent}_id": parent_id})
     return qs.select_related("project", "epic__project", "milestone__project").order_by("number")
+
+
+def label_carried(label: str) -> Q:
+    """Items whose labels hold ``label``: its quoted name inside the JSON list's text (SQLite has no
+    JSON containment lookup; a label name holds no quote, so ``"bug"`` matches only the name bug)."""
+    return Q(labels__icontains=f'"{label.strip().lower()}"')
+
+
+def priority_rank() -> Case:
+    """An item's priority as its rank, urgent first: what runnable lists sort by."""
+    return Case(
+        *(When(priority=name, then=Value(rank)) for name, rank in PRIORITY_RANK.items()),
+        default=Value(len(PRIORITY_RANK)),
+    )
 
 
 def with_article(word: str) -> str:
@@ -230,7 +250,8 @@ def runnable_tickets(*, project: Project) -> QuerySet[Item]:
     ticket is in progress; one a human set back to ready while its claim holds is not free either).
 
     A claim whose lease ran out holds nothing, swept or not: its ticket is runnable as the sweep
-    will leave it, an ``in_progress`` one back to ``ready`` (claiming it expires the claim first)."""
+    will leave it, an ``in_progress`` one back to ``ready`` (claiming it expires the claim first).
+    Listed by priority, urgent first, then by number."""
     now = timezone.now()
     unresolved = unresolved_blockers(blocked=OuterRef("pk"))
     claimed = Claim.objects.filter(held(now), item=OuterRef("pk"))
@@ -241,7 +262,7 @@ def runnable_tickets(*, project: Project) -> QuerySet[Item]:
         .exclude(Exists(unresolved))
         .exclude(Exists(claimed))
         .select_related("project", "epic__project", "milestone__project")
-        .order_by("number")
+        .order_by(priority_rank(), "number")
     )
 
 
@@ -392,13 +413,14 @@ def activity_since(*, organization_id: int, after_seq: int, limit: int = 200) ->
 
 def key_list(*, user: User) -> QuerySet[ApiKey]:
     """``user``'s API keys, newest first, revoked and expired ones included."""
-    return ApiKey.objects.filter(user_id=user.pk).select_related("user")
+    return ApiKey.objects.filter(user_id=user.pk).select_related("user").prefetch_related("projects")
 
 
 def key_list_of_project(*, project: Project) -> QuerySet[ApiKey]:
-    """The API keys of the project's members, newest first."""
-    members = Membership.objects.filter(project=project).values("user_id")
-    return ApiKey.objects.filter(user_id__in=members).select_related("user")
+    """The API keys bound to the project, newest first: never a member's other keys, which are
+    theirs alone (an owner could once read and revoke those: issue 41)."""
+    bound = ApiKey.objects.filter(projects=project).distinct()
+    return bound.select_related("user").prefetch_related("projects")
 
 
 def key_get(*, keys: QuerySet[ApiKey], key_id: int) -> ApiKey:

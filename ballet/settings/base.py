@@ -227,7 +227,7 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # comes from.
 AUTHENTICATION_BACKENDS = [
     "tracker.trust.logins.LoginLimitBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "tracker.trust.logins.HumanBackend",  # ModelBackend, refusing agents (docs/api-keys.md#agents)
 ]
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 AXES_FAILURE_LIMIT = BALLET_LIMITS.login_failures

@@ -102,6 +102,7 @@ class FieldPreview(TypedDict):
 
 class OperationField(TypedDict):
     name: str
+    label: str  # the field in words ("Acceptance criteria"), as the card shows it
     current: str
     proposed: str
     changed: bool

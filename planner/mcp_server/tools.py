@@ -60,7 +60,7 @@ from planner.web.serializers import QuestionSerializer
 from tracker.errors import BalletError, CredentialError
 from tracker.models import Project, Scope
 from tracker.selectors import project_by_id, project_get
-from tracker.trust.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, require
+from tracker.trust.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, key_bind, require
 from tracker.web.credentials import INACTIVE, KeyScopes, scope_require
 
 READ_TOOLS = (
@@ -204,12 +204,13 @@ def refused(exc: BalletError) -> ToolOutcome:
     return ToolOutcome(domain_error(exc), True)
 
 
-def _user(user_id: int) -> User:
-    """The caller, loaded for the call at hand (the event loop holds its id alone)."""
+def _user(user_id: int, key: KeyScopes | None) -> User:
+    """The caller, loaded for the call at hand (the event loop holds its id alone), bound to the
+    projects of its key: elsewhere every check answers as if the project did not exist."""
     user = User.objects.filter(pk=user_id, is_active=True).first()
     if user is None:
         raise CredentialError(INACTIVE)
-    return user
+    return key_bind(user, key.projects) if key is not None else user
 
 
 @dataclass(frozen=True)
@@ -221,19 +222,19 @@ class _Ran:
 
 
 @db
-def _run(user_id: int, spec: ToolSpec, arguments: JsonObject) -> _Ran:
+def _run(user_id: int, spec: ToolSpec, arguments: JsonObject, key: KeyScopes | None) -> _Ran:
     with access_scope():
         try:
-            user = _user(user_id)
+            user = _user(user_id, key)
             project, rest = project_named(user, arguments)
         except BalletError as exc:
             return _Ran(None, refused(exc))
         return _Ran(project.pk, run_tool(spec, spec.name, rest, ToolContext(user=user, project=project)))
 
 
-def _asking(user_id: int, arguments: JsonObject) -> Asked:
+def _asking(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> Asked:
     """``ask_question``'s call on the database threads: the project, the input, the question."""
-    user = _user(user_id)
+    user = _user(user_id, key)
     with access_scope():
         project, args = project_named(user, arguments)
     problem = input_problem(ASK_QUESTION, args)
@@ -249,17 +250,17 @@ def _asking(user_id: int, arguments: JsonObject) -> Asked:
     )
 
 
-async def _ask(user_id: int, arguments: JsonObject) -> ToolOutcome:
+async def _ask(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> ToolOutcome:
     try:
-        asked = await runner.ask(functools.partial(_asking, user_id, arguments))
+        asked = await runner.ask(functools.partial(_asking, user_id, arguments, key))
     except BalletError as exc:
         return refused(exc)
     seconds = arguments.get("wait_seconds", ASK_WAIT_SECONDS)
-    return await _awaited(user_id, asked.project_id, asked.question_id, seconds)
+    return await _awaited(user_id, asked.project_id, asked.question_id, seconds, key)
 
 
-async def _get(user_id: int, arguments: JsonObject) -> ToolOutcome:
-    ran = await _run(user_id, GET_QUESTION, arguments)
+async def _get(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> ToolOutcome:
+    ran = await _run(user_id, GET_QUESTION, arguments, key)
     outcome, seconds = ran.outcome, arguments.get("wait_seconds", 0)
     if (
         ran.project_id is None
@@ -269,22 +270,24 @@ async def _get(user_id: int, arguments: JsonObject) -> ToolOutcome:
     ):
         return outcome
     await runner.start_waiting(force=True)  # the running-turn limits may have kept it waiting
-    return await _awaited(user_id, ran.project_id, outcome.output["id"], seconds)
+    return await _awaited(user_id, ran.project_id, outcome.output["id"], seconds, key)
 
 
-async def _awaited(user_id: int, project_id: int, question_id: int, seconds: float) -> ToolOutcome:
+async def _awaited(
+    user_id: int, project_id: int, question_id: int, seconds: float, key: KeyScopes | None
+) -> ToolOutcome:
     """The question once answered or withdrawn, or as it is after ``seconds``."""
     settled = functools.partial(question_status, user=user_id, project_id=project_id, question_id=question_id)
     try:
         await question_await(question_id=question_id, status=settled, seconds=seconds)
-        return ToolOutcome(await db(_read)(user_id, project_id, question_id), False)
+        return ToolOutcome(await db(_read)(user_id, project_id, question_id, key), False)
     except BalletError as exc:
         return refused(exc)
 
 
-def _read(user_id: int, project_id: int, question_id: int) -> JsonObject:
+def _read(user_id: int, project_id: int, question_id: int, key: KeyScopes | None) -> JsonObject:
     """The question serialized as it is now, for its reader."""
-    user = _user(user_id)
+    user = _user(user_id, key)
     found = question_get(user=user, project=project_by_id(project_id), question_id=question_id)
     return _serialized(found)
 
@@ -303,9 +306,9 @@ async def tool_call(user_id: int, name: str, arguments: Any, *, key: KeyScopes |
     if not isinstance(arguments, dict):
         return ToolOutcome(error_output("invalid_input", "The input must be a JSON object."), True)
     if spec is ASK_QUESTION:
-        return await _ask(user_id, arguments)
+        return await _ask(user_id, arguments, key)
     if spec is GET_QUESTION:
-        return await _get(user_id, arguments)
+        return await _get(user_id, arguments, key)
     if spec is RELEASE_CLAIM:  # with an API key only the holder lets a claim go
         spec = release_spec(by_key=key is not None)
-    return (await _run(user_id, spec, arguments)).outcome
+    return (await _run(user_id, spec, arguments, key)).outcome

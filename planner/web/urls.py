@@ -14,6 +14,7 @@ from planner.web.apis import (
     SessionUsageApi,
 )
 from planner.web.brief_api import ItemBriefApi
+from planner.web.inbox_apis import InboxApi, InboxDismissApi
 from planner.web.question_apis import (
     QuestionAnswerApi,
     QuestionDetailApi,
@@ -48,5 +49,7 @@ urlpatterns = [
         name="question-withdraw",
     ),
     path("projects/<str:key>/usage/", ProjectUsageApi.as_view(), name="project-usage"),
+    path("inbox/", InboxApi.as_view(), name="inbox"),
+    path("inbox/<str:entry>/dismiss/", InboxDismissApi.as_view(), name="inbox-dismiss"),
     path("projects/<str:key>/items/<str:item_key>/brief/", ItemBriefApi.as_view(), name="item-brief"),
 ]

@@ -28,12 +28,13 @@ from tests.fakes.messages_api import ToolCallSpec, ToolUseReply
 pytestmark = [pytest.mark.browser, pytest.mark.pages]
 
 FAILING = ("serious", "critical")
-# Rules of WCAG A and AA and axe's best practices (landmarks, heading order, region...).
+# Rules of WCAG A and AA, axe's best practices (landmarks, heading order, region...) and its
+# experimental rules (SPEC § 9: e.g. a link's accessible name contains its visible text).
 RUN_OPTIONS = {
     "resultTypes": ["violations"],
     "runOnly": {
         "type": "tag",
-        "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"],
+        "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice", "experimental"],
     },
 }
 
@@ -172,6 +173,32 @@ def test_the_home_page_is_accessible(tab, waiting_chat):
     tab.goto("/")
     expect(tab.get_by_role("heading", name="Your projects")).to_be_visible()
     expect(tab.locator(".waiting-chats a")).to_be_visible()
+    assert_accessible(tab)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/projects/DEMO/",
+        "/projects/DEMO/?layout=board",
+        "/projects/DEMO/items/DEMO-1/",
+        "/projects/DEMO/knowledge/",
+    ],
+    ids=["plan-and-graph", "board", "ticket", "knowledge"],
+)
+def test_the_plan_graph_ticket_and_knowledge_pages_are_accessible(tab, path):
+    response = tab.goto(path)
+    assert response is not None
+    assert response.status == 200
+    assert_accessible(tab)
+
+
+def test_the_review_with_its_graphs_is_accessible(tab, server):
+    from tests.e2e.test_browser_review import propose  # noqa: PLC0415 - that module imports this one
+
+    number, _ = propose(server, "A11y graphs")
+    tab.goto(f"/projects/DEMO/changesets/{number}/")
+    expect(tab.get_by_role("region", name=re.compile("once applied"))).to_be_visible()
     assert_accessible(tab)
 
 

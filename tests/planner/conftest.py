@@ -97,7 +97,7 @@ def login_cookie(user) -> bytes:
     """A ``Cookie`` header of a fresh login session of ``user``, as the login form makes it."""
     store = SessionStore()
     store[SESSION_KEY] = str(user.pk)
-    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[BACKEND_SESSION_KEY] = "tracker.trust.logins.HumanBackend"
     store[HASH_SESSION_KEY] = user.get_session_auth_hash()
     store.save()
     return f"sessionid={store.session_key}".encode()

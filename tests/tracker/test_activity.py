@@ -53,7 +53,8 @@ def test_every_kind_of_change_is_logged_with_its_actor(project, member, maintain
     )
     skill_pin_set(actor=Actor(user=maintainer), project=project, skill=version.skill, version=1)
     project_update(actor=Actor(user=owner), project=project, credential="sk-secret")
-    membership_set(actor=Actor(user=owner), project=project, username="stranger", role="viewer")
+    # A role change: a non-member joins only by accepting an invitation (issue 41).
+    membership_set(actor=Actor(user=owner), project=project, username="viewer", role="member")
     planner_label = f"planner:{session}"
     assert events() == [
         ("changeset.proposed", planner_label, "member", "changeset:1"),
@@ -68,7 +69,7 @@ def test_every_kind_of_change_is_logged_with_its_actor(project, member, maintain
         ("skill.created", "user:maintainer", "maintainer", "skill:planner"),
         ("skill.pinned", "user:maintainer", "maintainer", "skill:planner"),
         ("project.updated", "user:owner", "owner", "BAL"),
-        ("membership.set", "user:owner", "owner", "user:stranger"),
+        ("membership.set", "user:owner", "owner", "user:viewer"),
     ]
     applied = ActivityEvent.objects.get(verb="changeset.applied")
     assert applied.data["planner_session"] == str(session)

@@ -159,15 +159,17 @@ def test_review_shows_each_operation_readably(client, staff, review_case):
     assert response.status_code == 200
     text = page_text(response)
     assert "Changeset #1: Login work" in text
-    assert "Create: new ticket $login" in text
-    assert "title Login form" in text
-    assert "epic BAL-1 · Accounts" in text
-    assert "acceptance_criteria • Shows errors" in text
-    assert "state draft (default)" in text
+    # Fields in words and a new ticket by its title, never its ref (SPEC § 9 "Everywhere").
+    assert "Create: new ticket" in text
+    assert "$login" not in text
+    assert "Title Login form" in text
+    assert "Epic BAL-1 · Accounts" in text
+    assert "Acceptance criteria • Shows errors" in text
+    assert "State draft (default)" in text
     assert "Update: BAL-2 · Old title" in text
-    assert "title Old title → New title" in text
-    assert "state draft → ready" in text
-    assert "$login (new: Login form) → BAL-2 · Old title added" in text
+    assert "Title Old title → New title" in text
+    assert "State draft → ready" in text
+    assert "Login form (new ticket) → BAL-2 · Old title added" in text
     assert "BAL-3 · Blocker → BAL-2 · Old title removed" in text
     assert "Proposed by member" in text
 
@@ -616,17 +618,27 @@ def test_superuser_creates_a_project(client, org, superuser):
     assert Project.objects.get(key="NEW").has_credential
 
 
-def test_owner_adds_and_removes_a_member_through_the_services(client, project, staff):
+def test_owner_adds_and_removes_a_member_through_the_services(client, project, staff, superuser):
+    # An owner no longer adds a user directly (issue 41: nobody joins without accepting); an
+    # operator (a superuser) still may, and the owner changes the role and removes.
     UserFactory(username="newbie")
     client.force_login(staff["owner"])
+    refused = client.post(
+        admin_url("tracker_membership_add"), {"project": project.pk, "username": "newbie", "role": "viewer"}
+    )
+    assert refused.status_code == 200
+    assert "only by accepting an invitation" in refused.content.decode()
+    assert not Membership.objects.filter(user__username="newbie").exists()
+    client.force_login(superuser)
     response = client.post(
         admin_url("tracker_membership_add"), {"project": project.pk, "username": "newbie", "role": "viewer"}
     )
     assert response.status_code == 302
+    client.force_login(staff["owner"])
     membership = Membership.objects.get(user__username="newbie")
     assert membership.role == Role.VIEWER
     assert ActivityEvent.objects.filter(
-        verb="membership.set", target="user:newbie", actor="user:owner"
+        verb="membership.set", target="user:newbie", actor="user:root"
     ).exists()
     client.post(admin_url("tracker_membership_change", membership.pk), {"role": "member"})
     membership.refresh_from_db()

@@ -242,9 +242,22 @@ SCOPES = {
     "tracker-api:member-list GET": R,
     "tracker-api:member-list POST": NO_KEY,
     "tracker-api:member-detail DELETE": NO_KEY,
+    "tracker-api:invitation-list GET": NO_KEY,
+    "tracker-api:invitation-list POST": NO_KEY,
+    "tracker-api:invitation-detail DELETE": NO_KEY,
+    "tracker-api:invitation-accept POST": NO_KEY,
+    "tracker-api:invitation-decline POST": NO_KEY,
+    "tracker-api:agent-list GET": NO_KEY,
+    "tracker-api:agent-list POST": NO_KEY,
     "tracker-api:item-list GET": R,
     "tracker-api:item-detail GET": R,
+    "tracker-api:item-detail PATCH": P,
     "tracker-api:runnable-list GET": R,
+    "tracker-api:item-comments GET": R,
+    "tracker-api:item-comments POST": P,
+    "tracker-api:item-watch GET": R,
+    "tracker-api:item-watch POST": P,
+    "tracker-api:item-watch DELETE": P,
     "tracker-api:item-claim POST": W,
     "tracker-api:claim-list GET": R,
     "tracker-api:claim-detail GET": R,
@@ -283,6 +296,8 @@ SCOPES = {
     "planner-api:session-edit POST": P,
     "planner-api:session-answers POST": P,
     "planner-api:session-usage GET": P,
+    "planner-api:inbox GET": R,
+    "planner-api:inbox-dismiss POST": R,
     "planner-api:question-list GET": R,
     "planner-api:question-list POST": A,
     "planner-api:question-detail GET": R,
@@ -415,11 +430,19 @@ def test_no_api_key_makes_or_revokes_keys(member):
 
 @pytest.fixture
 def keys(users, other_project) -> dict[str, dict[str, Any]]:
-    """A key of each role user and of the stranger."""
-    return {name: created(user, name=f"{name}'s agent") for name, user in users.items()}
+    """A key of each role user bound to BAL, and the stranger's (unbound: BAL is not theirs to bind).
+    A project's owner once saw every key of its members; now only those bound to the project
+    (issue 41, test_member_consent.py): each member also has an unbound key no owner sees."""
+    made = {}
+    for name, user in users.items():
+        bound = {"projects": ["BAL"]} if name != "stranger" else {}
+        made[name] = created(user, name=f"{name}'s agent", **bound)
+        if name != "stranger":
+            created(user, name=f"{name}'s own key")
+    return made
 
 
-def test_an_owner_lists_the_keys_of_the_projects_members_and_never_a_secret(users, keys):
+def test_an_owner_lists_the_keys_bound_to_the_project_and_never_a_secret(users, keys):
     response = signed_in(users["owner"]).get("/api/v1/projects/BAL/keys/")
 
     assert response.status_code == 200
@@ -449,9 +472,11 @@ def test_only_a_projects_owner_sees_its_members_keys(users, keys, caller, path, 
     assert refusal(response, status)["code"] == ("not_found" if status == 404 else "permission_denied")
 
 
-def test_an_owner_revokes_a_members_key_and_no_one_elses(users, keys):
+def test_an_owner_revokes_a_key_bound_to_the_project_and_no_one_elses(users, keys):
     owner = signed_in(users["owner"])
     member_key, stranger_key = keys["member"], keys["stranger"]
+    own_key = ApiKey.objects.get(name="member's own key")
+    assert refusal(owner.delete(f"/api/v1/projects/BAL/keys/{own_key.pk}/"), 404)["code"] == "not_found"
 
     assert owner.delete(f"/api/v1/projects/BAL/keys/{member_key['id']}/").status_code == 204
     assert (

@@ -132,14 +132,23 @@ def test_members_are_listed(project, users, client_for):
     ]
 
 
-def test_owner_adds_a_member_who_then_sees_the_project(project, users, client_for):
-    response = client_for(users["owner"]).post(
+def test_owner_invites_a_user_who_sees_the_project_once_she_accepts(project, users, client_for):
+    # Adding a user at once was the security finding of issue 41: nobody joins without accepting.
+    refused = client_for(users["owner"]).post(
         BAL + "members/", {"username": "stranger", "role": "member"}, format="json"
     )
+    invited = client_for(users["owner"]).post(
+        BAL + "invitations/", {"username": "stranger", "role": "member"}, format="json"
+    )
+    before = client_for(users["stranger"]).get(BAL).status_code
+    accepted = client_for(users["stranger"]).post(f"/api/v1/invitations/{invited.json()['id']}/accept/")
 
-    assert response.status_code == 201
-    assert response.json()["username"] == "stranger"
-    assert response.json()["role"] == "member"
+    assert refused.status_code == 400
+    assert invited.status_code == 201
+    assert before == 404
+    assert accepted.status_code == 200
+    assert accepted.json()["username"] == "stranger"
+    assert accepted.json()["role"] == "member"
     assert client_for(users["stranger"]).get(BAL).status_code == 200
 
 

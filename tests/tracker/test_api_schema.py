@@ -14,6 +14,8 @@ PATHS = [
     "/api/v1/projects/{key}/items/{item_key}/",
     "/api/v1/projects/{key}/runnable/",
     "/api/v1/projects/{key}/items/{item_key}/claim/",
+    "/api/v1/projects/{key}/items/{item_key}/comments/",
+    "/api/v1/projects/{key}/items/{item_key}/watch/",
     "/api/v1/projects/{key}/claims/",
     "/api/v1/projects/{key}/claims/{claim_id}/",
     "/api/v1/projects/{key}/claims/{claim_id}/reports/",

@@ -198,13 +198,91 @@ def test_boxes_are_classed_by_state_and_marked():
     assert classes(found["T-3"]) == {"node", "state-in_progress", "claimed"}
     assert classes(found["T-4"]) == {"node", "state-cancelled", "resolved"}
     assert classes(found["T-5"]) == {"node", "state-draft", "new"}
-    runnable = "".join(found["T-2"].itertext())
-    assert "▶" in runnable
-    assert "▶" not in "".join(found["T-1"].itertext())
-    assert "⚑ ada" in "".join(found["T-3"].itertext())
+    # The runnable mark is a drawn triangle (no "▶" for a screen reader to spell out), the holder
+    # is said in words: the link's name must contain every text the box shows (see below).
+    assert found["T-2"].find(f"{SVG}path[@class='badge']") is not None
+    assert found["T-1"].find(f"{SVG}path[@class='badge']") is None
+    assert "held by ada" in "".join(found["T-3"].itertext())
     links = {a.get("href"): a.get("aria-label") for a in root.iter(f"{SVG}a")}
-    assert links["/projects/T/items/T-2/"] == "T-2: Title of T-2 (ready, runnable)"
-    assert links["/projects/T/items/T-3/"] == "T-3: Title of T-3 (in progress, claimed by ada)"
+    assert links["/projects/T/items/T-2/"] == "T-2, ready: Title of T-2 (runnable)"
+    assert links["/projects/T/items/T-3/"] == "T-3, in progress, held by ada: Title of T-3"
+
+
+def _spoken(text: str) -> str:
+    """Text as axe's label-content-name-mismatch compares it: lower case, without punctuation or
+    symbols, whitespace collapsed."""
+    kept = "".join(c if c.isalnum() or c.isspace() else "" for c in text.lower())
+    return " ".join(kept.split())
+
+
+def test_each_link_is_named_by_its_visible_text_first():
+    long_title = "A title far longer than the box shows, with: punctuation & more words"
+    graph = PlanGraph(
+        nodes=(
+            node("T-1", "in_review", title=long_title, runnable=True, claimed_by="someone-with-a-long-name"),
+            node("T-2", "ready", title="Short"),
+        ),
+        edges=(("T-1", "T-2"),),
+        chain=("T-1", "T-2"),
+    )
+
+    root = parsed(graph_svg(graph, href=link, title="Plan"))
+
+    for anchor in root.iter(f"{SVG}a"):
+        group = anchor.find(f"{SVG}g")
+        assert group is not None
+        # What shows: every text element's text, in document order (the tooltip's <title> does not).
+        visible = " ".join("".join(t.itertext()) for t in group.iter(f"{SVG}text"))
+        name = anchor.get("aria-label") or ""
+        assert _spoken(visible) in _spoken(name), (visible, name)
+    first = next(iter(root.iter(f"{SVG}a"))).get("aria-label") or ""
+    assert long_title in first  # the whole title, not the box's shortened one
+    assert "on the longest remaining chain" in first
+
+
+def test_a_changesets_added_and_removed_dependencies_are_marked():
+    graph = PlanGraph(
+        nodes=(node("T-1"), node("T-2"), node("T-3"), node("New 1", new=True)),
+        edges=(("T-1", "T-2"), ("New 1", "T-3")),
+    )
+
+    root = parsed(
+        graph_svg(
+            graph,
+            href=link,
+            title="After",
+            added=frozenset({("New 1", "T-3")}),
+            removed=frozenset({("T-2", "T-3"), ("T-9", "T-3")}),  # T-9 is not drawn: left out
+        )
+    )
+
+    edges = [classes(path) for path in root.iter(f"{SVG}path") if "edge" in classes(path)]
+    assert len(edges) == 3
+    assert sum("added" in found for found in edges) == 1
+    assert sum("removed" in found for found in edges) == 1
+    html = render_to_string(
+        "tracker/_graph.html",
+        graph_context(
+            graph,
+            href=link,
+            title="After",
+            label="After",
+            added=frozenset({("New 1", "T-3")}),
+            removed=frozenset({("T-2", "T-3")}),
+        ),
+    )
+    assert "<summary>Legend</summary>" in html
+    for words in (
+        "Runnable",
+        "On the longest remaining chain",
+        "Done or cancelled (faded)",
+        "Dependency the changeset adds",
+        "Dependency the changeset removes",
+        "New: the changeset",
+    ):
+        assert words in html
+    plain = render_to_string("tracker/_graph.html", graph_context(graph, href=link, title="P", label="P"))
+    assert "Dependency the changeset adds" not in plain
 
 
 def test_only_tickets_with_a_page_are_links():
@@ -340,7 +418,7 @@ def test_who_reads_the_project_gets_its_graph(users, plan, role):
     assert hrefs == ["/projects/BAL/items/BAL-1/", "/projects/BAL/items/BAL-2/", "/projects/BAL/items/BAL-3/"]
     found = groups(root)
     assert "claimed" in classes(found["BAL-1"])
-    assert "⚑ owner" in "".join(found["BAL-1"].itertext())
+    assert "held by owner" in "".join(found["BAL-1"].itertext())
     assert "Design <the> schema" in "".join(root.itertext())
     style = root.find(f"{SVG}style")
     assert style is not None

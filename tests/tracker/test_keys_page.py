@@ -124,19 +124,23 @@ def test_a_key_opens_no_page_and_not_the_admin(superuser, project, path, scheme)
     assert response["Location"].split("?")[0] in ("/accounts/login/", "/admin/login/")
 
 
-def test_a_projects_owner_sees_and_revokes_its_members_keys_on_the_page(users, other_project):
+def test_a_projects_owner_sees_and_revokes_the_keys_bound_to_it_on_the_page(users, project, other_project):
+    # Only keys bound to the project: a member's other keys are hers alone (issue 41).
     member_key = make_key(users["member"], "read", name="member bot")
+    ApiKey.objects.get(name="member bot").projects.set([project])
+    make_key(users["member"], "read", name="member's own bot")
     make_key(users["stranger"], "read", name="stranger bot")
     row = ApiKey.objects.get(name="member bot")
     owner = signed_in(users["owner"])
 
     page = owner.get("/keys/")
 
-    assertContains(page, "Keys of the members of")
+    assertContains(page, "Keys bound to")
     assertContains(page, "<td>member</td>", html=True)
     assertContains(page, "member bot")
+    assertNotContains(page, "member&#x27;s own bot")
     assertNotContains(page, "stranger bot")
-    assertNotContains(signed_in(users["member"]).get("/keys/"), "Keys of the members of")
+    assertNotContains(signed_in(users["member"]).get("/keys/"), "Keys bound to")
     assert signed_in(users["member"]).post(f"/projects/BAL/keys/{row.pk}/revoke/").status_code == 403
     assert signed_in(users["stranger"]).post(f"/projects/BAL/keys/{row.pk}/revoke/").status_code == 404
     assert owner.post(f"/projects/OTH/keys/{row.pk}/revoke/").status_code == 404

@@ -9,7 +9,7 @@ link. The words here are plain text, never markup.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tracker.inputs import one_line
@@ -101,6 +101,15 @@ def _report(event: ActivityEvent, data: dict[str, Any], key: str) -> ActivityLin
     return _line(event, key, f"reported {kind} on", event.target, f": {_quoted(data.get('summary'))}")
 
 
+def _comment(event: ActivityEvent, data: dict[str, Any], key: str) -> ActivityLine:
+    """A comment, its first words quoted; the link leads to the comment itself."""
+    line = _line(event, key, "commented on", event.target, f": {_quoted(data.get('excerpt'))}")
+    comment = data.get("comment")
+    if line.url and isinstance(comment, int) and comment > 0:
+        return replace(line, url=f"{line.url}#comment-{comment}")
+    return line
+
+
 def _question(event: ActivityEvent, data: dict[str, Any], key: str) -> ActivityLine:
     action = event.verb.split(".", 1)[1]
     about = str(data.get("item") or "")
@@ -133,6 +142,7 @@ _BY_PREFIX: dict[str, Callable[[ActivityEvent, dict[str, Any], str], ActivityLin
     "changeset": _changeset,
     "claim": _claim,
     "report": _report,
+    "comment": _comment,
     "question": _question,
     "knowledge": _knowledge,
 }

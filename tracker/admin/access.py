@@ -20,7 +20,13 @@ from tracker.services.projects import (
     project_settings_clean,
     project_update,
 )
-from tracker.trust.permissions import PROJECT_ADMIN, TRACKER_READ, project_ids_with, visible_projects
+from tracker.trust.permissions import (
+    PROJECT_ADMIN,
+    TRACKER_READ,
+    is_superuser,
+    project_ids_with,
+    visible_projects,
+)
 from tracker.web.forms import credential_field
 
 
@@ -135,6 +141,13 @@ class MembershipForm(BalletForm):
             and Membership.objects.filter(project=project, user__username=username).exists()
         ):
             self.add_error("username", f"{username} is already a member of {project.key}; change their role.")
+        elif project and username and not is_superuser(self.user):
+            # Nobody joins a project without accepting (issue 41); an operator may add directly.
+            self.add_error(
+                "username",
+                f"{username} joins {project.key} only by accepting an invitation: "
+                f"invite them at /projects/{project.key}/members/.",
+            )
         return cleaned
 
 
@@ -158,7 +171,11 @@ class MembershipAdmin(BalletAdmin):
     def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
         username = obj.user.get_username() if change else form.cleaned_data["username"]
         saved = membership_set(
-            actor=actor_of(request), project=obj.project, username=username, role=form.cleaned_data["role"]
+            actor=actor_of(request),
+            project=obj.project,
+            username=username,
+            role=form.cleaned_data["role"],
+            join=not change and is_superuser(request.user),  # the form refused anyone else's add
         )
         adopt(obj, saved)
 

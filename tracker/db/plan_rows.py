@@ -17,18 +17,26 @@ from rest_framework import serializers
 
 from tracker.db import sql
 from tracker.models import ClaimStatus, Project
-from tracker.models.plan import RESOLVED_STATES
+from tracker.models.plan import PRIORITY_RANK, RESOLVED_STATES
 
 JsonObject = dict[str, Any]
 
 _DATETIME = serializers.DateTimeField()  # the REST API's date-time format, with its time zone
 
 # An item's list row: the parents' numbers are keys of the item's own project (docs/domain.md).
-_ROW = "i.number, i.kind, i.title, i.state, i.version, e.number, m.number"
+_ROW = "i.number, i.kind, i.title, i.state, i.version, e.number, m.number, i.priority, i.labels"
 _ROW_FROM = (
     " FROM tracker_item i"
     " LEFT JOIN tracker_item e ON e.id = i.epic_id"
     " LEFT JOIN tracker_item m ON m.id = i.milestone_id"
+)
+
+# Runnable tickets are listed by priority (urgent first), as tracker.selectors.runnable_tickets does.
+# The names and ranks are fixed in code (tracker.models.plan), never input: written into the SQL.
+_PRIORITY_RANK = (
+    "CASE i.priority "
+    + " ".join(f"WHEN '{name}' THEN {rank}" for name, rank in PRIORITY_RANK.items())
+    + f" ELSE {len(PRIORITY_RANK)} END"
 )
 
 
@@ -43,7 +51,7 @@ def lapsed_sql(alias: str) -> sql.Statement:
 
 
 def _list_row(key: str, row: sql.Row) -> JsonObject:
-    number, kind, title, state, version, epic, milestone = row[:7]
+    number, kind, title, state, version, epic, milestone, priority, labels = row[:9]
     return {
         "key": f"{key}-{number}",
         "kind": kind,
@@ -52,6 +60,8 @@ def _list_row(key: str, row: sql.Row) -> JsonObject:
         "version": version,
         "epic": f"{key}-{epic}" if epic else None,
         "milestone": f"{key}-{milestone}" if milestone else None,
+        "priority": priority,
+        "labels": sql.json_out(labels),
     }
 
 
@@ -74,8 +84,8 @@ def item_rows(listing: ItemListing) -> tuple[list[JsonObject], bool]:
     items = []
     for row in found[: listing.limit]:
         item = _list_row(listing.project.key, row)
-        if row[7] is not None:
-            item["claimed_by"] = row[7]
+        if row[9] is not None:
+            item["claimed_by"] = row[9]
         items.append(item)
     return items, len(found) > listing.limit
 
@@ -102,8 +112,8 @@ def item_rows_statement(listing: ItemListing) -> sql.Statement:
 
 
 def runnable_rows(*, project: Project, limit: int) -> list[JsonObject]:
-    """The project's runnable tickets by number (:func:`tracker.selectors.runnable_tickets`), in one
-    statement."""
+    """The project's runnable tickets by priority, then number
+    (:func:`tracker.selectors.runnable_tickets`), in one statement."""
     return [
         _list_row(project.key, row) for row in sql.rows(*runnable_statement(project=project, limit=limit))
     ]
@@ -121,27 +131,28 @@ def runnable_statement(*, project: Project, limit: int) -> sql.Statement:
         " AND NOT EXISTS (SELECT 1 FROM tracker_dependency d JOIN tracker_item b ON b.id = d.blocker_id"
         f" WHERE d.blocked_id = i.id AND b.state NOT IN ({sql.placeholders(len(RESOLVED_STATES))}))"
         f" AND NOT EXISTS (SELECT 1 FROM tracker_claim c WHERE c.item_id = i.id AND {holds})"
-        " ORDER BY i.number LIMIT %s",
+        f" ORDER BY {_PRIORITY_RANK}, i.number LIMIT %s",
         [project.pk, *lapsed_at, *RESOLVED_STATES, *held_at, limit],
     )
 
 
 REPORTS_SHOWN = 5  # get_item's newest reports on the ticket; get_brief has more
+COMMENTS_SHOWN = 10  # get_item's newest comments on the item; REST lists them all
 _ITEM_ID = "(SELECT id FROM tracker_item WHERE project_id = %s AND number = %s)"
 
 
 def item_detail(*, project: Project, number: int) -> JsonObject | None:
     """The item numbered ``number`` in ``project`` as ``get_item`` shows it (its dependencies, the
-    claim that holds it and its newest reports), in three statements sent at once; None if there
-    is none."""
-    item_rows_, dependency_rows, report_rows = sql.result_sets(
+    claim that holds it, its newest reports and comments), in four statements sent at once; None if
+    there is none."""
+    item_rows_, dependency_rows, report_rows, comment_rows = sql.result_sets(
         item_detail_statements(project=project, number=number)
     )
     if not item_rows_:
         return None
     (found,) = item_rows_
     kind, title, state, version, epic_project, epic, milestone_project, milestone = found[1:9]
-    description, criteria, policy = found[9:12]
+    description, criteria, policy, priority, labels = found[9:14]
     key = f"{project.key}-{number}"
     blocked_by, blocks = _dependencies(dependency_rows)
     return {
@@ -155,22 +166,26 @@ def item_detail(*, project: Project, number: int) -> JsonObject | None:
         "description": description,
         "acceptance_criteria": sql.json_out(criteria),
         "policy": sql.json_out(policy),
+        "priority": priority,
+        "labels": sql.json_out(labels),
         "blocked_by": blocked_by,
         "blocks": blocks,
-        "claim": _claim(key, title, found[12:]),
+        "claim": _claim(key, title, found[14:]),
         "reports": [_report(key, row) for row in report_rows],
+        "comments": [_comment(row) for row in comment_rows],
     }
 
 
 def item_detail_statements(*, project: Project, number: int) -> list[sql.Statement]:
-    """The statements :func:`item_detail` runs: the item, its dependencies, its newest reports."""
+    """The statements :func:`item_detail` runs: the item, its dependencies, its newest reports and
+    comments."""
     at = [project.pk, number]
     holds, held_at = held_sql("c")
     return [
         (
             "SELECT i.id, i.kind, i.title, i.state, i.version, ep.key, e.number, mp.key, m.number,"  # noqa: S608 - fixed SQL; values are parameters
-            " i.description, i.acceptance_criteria, i.policy, c.id, u.username, c.status,"
-            " c.created_at, c.renewed_at, c.expires_at, c.ended_at, c.end_reason"
+            " i.description, i.acceptance_criteria, i.policy, i.priority, i.labels,"
+            " c.id, u.username, c.status, c.created_at, c.renewed_at, c.expires_at, c.ended_at, c.end_reason"
             " FROM tracker_item i"
             " LEFT JOIN tracker_item e ON e.id = i.epic_id"
             " LEFT JOIN tracker_project ep ON ep.id = e.project_id"
@@ -196,6 +211,12 @@ def item_detail_statements(*, project: Project, number: int) -> list[sql.Stateme
             " FROM tracker_report r JOIN auth_user u ON u.id = r.author_id"
             f" WHERE r.item_id = {_ITEM_ID} ORDER BY r.created_at DESC, r.id DESC LIMIT %s",
             [*at, REPORTS_SHOWN],
+        ),
+        (
+            "SELECT c.id, u.username, c.body, c.created_at"  # noqa: S608 - fixed SQL; values are parameters
+            " FROM tracker_comment c JOIN auth_user u ON u.id = c.author_id"
+            f" WHERE c.item_id = {_ITEM_ID} ORDER BY c.created_at DESC, c.id DESC LIMIT %s",
+            [*at, COMMENTS_SHOWN],
         ),
     ]
 
@@ -243,6 +264,12 @@ def _report(key: str, row: sql.Row) -> JsonObject:
         "details": sql.json_out(details),
         "created_at": _datetime(created),
     }
+
+
+def _comment(row: sql.Row) -> JsonObject:
+    """A comment on the item: who wrote it, when, and its Markdown as written (a person's words)."""
+    comment_id, author, body, created = row
+    return {"id": comment_id, "author": author, "created_at": _datetime(created), "body": body}
 
 
 def _datetime(value: Any) -> str | None:

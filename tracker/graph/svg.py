@@ -30,7 +30,7 @@ from tracker.page_links import item_url
 
 MAX_NODES = 400
 TITLE_CHARS = 25  # of a title in its box (the whole title is in the box's tooltip)
-HOLDER_CHARS = 22
+HOLDER_CHARS = 20
 KEY_CHARS = 18
 CSS = Path(__file__).resolve().parent.parent / "static" / "tracker" / "graph.css"
 # Characters XML does not allow at all: the standalone document must stay well-formed.
@@ -93,7 +93,7 @@ def caption(graph: PlanGraph, left_out: int) -> str:
 
 
 def accessible_name(node: GraphNode, *, on_chain: bool) -> str:
-    """The box's name for a screen reader (and its tooltip): key, whole title and every mark."""
+    """The box's tooltip: key, whole title and every mark."""
     marks = [_state_word(node.state)]
     if node.runnable:
         marks.append("runnable")
@@ -106,9 +106,42 @@ def accessible_name(node: GraphNode, *, on_chain: bool) -> str:
     return f"{node.key}: {node.title} ({', '.join(marks)})"
 
 
-def graph_svg(graph: PlanGraph, *, href: Href, title: str) -> SafeString:
-    """The ``<svg>`` element to put in a page (styled by graph.css, which the page links)."""
-    return mark_safe(_svg(graph, href=href, title=title, style=""))  # noqa: S308 - every text escaped
+def link_name(node: GraphNode, *, on_chain: bool) -> str:
+    """The box's link's name for a screen reader: its visible text, in the order the box holds
+    it (key, state, holder, title), then what the picture says only by its marks. The visible
+    text comes first and whole so that the name contains it (WCAG 2.5.3, axe's
+    ``label-content-name-mismatch``): the title comes last among the visible texts because the box
+    shows only its start, and the whole title in the name still begins with it."""
+    said = [_short(node.key, KEY_CHARS), _state_word(node.state)]
+    if node.claimed_by:
+        said.append(f"held by {_short(node.claimed_by, HOLDER_CHARS)}")
+    marks = []
+    if node.runnable:
+        marks.append("runnable")
+    if on_chain:
+        marks.append("on the longest remaining chain")
+    if node.new:
+        marks.append("new")
+    name = f"{', '.join(said)}: {' '.join(node.title.split())}"
+    return f"{name} ({', '.join(marks)})" if marks else name
+
+
+Edge = tuple[str, str]
+
+
+def graph_svg(
+    graph: PlanGraph,
+    *,
+    href: Href,
+    title: str,
+    added: frozenset[Edge] = frozenset(),
+    removed: frozenset[Edge] = frozenset(),
+) -> SafeString:
+    """The ``<svg>`` element to put in a page (styled by graph.css, which the page links).
+    ``added``: edges of ``graph`` to mark as new (a changeset adds them); ``removed``: edges not in
+    ``graph`` any more, drawn struck through where both their tickets still are."""
+    svg = _svg(graph, href=href, title=title, style="", added=added, removed=removed)
+    return mark_safe(svg)  # noqa: S308 - every text escaped
 
 
 def graph_document(graph: PlanGraph, *, href: Href, title: str) -> str:
@@ -135,9 +168,19 @@ def embedded_css_hash() -> str:
     return "sha256-" + base64.b64encode(digest).decode()
 
 
-def _svg(graph: PlanGraph, *, href: Href, title: str, style: str) -> str:
+def _svg(
+    graph: PlanGraph,
+    *,
+    href: Href,
+    title: str,
+    style: str,
+    added: frozenset[Edge] = frozenset(),
+    removed: frozenset[Edge] = frozenset(),
+) -> str:
     drawn, left_out = shown(graph)
-    placed = layout([node.key for node in drawn.nodes], drawn.edges)
+    keys = {node.key for node in drawn.nodes}
+    gone = tuple(sorted(e for e in removed if e[0] in keys and e[1] in keys and e not in drawn.edges))
+    placed = layout([node.key for node in drawn.nodes], drawn.edges + gone)
     ids = "graph-" + hashlib.sha256(title.encode("utf-8", "replace")).hexdigest()[:10]
     said = caption(drawn, left_out)
     width, height = round(placed.width), round(placed.height)
@@ -150,7 +193,7 @@ def _svg(graph: PlanGraph, *, href: Href, title: str, style: str) -> str:
         _markers(ids),
         f'<rect class="graph-bg" width="{width}" height="{height}"/>',
         f'<text class="graph-caption" x="{MARGIN}" y="{MARGIN + 8}" aria-hidden="true">{_text(said)}</text>',
-        _edges(drawn, placed, ids),
+        _edges(drawn, placed, ids, added=added, removed=frozenset(gone)),
         *_nodes(drawn, placed, href),
     ]
     parts.append("</svg>")
@@ -159,10 +202,15 @@ def _svg(graph: PlanGraph, *, href: Href, title: str, style: str) -> str:
 
 def _markers(ids: str) -> str:
     arrow = '<path d="M0,0 L10,5 L0,10 z"/>'
-    common = 'viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto"'
+    common = (
+        'viewBox="0 0 10 10" refX="10" refY="5" markerUnits="userSpaceOnUse" markerWidth="10" '
+        'markerHeight="10" orient="auto"'
+    )
     return (
         f'<defs><marker id="{ids}-arrow" class="graph-arrow" {common}>{arrow}</marker>'
-        f'<marker id="{ids}-arrow-chain" class="graph-arrow chain" {common}>{arrow}</marker></defs>'
+        f'<marker id="{ids}-arrow-chain" class="graph-arrow chain" {common}>{arrow}</marker>'
+        f'<marker id="{ids}-arrow-added" class="graph-arrow added" {common}>{arrow}</marker>'
+        f'<marker id="{ids}-arrow-removed" class="graph-arrow removed" {common}>{arrow}</marker></defs>'
     )
 
 
@@ -182,13 +230,17 @@ def _path(points: tuple[Point, ...]) -> str:
     return " ".join(drawn)
 
 
-def _edges(graph: PlanGraph, placed: Layout, ids: str) -> str:
+def _edges(
+    graph: PlanGraph, placed: Layout, ids: str, *, added: frozenset[Edge], removed: frozenset[Edge]
+) -> str:
     chain = set(zip(graph.chain, graph.chain[1:], strict=False))
     drawn = ['<g class="edges" aria-hidden="true">']
     for route in placed.routes:
-        on_chain = (route.blocker, route.blocked) in chain
-        classes = "edge" + " chain" * on_chain + " back" * route.back
-        marker = f"{ids}-arrow-chain" if on_chain else f"{ids}-arrow"
+        pair = (route.blocker, route.blocked)
+        on_chain = pair in chain
+        change = "removed" if pair in removed else "added" if pair in added else ""
+        classes = "edge" + " chain" * on_chain + " back" * route.back + f" {change}" * bool(change)
+        marker = f"{ids}-arrow-{change or 'chain'}" if change or on_chain else f"{ids}-arrow"
         drawn.append(f'<path class="{classes}" d="{_path(route.points)}" marker-end="url(#{marker})"/>')
     drawn.append("</g>")
     return "".join(drawn)
@@ -222,18 +274,25 @@ def _node(node: GraphNode, placed: Layout, *, href: str | None, on_chain: bool) 
             f'<rect class="halo" x="-4" y="-4" width="{BOX_WIDTH + 8}" height="{BOX_HEIGHT + 8}" rx="9"/>'
         )
     inner.append(f'<rect class="box" width="{BOX_WIDTH}" height="{BOX_HEIGHT}" rx="6"/>')
-    badge = '<tspan class="badge">▶ </tspan>' if node.runnable else ""
-    inner.append(f'<text class="key" x="10" y="19">{badge}{_text(_short(node.key, KEY_CHARS))}</text>')
+    # The runnable mark is a drawn triangle, not a character: the link's name holds every text
+    # the box shows (see link_name), and "▶" is no word to read out. The texts are separated
+    # by spaces, in the order link_name says them.
+    key_x = 10
+    if node.runnable:
+        inner.append('<path class="badge" d="M10,9.5 L19,14.5 L10,19.5 z"/>')
+        key_x = 24
+    inner.append(f'<text class="key" x="{key_x}" y="19">{_text(_short(node.key, KEY_CHARS))}</text> ')
     state = _text(_state_word(node.state))
-    inner.append(f'<text class="state" x="{BOX_WIDTH - 10}" y="19" text-anchor="end">{state}</text>')
-    inner.append(f'<text class="label" x="10" y="37">{_text(_short(node.title, TITLE_CHARS))}</text>')
+    inner.append(f'<text class="state" x="{BOX_WIDTH - 10}" y="19" text-anchor="end">{state}</text> ')
     if node.claimed_by:
         holder = _text(_short(node.claimed_by, HOLDER_CHARS))
-        inner.append(f'<text class="holder" x="10" y="53">⚑ {holder}</text>')
+        inner.append(f'<text class="holder" x="10" y="53">held by {holder}</text> ')
+    inner.append(f'<text class="label" x="10" y="37">{_text(_short(node.title, TITLE_CHARS))}</text>')
     inner.append("</g>")
     if href is None:
         return "".join(inner)
-    return f'<a href="{_text(href)}" aria-label="{name}">{"".join(inner)}</a>'
+    label = _text(link_name(node, on_chain=on_chain))
+    return f'<a href="{_text(href)}" aria-label="{label}">{"".join(inner)}</a>'
 
 
 def _class_word(state: str) -> str:
@@ -305,10 +364,80 @@ def graph_rows(graph: PlanGraph, *, href: Href) -> list[GraphRow]:
     ]
 
 
-def graph_context(graph: PlanGraph, *, href: Href, title: str, label: str) -> dict[str, object]:
-    """What ``tracker/_graph.html`` takes: the picture, its region's label and the list."""
+@dataclass(frozen=True)
+class LegendEntry:
+    """One mark of the picture and what it means: ``swatch`` is a small SVG drawn with the same
+    classes as the picture (so graph.css colours it the same), ``words`` says it."""
+
+    swatch: SafeString
+    words: str
+
+
+def _box_swatch(classes: str, *, halo: bool = False, runnable: bool = False) -> SafeString:
+    parts = ['<svg class="graph swatch" width="34" height="22" viewBox="-3 -3 34 22" aria-hidden="true">']
+    parts.append(f'<g class="{classes}">')
+    if halo:
+        parts.append('<rect class="halo" x="-1.5" y="-1.5" width="31" height="19" rx="5"/>')
+    parts.append('<rect class="box" x="1" y="1" width="26" height="14" rx="3"/>')
+    if runnable:
+        parts.append('<path class="badge" d="M5,4.5 L12,8 L5,11.5 z"/>')
+    parts.append("</g></svg>")
+    return mark_safe("".join(parts))  # noqa: S308 - fixed markup, no text of anyone's
+
+
+def _edge_swatch(classes: str) -> SafeString:
+    return mark_safe(  # noqa: S308 - fixed markup
+        '<svg class="graph swatch" width="34" height="22" viewBox="0 0 34 22" aria-hidden="true">'
+        f'<path class="{classes}" d="M2,11 H32"/></svg>'
+    )
+
+
+def graph_legend(*, new: bool = False, added: bool = False, removed: bool = False) -> list[LegendEntry]:
+    """What each mark of the picture means; the marks of a changeset's graph only where it has them."""
+    entries = [
+        LegendEntry(_box_swatch("node state-draft"), "Draft"),
+        LegendEntry(_box_swatch("node state-ready"), "Ready"),
+        LegendEntry(_box_swatch("node state-in_progress"), "In progress"),
+        LegendEntry(_box_swatch("node state-in_review"), "In review"),
+        LegendEntry(_box_swatch("node state-done resolved"), "Done or cancelled (faded)"),
+        LegendEntry(
+            _box_swatch("node state-ready runnable", runnable=True), "Runnable (thick border, triangle)"
+        ),
+        LegendEntry(
+            _box_swatch("node state-ready chain", halo=True), "On the longest remaining chain (ringed)"
+        ),
+        LegendEntry(_edge_swatch("edge"), "Blocks: the arrow points to the ticket that waits"),
+        LegendEntry(_edge_swatch("edge chain"), "A link of the longest remaining chain"),
+    ]
+    if new:
+        entries.append(
+            LegendEntry(_box_swatch("node state-draft new"), "New: the changeset creates it (dashed)")
+        )
+    if added:
+        entries.append(LegendEntry(_edge_swatch("edge added"), "Dependency the changeset adds"))
+    if removed:
+        entries.append(LegendEntry(_edge_swatch("edge removed"), "Dependency the changeset removes (struck)"))
+    return entries
+
+
+def graph_context(
+    graph: PlanGraph,
+    *,
+    href: Href,
+    title: str,
+    label: str,
+    added: frozenset[Edge] = frozenset(),
+    removed: frozenset[Edge] = frozenset(),
+) -> dict[str, object]:
+    """What ``tracker/_graph.html`` takes: the picture, its region's label, its legend and the list."""
+    keys = {node.key for node in graph.nodes}
     return {
-        "graph_svg": graph_svg(graph, href=href, title=title),
+        "graph_svg": graph_svg(graph, href=href, title=title, added=added, removed=removed),
         "graph_label": label,
         "graph_rows": graph_rows(graph, href=href),
+        "graph_legend": graph_legend(
+            new=any(node.new for node in graph.nodes),
+            added=bool(added & set(graph.edges)),
+            removed=any(a in keys and b in keys for a, b in removed - set(graph.edges)),
+        ),
     }

@@ -424,11 +424,15 @@ RESET_DONE = """Password reset works through Django's views, styled like the res
 - the form answers "If the address has an account, we sent a link" either way
 - tests cover an expired link, a reused link and an unknown address"""
 RESET_LINKS = ("https://git.example.com/courtside/courtside/pull/14",)
-# A teammate's note on the reported ticket, mentioning the owner (docs/domain.md#people).
+# The agent's note on the ticket it reported, mentioning the owner (docs/domain.md#people).
 RESET_COMMENT = (
-    "@demo the reset mail renders fine in Gmail and Outlook; the plain-text part still shows the "
-    "raw URL twice. Fine for the beta, I'd say **accept** and file a follow-up."
+    "@demo one thing for your review: the plain-text part of the reset mail shows the link twice. "
+    "I left it for a follow-up rather than widen this ticket; **accept** it if that is fine."
 )
+# A second project of the organization, to which the owner invited ``viewer`` (who has not answered).
+WEBSITE_KEY = "WEB"
+WEBSITE_NAME = "Club website"
+WEBSITE_DESCRIPTION = "The club's public pages: news, opening hours and how to join."
 GRID_PROGRESS = (
     "The day grid renders six courts by hour. Working on the upright phone layout: courts scroll "
     "sideways while the hours column stays put."

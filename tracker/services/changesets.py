@@ -168,10 +168,32 @@ def _check_note(note: Any) -> str:
 def changeset_apply(*, actor: Actor, changeset: Changeset, note: Any = "") -> Changeset:
     """Apply every operation or none; a failure makes the changeset ``conflicted``. ``note``, the
     decider's word on it, is kept with the decision either way."""
-    note = _check_note(note)
+    return _apply(
+        actor, changeset, _check_note(note), lambda locked: _authorize_decision(actor, locked, applying=True)
+    )
+
+
+def _authorize_own(actor: Actor, changeset: Changeset) -> None:
+    if actor.is_planner or changeset.proposed_by_id != actor.user.pk:
+        raise PermissionDeniedError("Only the human who made a direct edit applies it at once.")
+    require(actor.user, changeset.project, TRACKER_WRITE)
+    if project_planner_config(changeset.project).four_eyes:
+        raise PermissionDeniedError(FOUR_EYES_REASON)
+
+
+def changeset_apply_own(*, actor: Actor, changeset: Changeset) -> Changeset:
+    """Apply a direct edit (``tracker.services.item_edits``) at once, by its own author: tracker.write
+    suffices where the project's ``direct_edits`` allows the edit, which the caller decided; four
+    eyes forbids it always. The same validation, versions and activity as :func:`changeset_apply`."""
+    return _apply(actor, changeset, "", lambda locked: _authorize_own(actor, locked))
+
+
+def _apply(
+    actor: Actor, changeset: Changeset, note: str, authorize: Callable[[Changeset], None]
+) -> Changeset:
     with transaction.atomic():
         locked = _lock_proposed(changeset)
-        _authorize_decision(actor, locked, applying=True)
+        authorize(locked)
         row_locked(Project.objects.filter(pk=locked.project_id)).first()  # held past a conflict too
         try:
             with transaction.atomic():

@@ -19,7 +19,17 @@ from tracker.search.types import ITEM
 from tracker.services.activity import Actor, activity_record
 from tracker.tasks import search_index_on_commit
 
-EDITABLE_FIELDS = ("title", "description", "acceptance_criteria", "state", "epic", "milestone", "policy")
+EDITABLE_FIELDS = (
+    "title",
+    "description",
+    "acceptance_criteria",
+    "state",
+    "epic",
+    "milestone",
+    "priority",
+    "labels",
+    "policy",
+)
 
 
 def _jsonable(name: str, value: Any) -> Any:

@@ -1,18 +1,17 @@
-"""Project settings, the write-only credential, and memberships."""
+"""Project settings and the write-only credential (memberships: ``tracker.services.members``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import User
 from django.db import transaction
 
 from ballet.env import PROJECT_SETTINGS, ConfigError, project_setting
-from tracker.db.locks import locked as row_locked
-from tracker.errors import NotFoundError, ValidationError
+from tracker.errors import ValidationError
 from tracker.inputs import refuse_nul
-from tracker.models import Membership, Project, Role
+from tracker.models import Project
 from tracker.services.activity import Actor, activity_record
+from tracker.services.members import membership_remove, membership_set  # noqa: F401 - their old home
 from tracker.trust.crypto import encrypt
 from tracker.trust.permissions import PROJECT_ADMIN, require
 
@@ -90,56 +89,3 @@ def project_update(
             data={"fields": changed},
         )
     return project
-
-
-@transaction.atomic
-def membership_set(*, actor: Actor, project: Project, username: str, role: str) -> Membership:
-    """Give ``username`` ``role`` in ``project`` (adds or changes the membership)."""
-    require(actor.user, project, PROJECT_ADMIN)
-    if role not in Role.values:
-        raise ValidationError({"role": [f"Expected one of: {', '.join(Role.values)}."]})
-    user = _user(username)
-    if role != Role.OWNER:
-        _keep_an_owner(project, user)
-    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
-    activity_record(
-        actor=actor,
-        organization_id=project.organization_id,
-        project=project,
-        verb="membership.set",
-        target=f"user:{user.get_username()}",
-        data={"role": role},
-    )
-    return membership
-
-
-@transaction.atomic
-def membership_remove(*, actor: Actor, project: Project, username: str) -> None:
-    require(actor.user, project, PROJECT_ADMIN)
-    user = _user(username)
-    _keep_an_owner(project, user)
-    deleted, _ = Membership.objects.filter(project=project, user=user).delete()
-    if not deleted:
-        raise NotFoundError(f"{username} is not a member of {project.key}.")
-    activity_record(
-        actor=actor,
-        organization_id=project.organization_id,
-        project=project,
-        verb="membership.removed",
-        target=f"user:{username}",
-    )
-
-
-def _keep_an_owner(project: Project, leaving: User) -> None:
-    """Refuse to remove or demote the project's last owner."""
-    owners = row_locked(Membership.objects.filter(project=project, role=Role.OWNER))
-    if list(owners.values_list("user_id", flat=True)) == [leaving.pk]:
-        message = f"{leaving.get_username()} is the last owner of {project.key}."
-        raise ValidationError({"username": [message]}, message)
-
-
-def _user(username: Any) -> User:
-    try:
-        return User.objects.get(username=username)
-    except User.DoesNotExist as exc:
-        raise ValidationError({"username": [f"No user named {username!r}."]}) from exc

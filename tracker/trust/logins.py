@@ -22,6 +22,8 @@ from typing import Any
 from axes.backends import AxesStandaloneBackend
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import User
 from django.db.models import Max, Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -29,6 +31,7 @@ from django.utils import timezone
 from rest_framework.request import Request
 
 from tracker.errors import RateLimitedError, error_body
+from tracker.models import Agent
 
 
 class LoginLimitBackend(AxesStandaloneBackend):
@@ -49,6 +52,23 @@ class LoginLimitBackend(AxesStandaloneBackend):
         if request is None:
             return None
         return super().authenticate(request, username, password, **kwargs)
+
+
+class HumanBackend(ModelBackend):
+    """Django's password backend, for people only: an agent (``tracker.models.Agent``) acts through
+    its API keys and never signs in, nor keeps a session it was somehow given (``get_user`` asks
+    the same on every request, the WebSocket's too), nor gets a legacy token."""
+
+    def user_can_authenticate(self, user: Any) -> bool:
+        if not super().user_can_authenticate(user):
+            return False
+        pk = getattr(user, "pk", None)
+        return pk is None or not Agent.objects.filter(user_id=pk).exists()
+
+    def get_user(self, user_id: Any) -> Any:
+        """The session's user, unless an agent: in the one query every request already makes."""
+        user = User.objects.filter(pk=user_id, agent__isnull=True).first()
+        return user if user is not None and ModelBackend.user_can_authenticate(self, user) else None
 
 
 def client_ip(request: HttpRequest | Request) -> str | None:

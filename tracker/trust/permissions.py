@@ -135,8 +135,27 @@ def access_loaded(user_ids: Iterable[int], rows: Iterable[sql.Row]) -> dict[int,
     return loaded
 
 
+# Where an API key bound to projects leaves its mark on the user object the request carries.
+_BOUND: Final = "_ballet_key_projects"
+
+
+def key_bind(user: User, project_ids: Iterable[int]) -> User:
+    """``user`` as the API key that authenticated the request holds them: bound to
+    ``project_ids``, they act only there, as if no other project existed (each request loads its
+    own user object, so the binding lives as long as the request). No ids: unbound."""
+    bound = frozenset(project_ids)
+    if bound:
+        setattr(user, _BOUND, bound)
+    return user
+
+
+def key_bound(user: Principal | None) -> frozenset[int] | None:
+    """The projects the request's key binds ``user`` to; None: unbound."""
+    return getattr(user, _BOUND, None) if isinstance(user, User) else None
+
+
 def access_of(user: Principal | None) -> Access:
-    """``user``'s access now (once per scope)."""
+    """``user``'s access now (once per scope), within the projects its key is bound to."""
     if isinstance(user, Reader):
         return _joint_access(user)
     if isinstance(user, int):
@@ -146,9 +165,20 @@ def access_of(user: Principal | None) -> Access:
     else:
         pk = user.pk
     cache = _scope.get()
-    if cache is not None and pk in cache:
-        return cache[pk]
-    return access_load([pk])[pk]
+    access = cache[pk] if cache is not None and pk in cache else access_load([pk])[pk]
+    bound = key_bound(user)
+    return access if bound is None else _within(access, bound)
+
+
+def _within(access: Access, bound: frozenset[int]) -> Access:
+    """``access`` within the projects ``bound``: a superuser counts as an owner there."""
+    if not access.active:
+        return access
+    if access.superuser:
+        return Access(active=True, superuser=False, roles=dict.fromkeys(bound, Role.OWNER))
+    return Access(
+        active=True, superuser=False, roles={pid: r for pid, r in access.roles.items() if pid in bound}
+    )
 
 
 def _joint_access(reader: Reader) -> Access:

@@ -64,7 +64,8 @@ class KeyAuthenticationScheme(OpenApiAuthenticationExtension):
                 "An API key (ballet_<prefix>.<secret>, made at /keys/ or POST /api/v1/keys/), acting "
                 "within its scopes: read (GET of the plan, knowledge, search, questions), ask (asking "
                 "and withdrawing questions), work (claims and reports), plan (writes: changesets, "
-                "knowledge, skills, planner sessions). Also `Token KEY` or `Api-Key KEY`. The legacy "
-                "token of POST /api/v1/auth/token/ is accepted the same way, with its user's full access."
+                "knowledge, skills, planner sessions); bound to projects, only there. Also `Token KEY` or "
+                "`Api-Key KEY`. The deprecated legacy token of POST /api/v1/auth/token/ is accepted the same "
+                "way, with its user's full access, until its Sunset date."
             ),
         }

@@ -3,25 +3,29 @@
 REST (``tracker/web/authentication.py``) and MCP (``planner/mcp_server/app.py``) read
 the header here: ``Bearer``, ``Token`` or ``Api-Key`` followed by an API key
 (``ballet_<prefix>.<secret>``) or a legacy REST token (40 letters and digits,
-which keeps its user's full access). A key acts as its user, and only within its
-scopes; the one permission check (``tracker/trust/permissions.py``) still decides what
-the user's roles allow. ``docs/api-keys.md``.
+which keeps its user's full access until ``LEGACY_TOKEN_SUNSET``). A key acts as
+its user, only within its scopes and, bound to projects, only there; the one
+permission check (``tracker/trust/permissions.py``) still decides what the
+user's roles allow. ``docs/api-keys.md``.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, date, datetime, time
 from typing import Final
 
 from django.contrib.auth.models import User
+from django.utils import timezone
 from django.utils.crypto import constant_time_compare
+from django.utils.http import http_date
 from rest_framework.authtoken.models import Token
 
 from tracker.errors import CredentialError, MissingScopeError
 from tracker.models import ApiKey, Scope
 from tracker.services.keys import KEY_PREFIX, PREFIX_CHARS, SECRET_CHARS, key_used, secret_hash
+from tracker.trust.permissions import key_bind
 
 SCHEMES: Final = frozenset({"bearer", "token", "api-key"})
 MAX_CREDENTIAL: Final = 200  # longer than any key or token: refused before any lookup
@@ -45,16 +49,37 @@ def credential_of(authorization: str | None) -> str | None:
     return credential
 
 
+# Legacy tokens (POST /api/v1/auth/token/) work through this day (UTC) and are refused after it
+# (docs/api-keys.md#legacy-tokens); until then their answers carry Deprecation and Sunset headers.
+LEGACY_TOKEN_SUNSET: Final = date(2027, 6, 30)
+_SUNSET_END: Final = datetime.combine(LEGACY_TOKEN_SUNSET, time(23, 59, 59), tzinfo=UTC)
+LEGACY_TOKEN_HEADERS: Final = {"Deprecation": "true", "Sunset": http_date(_SUNSET_END.timestamp())}
+LEGACY_TOKEN_GONE: Final = (
+    f"Legacy API tokens stopped working after {LEGACY_TOKEN_SUNSET.isoformat()}; "
+    f"create an API key at {KEYS_PAGE} and send it as Authorization: Bearer KEY."
+)
+
+
+def legacy_tokens_retired(now: datetime | None = None) -> bool:
+    """Whether the deprecation window of legacy tokens is over."""
+    return (now or timezone.now()) > _SUNSET_END
+
+
 def credential_authenticate(credential: str) -> tuple[User, ApiKey | Token]:
     """The active user ``credential`` belongs to, and the key or legacy token it is; CredentialError
-    with a readable message otherwise."""
+    with a readable message otherwise. A key bound to projects binds the user it returns to them
+    (``tracker.trust.permissions.key_bind``): every check of the request sees only those."""
     if credential.startswith(KEY_PREFIX):
         key = _key(credential)
-        return key.user, key
+        bound = frozenset(key.projects.values_list("pk", flat=True))
+        key.bound_project_ids = bound  # type: ignore[attr-defined]  # read by KeyScopes.of
+        return key_bind(key.user, bound), key
     shaped = len(credential) <= TOKEN_CHARS and credential.isalnum()
     token = Token.objects.select_related("user").filter(key=credential).first() if shaped else None
     if token is None:
         raise CredentialError("Invalid token.")
+    if legacy_tokens_retired():
+        raise CredentialError(LEGACY_TOKEN_GONE)
     if not token.user.is_active:
         raise CredentialError(INACTIVE)
     return token.user, token
@@ -83,10 +108,11 @@ class KeyScopes:
     event loop holds of its key (``planner/mcp_server/app.py``)."""
 
     scopes: tuple[str, ...]
+    projects: frozenset[int] = frozenset()  # bound to these projects; none: unbound
 
     @classmethod
     def of(cls, key: ApiKey) -> KeyScopes:
-        return cls(tuple(key.scopes))
+        return cls(tuple(key.scopes), getattr(key, "bound_project_ids", frozenset()))
 
 
 def scope_require(auth: object, scope: Scope | None, what: str) -> None:

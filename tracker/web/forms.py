@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any, cast
+
 from django import forms
 
-from tracker.models import Scope
+from tracker.models import Project, Scope
 from tracker.services.keys import MAX_EXPIRY_DAYS, MAX_NAME
 from tracker.services.projects import MAX_CREDENTIAL
 
@@ -21,6 +24,18 @@ class KeyCreateForm(forms.Form):
         required=False,
         help_text="Leave empty for a key that does not expire.",
     )
+    projects = forms.MultipleChoiceField(
+        choices=[],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Bound to projects",
+        help_text="Tick none for a key that acts wherever you may; ticked, it acts only in those projects.",
+    )
+
+    def __init__(self, *args: Any, projects: Iterable[Project] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [(project.key, f"{project.key} · {project.name}") for project in projects]
+        cast("forms.MultipleChoiceField", self.fields["projects"]).choices = choices
 
 
 def credential_field(help_text: str) -> forms.CharField:

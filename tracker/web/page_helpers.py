@@ -62,6 +62,19 @@ def with_socket_csp(view: View) -> View:
     return _csp(view, sockets=True)
 
 
+def no_store(view: View) -> View:
+    """Nothing of the answer is kept by a browser or a proxy: a key may be in it (``/keys/``, the
+    members page's new agent)."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    return wrapped
+
+
 def page_user(request: HttpRequest) -> User:
     assert isinstance(request.user, User)  # login_required let only a signed-in user through
     return request.user

@@ -2,7 +2,15 @@
 
 from django.urls import URLPattern, path
 
-from tracker.web import graph_pages, pages, plan_pages, review_pages
+from tracker.web import (
+    comment_pages,
+    graph_pages,
+    item_actions,
+    member_pages,
+    pages,
+    plan_pages,
+    review_pages,
+)
 
 urlpatterns: list[URLPattern] = [
     path("", pages.home, name="home"),
@@ -13,8 +21,53 @@ urlpatterns: list[URLPattern] = [
         pages.project_key_revoke_page,
         name="project-key-revoke",
     ),
+    # Members, invitations and agents (tracker/web/member_pages.py).
+    path("projects/<str:key>/members/", member_pages.members_page, name="members"),
+    path("projects/<str:key>/members/invite/", member_pages.member_invite_page, name="member-invite"),
+    path("projects/<str:key>/members/role/", member_pages.member_role_page, name="member-role"),
+    path("projects/<str:key>/members/remove/", member_pages.member_remove_page, name="member-remove"),
+    path(
+        "projects/<str:key>/invitations/<int:invitation_id>/cancel/",
+        member_pages.invitation_cancel_page,
+        name="invitation-cancel",
+    ),
+    path("projects/<str:key>/agents/", member_pages.agent_create_page, name="agent-create"),
+    path(
+        "projects/<str:key>/agents/keys/<int:key_id>/revoke/",
+        member_pages.agent_key_revoke_page,
+        name="agent-key-revoke",
+    ),
+    path(
+        "invitations/<int:invitation_id>/accept/",
+        member_pages.invitation_accept_page,
+        name="invitation-accept",
+    ),
+    path(
+        "invitations/<int:invitation_id>/decline/",
+        member_pages.invitation_decline_page,
+        name="invitation-decline",
+    ),
     path("projects/<str:key>/", plan_pages.plan, name="plan"),
+    # Before the item's page: "new" is no item key.
+    path("projects/<str:key>/items/new/", item_actions.item_new_page, name="item-new"),
     path("projects/<str:key>/items/<str:item_key>/", plan_pages.item_page, name="item"),
+    path("projects/<str:key>/items/<str:item_key>/edit/", item_actions.item_edit_page, name="item-edit"),
+    path("projects/<str:key>/items/<str:item_key>/move/", item_actions.item_move_page, name="item-move"),
+    path(
+        "projects/<str:key>/items/<str:item_key>/blockers/",
+        item_actions.item_blockers_page,
+        name="item-blockers",
+    ),
+    path("projects/<str:key>/items/<str:item_key>/claim/", item_actions.item_claim_page, name="item-claim"),
+    path(
+        "projects/<str:key>/items/<str:item_key>/release/",
+        item_actions.item_release_page,
+        name="item-release",
+    ),
+    path(
+        "projects/<str:key>/items/<str:item_key>/comments/", comment_pages.comment_page, name="item-comment"
+    ),
+    path("projects/<str:key>/items/<str:item_key>/watch/", comment_pages.watch_page, name="item-watch"),
     path("projects/<str:key>/graph.svg", graph_pages.plan_graph, name="plan-graph"),
     path("projects/<str:key>/changesets/", review_pages.changeset_list_page, name="changeset-list"),
     path(

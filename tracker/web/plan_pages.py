@@ -27,7 +27,7 @@ from tracker.errors import BalletError, NotFoundError, ValidationError
 from tracker.graph.plan_graph import project_graph
 from tracker.graph.svg import graph_context, item_href
 from tracker.models import ChangesetStatus, Claim, Item, ItemKind, Project, Report
-from tracker.models.plan import ALL_STATES
+from tracker.models.plan import ALL_STATES, Priority
 from tracker.plan_selectors import (
     TicketRow,
     activity_recent,
@@ -46,9 +46,12 @@ from tracker.selectors import (
     item_get,
     item_list,
     project_find,
+    project_work_config,
     reports_on,
     runnable_tickets,
 )
+from tracker.trust.permissions import TRACKER_WRITE, has_permission
+from tracker.web.item_actions import item_actions_context
 from tracker.web.page_helpers import page_project, page_user, with_csp
 
 MAX_ITEMS = 2000  # a plan longer than this shows its first ones and says so
@@ -67,6 +70,8 @@ class PlanFilters:
     state: str = ""
     epic: str = ""
     milestone: str = ""
+    priority: str = ""
+    label: str = ""
     q: str = ""
     runnable: bool = False
     layout: str = "tree"
@@ -75,7 +80,16 @@ class PlanFilters:
     @property
     def narrowed(self) -> bool:
         """Whether any filter leaves tickets out (the tree then hides its empty groups)."""
-        return bool(self.kind or self.state or self.epic or self.milestone or self.q or self.runnable)
+        return bool(
+            self.kind
+            or self.state
+            or self.epic
+            or self.milestone
+            or self.priority
+            or self.label
+            or self.q
+            or self.runnable
+        )
 
 
 def _text(params: QueryDict, name: str, limit: int, errors: list[str]) -> str:
@@ -107,6 +121,8 @@ def plan_filters(params: QueryDict) -> PlanFilters:
         state=_choice(params, "state", ALL_STATES, errors),
         epic=_text(params, "epic", MAX_KEY, errors),
         milestone=_text(params, "milestone", MAX_KEY, errors),
+        priority=_choice(params, "priority", tuple(Priority.values), errors),
+        label=_text(params, "label", MAX_KEY, errors),
         q=_text(params, "q", MAX_QUERY, errors),
         runnable=view == "runnable",
         layout=layout,
@@ -116,7 +132,12 @@ def plan_filters(params: QueryDict) -> PlanFilters:
 
 def _filtered(project: Project, filters: PlanFilters, errors: list[str]) -> list[Item]:
     """The items the filters keep, by number; a parent filter naming no epic (milestone) is dropped."""
-    fields = {"kind": filters.kind or None, "state": filters.state or None}
+    fields = {
+        "kind": filters.kind or None,
+        "state": filters.state or None,
+        "priority": filters.priority or None,
+        "label": filters.label or None,
+    }
     parents = {"epic": filters.epic or None, "milestone": filters.milestone or None}
     try:
         qs = item_list(project=project, **parents, **fields)
@@ -205,6 +226,9 @@ def plan(request: HttpRequest, key: str) -> HttpResponse:
         "epics": [p for p in parents if p.kind == ItemKind.EPIC],
         "kinds": ItemKind.values,
         "states": ALL_STATES,
+        "priorities": Priority.values,
+        "labels": project_work_config(project).labels,
+        "can_write": has_permission(user, project, TRACKER_WRITE),
         "activity": [activity_line(e, project_key=key) for e in activity_recent(user=user, project=project)],
         "proposed": changeset_list(project=project, status=ChangesetStatus.PROPOSED).count(),
         "knowledge_url": reverse("knowledge-list", args=[project.key]),
@@ -215,7 +239,7 @@ def plan(request: HttpRequest, key: str) -> HttpResponse:
         project_graph(project=project),
         href=item_href(project),
         title=f"Dependency graph of {project.key}",
-        label=f"Dependency graph of {project.key}, scrolls sideways",
+        label=f"Dependency graph of {project.key}",
     )
     return render(request, "tracker/plan.html", context)
 
@@ -292,4 +316,5 @@ def item_page(request: HttpRequest, key: str, item_key: str) -> HttpResponse:
         "policy": _policy(item),
         "criteria": _criteria(item),
     }
+    context |= item_actions_context(user, project, item)
     return render(request, "tracker/item.html", context)

@@ -10,7 +10,7 @@ what Apply would refuse.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib import messages
@@ -25,10 +25,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from tracker.errors import BalletError, NotFoundError, error_text
 from tracker.graph.impact import ImpactTicket, changeset_impact
+from tracker.graph.plan_graph import PlanGraph
 from tracker.graph.svg import graph_context, item_href
 from tracker.models import Changeset, ChangesetStatus, Project
 from tracker.page_links import item_url
-from tracker.review import changeset_review
+from tracker.review import changeset_review, created_titles
 from tracker.selectors import changeset_get, changeset_list
 from tracker.services.activity import Actor
 from tracker.services.changesets import (
@@ -98,6 +99,11 @@ def review_context(user: User, project: Project, changeset: Changeset) -> dict[s
         "four_eyes_reason": FOUR_EYES_REASON,
         "max_note": MAX_NOTE,
         "impact": impact_shown(project, changeset) if proposed else None,
+        "created": [
+            (titles.get(ref, "A new item"), key)
+            for titles in [created_titles(changeset.operations)]
+            for ref, key in (changeset.created_items or {}).items()
+        ],
         "error": "",
         "note": "",
     }
@@ -126,10 +132,18 @@ def impact_shown(project: Project, changeset: Changeset) -> dict[str, Any]:
         ]
 
     graphs = {}
-    for when, graph in (("before", impact.graph_before), ("after", impact.graph_after)):
-        if graph is not None:
-            title = f"Dependency graph of {project.key} {'now' if when == 'before' else 'once applied'}"
-            graphs[when] = graph_context(graph, href=href, title=title, label=f"{title}, scrolls sideways")
+    before, after = impact.graph_before, impact.graph_after
+    if before is not None:
+        title = f"Dependency graph of {project.key} now"
+        graphs["before"] = graph_context(before, href=href, title=title, label=title)
+    if after is not None:
+        after = _new_named(after)
+        added = frozenset(after.edges) - frozenset(before.edges if before else ())
+        removed = frozenset(before.edges if before else ()) - frozenset(after.edges)
+        title = f"Dependency graph of {project.key} once applied"
+        graphs["after"] = graph_context(
+            after, href=href, title=title, label=title, added=added, removed=removed
+        )
     return {
         "unavailable": impact.unavailable,
         "changes_runnable": impact.changes_runnable,
@@ -144,6 +158,24 @@ def impact_shown(project: Project, changeset: Changeset) -> dict[str, Any]:
         "chain_unchanged": [t.key for t in impact.chain_before] == [t.key for t in impact.chain_after],
         "graphs": graphs,
     }
+
+
+def _new_named(graph: PlanGraph) -> PlanGraph:
+    """The graph once applied with its new tickets called "New 1", "New 2"… in its boxes and
+    list (their titles beside): the impact names them by the changeset's refs (``$login``),
+    which a reader never needs to see."""
+    names = {node.key: f"New {n}" for n, node in enumerate((n for n in graph.nodes if n.new), start=1)}
+    if not names:
+        return graph
+
+    def name(key: str) -> str:
+        return names.get(key, key)
+
+    return PlanGraph(
+        nodes=tuple(replace(node, key=name(node.key)) for node in graph.nodes),
+        edges=tuple((name(a), name(b)) for a, b in graph.edges),
+        chain=tuple(name(key) for key in graph.chain),
+    )
 
 
 def _render_review(

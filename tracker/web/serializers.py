@@ -16,6 +16,7 @@ from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from tracker.models import (
+    ApiKey,
     ChangesetStatus,
     Claim,
     ClaimStatus,
@@ -31,8 +32,17 @@ from tracker.models import (
 )
 from tracker.models.keys import KeyStatus
 from tracker.models.plan import ALL_STATES as ITEM_STATES
+from tracker.models.plan import MAX_LABELS, Priority
 from tracker.operations import LIST as OPERATIONS_LIST
-from tracker.operations import OPERATION_SCHEMA, OPERATIONS, openapi_dialect, operation_schema
+from tracker.operations import (
+    MAX_CRITERIA,
+    MAX_CRITERION,
+    MAX_LABEL,
+    OPERATION_SCHEMA,
+    OPERATIONS,
+    openapi_dialect,
+    operation_schema,
+)
 from tracker.selectors import EffectiveSkill, ItemDependencies, claim_as_read
 from tracker.services.changeset_validation import MAX_RATIONALE, MAX_TITLE
 from tracker.services.changesets import MAX_NOTE
@@ -187,6 +197,8 @@ class ItemSerializer(serializers.Serializer[Item]):
     state = serializers.CharField()
     epic = serializers.CharField(source="epic.key", allow_null=True)
     milestone = serializers.CharField(source="milestone.key", allow_null=True)
+    priority = serializers.ChoiceField(choices=Priority.choices)
+    labels = serializers.ListField(child=serializers.CharField(), help_text="Names, sorted.")
     version = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
@@ -246,6 +258,66 @@ class ItemFilterSerializer(serializers.Serializer[Any]):
     milestone = serializers.CharField(
         max_length=30, required=False, allow_blank=True, help_text="A milestone's key."
     )
+    priority = serializers.ChoiceField(choices=Priority.choices, required=False, allow_blank=True)
+    # DRF's metaclass takes declared fields off the class, so this does not shadow Field.label.
+    label = serializers.CharField(  # type: ignore[assignment]
+        max_length=MAX_LABEL, required=False, allow_blank=True, help_text="Items carrying this label."
+    )
+
+
+class ItemPatchSerializer(StrictSerializer):
+    """``PATCH`` of an item: the version read, and the fields to change (the service checks what
+    needs the plan: states and moves, parents, labels, policy)."""
+
+    version = StrictIntegerField(
+        min_value=1, max_value=MAX_INT, help_text="The item's version as you read it."
+    )
+    title = StrictCharField(max_length=MAX_TITLE, required=False)
+    description = StrictCharField(
+        max_length=MAX_DESCRIPTION, required=False, allow_blank=True, trim_whitespace=False
+    )
+    acceptance_criteria = serializers.ListField(
+        child=StrictCharField(max_length=MAX_CRITERION), max_length=MAX_CRITERIA, required=False
+    )
+    state = serializers.ChoiceField(choices=[(s, s) for s in ITEM_STATES], required=False)
+    epic = StrictCharField(
+        max_length=30, required=False, allow_null=True, help_text="An epic's key, or null."
+    )
+    milestone = StrictCharField(
+        max_length=30, required=False, allow_null=True, help_text="A milestone's key, or null."
+    )
+    priority = serializers.ChoiceField(choices=Priority.choices, required=False)
+    labels = serializers.ListField(
+        child=StrictCharField(max_length=MAX_LABEL),
+        max_length=MAX_LABELS,
+        required=False,
+        help_text="The project's label names; they replace the item's labels.",
+    )
+    policy = serializers.DictField(required=False, help_text="Needs policy.set.")
+    add_blockers = serializers.ListField(
+        child=StrictCharField(max_length=30), max_length=50, required=False, help_text="Keys of new blockers."
+    )
+    remove_blockers = serializers.ListField(
+        child=StrictCharField(max_length=30),
+        max_length=50,
+        required=False,
+        help_text="Keys of blockers to drop.",
+    )
+
+
+class ItemEditedSerializer(ItemDetailSerializer):
+    """The item after an edit applied at once, with the changeset it was applied as."""
+
+    changeset = serializers.IntegerField(help_text="The number of the changeset the edit became.")
+    applied = serializers.BooleanField()
+
+
+class ItemEditProposedSerializer(serializers.Serializer[Any]):
+    """An edit the project's direct_edits (or four eyes) leaves for review."""
+
+    changeset = serializers.IntegerField()
+    applied = serializers.BooleanField()
+    review_url = serializers.CharField()
 
 
 # --- changesets -------------------------------------------------------------------------------
@@ -478,6 +550,11 @@ class KeySerializer(serializers.Serializer[Any]):
     expires_at = serializers.DateTimeField(allow_null=True)
     last_used_at = serializers.DateTimeField(allow_null=True, help_text="Updated at most once a minute.")
     revoked_at = serializers.DateTimeField(allow_null=True)
+    projects = serializers.SerializerMethodField(help_text="Bound to these projects; none: unbound.")
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_projects(self, key: ApiKey) -> list[str]:
+        return [project.key for project in key.projects.all()]
 
 
 class KeyCreatedSerializer(KeySerializer):
@@ -499,6 +576,12 @@ class KeyCreateSerializer(StrictSerializer):
     )
     expires_in_days = StrictIntegerField(
         min_value=1, max_value=MAX_EXPIRY_DAYS, required=False, allow_null=True, help_text="None: never."
+    )
+    projects = serializers.ListField(
+        child=StrictCharField(max_length=10),
+        required=False,
+        max_length=50,
+        help_text="Keys of projects you can read: the key acts only there. None: wherever you may act.",
     )
 
 

@@ -10,8 +10,16 @@ from tracker.web.apis.changesets import (
     ChangesetListApi,
     ChangesetRejectApi,
 )
+from tracker.web.apis.comments import CommentListApi, WatchApi
 from tracker.web.apis.items import ItemDetailApi, ItemListApi, RunnableListApi
 from tracker.web.apis.keys import KeyDetailApi, KeyListApi, ProjectKeyDetailApi, ProjectKeyListApi
+from tracker.web.apis.members import (
+    AgentListApi,
+    InvitationAcceptApi,
+    InvitationDeclineApi,
+    InvitationDetailApi,
+    InvitationListApi,
+)
 from tracker.web.apis.projects import MemberDetailApi, MemberListApi, ProjectDetailApi, ProjectListApi
 from tracker.web.apis.search import ProjectSearchApi
 from tracker.web.apis.skills import SkillDetailApi, SkillListApi
@@ -30,9 +38,22 @@ urlpatterns = [
     path(PROJECT, ProjectDetailApi.as_view(), name="project-detail"),
     path(PROJECT + "members/", MemberListApi.as_view(), name="member-list"),
     path(PROJECT + "members/<str:username>/", MemberDetailApi.as_view(), name="member-detail"),
+    # Nobody joins without accepting (docs/api-keys.md#agents): invitations and agents.
+    path(PROJECT + "invitations/", InvitationListApi.as_view(), name="invitation-list"),
+    path(
+        PROJECT + "invitations/<int:invitation_id>/", InvitationDetailApi.as_view(), name="invitation-detail"
+    ),
+    path("invitations/<int:invitation_id>/accept/", InvitationAcceptApi.as_view(), name="invitation-accept"),
+    path(
+        "invitations/<int:invitation_id>/decline/", InvitationDeclineApi.as_view(), name="invitation-decline"
+    ),
+    path(PROJECT + "agents/", AgentListApi.as_view(), name="agent-list"),
     path(PROJECT + "items/", ItemListApi.as_view(), name="item-list"),
     path(PROJECT + "items/<str:item_key>/", ItemDetailApi.as_view(), name="item-detail"),
     path(PROJECT + "runnable/", RunnableListApi.as_view(), name="runnable-list"),
+    # Talk around an item (docs/domain.md#people): comments with mentions, watching.
+    path(PROJECT + "items/<str:item_key>/comments/", CommentListApi.as_view(), name="item-comments"),
+    path(PROJECT + "items/<str:item_key>/watch/", WatchApi.as_view(), name="item-watch"),
     # Work (docs/domain.md#work): claims on tickets, heartbeats, reports, release.
     path(PROJECT + "items/<str:item_key>/claim/", ClaimTakeApi.as_view(), name="item-claim"),
     path(PROJECT + "claims/", ClaimListApi.as_view(), name="claim-list"),

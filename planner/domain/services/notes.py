@@ -117,11 +117,20 @@ def _report(event: ActivityEvent, data: dict[str, Any]) -> str:
     return line
 
 
+def _comment(event: ActivityEvent, data: dict[str, Any]) -> str:
+    """A person's comment on an item: its first words, quoted like every other text."""
+    line = f"{quoted(event.target)} comment by {quoted(event.actor)}: {quoted(data.get('excerpt', ''))}"
+    if data.get("mentions"):
+        line += f"; mentions: {quoted(data['mentions'])}"
+    return line
+
+
 _BY_PREFIX: dict[str, Callable[[ActivityEvent, dict[str, Any]], str]] = {
     "changeset": _changeset,
     "question": _question,
     "claim": _claim,
     "report": _report,
+    "comment": _comment,
 }
 
 
@@ -287,6 +296,10 @@ def _report_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> s
     return f"{event.target}: a report{_who(event.actor)}{state}"
 
 
+def _comment_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
+    return f"{event.target}: a comment{_who(event.actor)}"
+
+
 def _skill_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
     done = {"version_created": "updated"}.get(action, _state(action))
     return f"skill {event.target.removeprefix('skill:')} {done}{_who(event.actor)}"
@@ -309,6 +322,7 @@ _PHRASES: dict[str, Callable[[ActivityEvent, dict[str, Any], str], str]] = {
     "question": _question_phrase,
     "claim": _claim_phrase,
     "report": _report_phrase,
+    "comment": _comment_phrase,
     "skill": _skill_phrase,
     "project": _project_phrase,
     "membership": _membership_phrase,

@@ -69,6 +69,7 @@ def changeset_preview(input: dict[str, Any], project: Project) -> list[PreviewRo
         fields: list[OperationField] = [
             {
                 "name": _cut(f.name),
+                "label": _cut(f.label),
                 "current": _cut(f.current),
                 "proposed": _cut(f.proposed),
                 "changed": f.changed,

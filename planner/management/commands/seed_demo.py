@@ -6,10 +6,12 @@ changeset) is written through the services, as the demo owner, only while the
 project has no items, so a second run changes nothing. A created user gets a
 generated password, printed once; ``--reset-passwords`` prints new ones and
 ``--password`` sets a given one for both users. The worker ``agent``, a member,
-has no password but an API key with the scopes read, ask and work (printed when
+has no password but an API key bound to DEMO with the scopes read, ask and work (printed when
 created; ``--reset-passwords`` revokes it and prints a new one), one open
 question, waiting for a human (``planner/domain/services/demo.py``), a ticket it carried to done with
-its reports, and a ticket it holds a claim on, with a progress report.
+its reports, one it reported done that waits in review with its comment mentioning ``demo``, and a
+ticket it holds a claim on, with a progress report. A second project, WEB, has an invitation
+waiting for ``viewer``. Users get e-mail addresses (``demo@example.com``, …).
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ from planner.models import Question, QuestionStatus
 from tracker.errors import BalletError
 from tracker.management import demo_content as content
 from tracker.models import (
+    Agent,
     ChangesetStatus,
     Claim,
     Dependency,
+    Invitation,
     Item,
     Membership,
     Organization,
@@ -47,8 +51,10 @@ from tracker.models import (
 from tracker.selectors import changeset_list, claim_list, key_list, runnable_tickets, skill_effective_list
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_propose
+from tracker.services.comments import comment_add
 from tracker.services.items import dependency_add, item_create, item_update
 from tracker.services.keys import key_create, key_revoke
+from tracker.services.members import invitation_create
 from tracker.services.projects import membership_set, project_update
 from tracker.services.skills import skill_version_create
 from tracker.services.work import claim_take, report_add
@@ -101,6 +107,7 @@ class Command(BaseCommand):
                 lines.append(_agent_ensure(owner, project, reset=options["reset_passwords"]))
                 if built:
                     _work_build(owner, User.objects.get(username=AGENT.username), project)
+                    _invitation_build(owner, project)
         except BalletError as exc:
             raise CommandError(f"Cannot seed the demo: {exc.message}") from exc
         self.stdout.write("\n".join(lines))
@@ -148,12 +155,15 @@ def _agent_ensure(owner: User, project: Project, *, reset: bool) -> str:
         agent.set_unusable_password()  # a worker signs in with its API key only
         agent.save(update_fields=["password"])
     if not Membership.objects.filter(project=project, user=agent).exists():
-        membership_set(actor=Actor(user=owner), project=project, username=AGENT.username, role=AGENT.role)
+        membership_set(  # the demo's own user: join at once (tracker.services.members)
+            actor=Actor(user=owner), project=project, username=AGENT.username, role=AGENT.role, join=True
+        )
+    Agent.objects.get_or_create(user=agent, defaults={"project": project, "created_by": owner})
     demo_question_ensure(agent=agent, project=project)
-    return _agent_key_ensure(agent, reset=reset)
+    return _agent_key_ensure(agent, project, reset=reset)
 
 
-def _agent_key_ensure(agent: User, *, reset: bool) -> str:
+def _agent_key_ensure(agent: User, project: Project, *, reset: bool) -> str:
     """The agent's active key named AGENT_KEY, made (and printed, the only time it can be) when it
     has none; ``reset`` revokes it first."""
     who = f"{AGENT.username} ({AGENT.role}, a worker)"
@@ -163,7 +173,7 @@ def _agent_key_ensure(agent: User, *, reset: bool) -> str:
             key_revoke(key=key)
     elif any(key.status == "active" for key in keys):
         return f"{who}: exists, API key unchanged (--reset-passwords prints a new one)"
-    _, secret = key_create(user=agent, name=AGENT_KEY, scopes=AGENT_SCOPES)
+    _, secret = key_create(user=agent, name=AGENT_KEY, scopes=AGENT_SCOPES, projects=[project])
     scopes = "+".join(AGENT_SCOPES)
     return f"{who}: {'new ' if reset else ''}API key ({scopes}): {secret}"
 
@@ -185,7 +195,9 @@ def _project_ensure(owner: User) -> Project:
         # The first owner cannot be granted through membership_set: nobody holds project.admin yet.
         Membership.objects.create(project=project, user=owner, role=OWNER.role)
     if not Membership.objects.filter(project=project, user__username=VIEWER.username).exists():
-        membership_set(actor=Actor(user=owner), project=project, username=VIEWER.username, role=VIEWER.role)
+        membership_set(  # the demo's own user: join at once (tracker.services.members)
+            actor=Actor(user=owner), project=project, username=VIEWER.username, role=VIEWER.role, join=True
+        )
     return project
 
 
@@ -277,9 +289,25 @@ def _work_build(owner: User, agent: User, project: Project) -> None:
         summary=content.RESET_DONE,
         links=list(content.RESET_LINKS),
     )
+    comment_add(actor=worker, item=reset, body=content.RESET_COMMENT)
     claim = claim_take(actor=worker, project=project, item=grid)
     report_add(actor=worker, claim=claim, kind=ReportKind.PROGRESS, summary=content.GRID_PROGRESS)
     Claim.objects.filter(pk=claim.pk).update(expires_at=timezone.now() + DEMO_LEASE)
+
+
+def _invitation_build(owner: User, project: Project) -> None:
+    """The organization's second project, owned by ``demo``, with an invitation waiting for ``viewer``
+    in their inbox (nobody joins a project without accepting); none if the key is taken."""
+    if Project.objects.filter(key=content.WEBSITE_KEY).exists():
+        return
+    website = Project.objects.create(
+        organization=project.organization,
+        key=content.WEBSITE_KEY,
+        name=content.WEBSITE_NAME,
+        description=content.WEBSITE_DESCRIPTION,
+    )
+    Membership.objects.create(project=website, user=owner, role=OWNER.role)  # its first owner
+    invitation_create(actor=Actor(user=owner), project=website, username=VIEWER.username, role=Role.MEMBER)
 
 
 def _tickets(*refs: str) -> list[content.ItemSpec]:
@@ -327,10 +355,12 @@ def _summary(project: Project) -> str:
     waiting = Question.objects.filter(project=project, status=QuestionStatus.OPEN).count()
     claims = claim_list(project=project, active=True).select_related("item__project", "holder")
     claimed = ", ".join(f"{c.item.key} by {c.holder.get_username()}" for c in claims) or "none"
+    pending = Invitation.objects.filter(project__organization=project.organization, status="pending")
+    invited = ", ".join(f"{i.user.get_username()} to {i.project.key}" for i in pending) or "none"
     return (
         f"project {project.key} ({project.name}) in {project.organization.name}: "
         f"{kinds['milestone']} milestones, {kinds['epic']} epics, {kinds['ticket']} tickets, "
         f"{dependencies} dependencies, runnable: {runnable}; {entries} knowledge entries; "
         f"skills: {skills or 'none'}; {proposed} changeset(s) awaiting review; "
-        f"{waiting} open question(s) from agents; claimed: {claimed}."
+        f"{waiting} open question(s) from agents; claimed: {claimed}; invitations waiting: {invited}."
     )

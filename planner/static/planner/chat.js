@@ -936,7 +936,7 @@
       const body = el("tbody");
       for (const field of fields) {
         const tr = el("tr");
-        const name = el("th", null, field.name ?? "");
+        const name = el("th", null, field.label ?? field.name ?? "");
         name.scope = "row";
         tr.append(name);
         if (row.op === "update") {

@@ -19,6 +19,7 @@ from tests.fakes.scripted import Hang, say
 from tests.planner.conftest import frames_until, login_cookie, open_socket, sync, ws_path
 from tracker.errors import NotFoundError
 from tracker.services.activity import Actor
+from tracker.services.members import invitation_accept, invitation_create
 from tracker.services.projects import membership_remove, membership_set
 from tracker.trust.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, has_permission
 
@@ -174,14 +175,16 @@ def test_a_superuser_gets_404_sending_into_someone_elses_session_over_rest(clien
 
 
 async def test_a_readmitted_member_chats_again(scripted, session, member, owner):
+    """Removed, then invited again and accepting (nobody rejoins without accepting)."""
     await sync(membership_remove)(actor=Actor(user=owner), project=session.project, username="member")
     ws = WebsocketCommunicator(router, ws_path(session))
     ws.scope["user"] = member
     await ws.connect()
     assert await closed_with(ws) == 4404
-    await sync(membership_set)(
+    invitation = await sync(invitation_create)(
         actor=Actor(user=owner), project=session.project, username="member", role="member"
     )
+    await sync(invitation_accept)(user=member, invitation=invitation)
     scripted.add(say("Welcome back."))
     ws = await open_socket(session, member)  # the same user object: nothing cached on it
     await ws.send_json_to({"type": "message", "text": "Hello again"})

@@ -53,7 +53,8 @@ def test_a_changeset_reads_as_the_admin_review_shows_it(project, plan):
     )
     assert fields_of(rows) == {"title": "Login work", "rationale": "Users need to sign in."}
     create, update, add, remove = operations_of(rows)
-    assert (create["label"], create["subject"]) == ("Create", "new ticket $login")
+    # A new ticket is named by its title, never by its ref (SPEC § 9 "Everywhere").
+    assert (create["label"], create["subject"]) == ("Create", "new ticket")
     created = {f["name"]: f["proposed"] for f in create["fields"]}
     assert created == {
         "title": "Login form",
@@ -63,9 +64,10 @@ def test_a_changeset_reads_as_the_admin_review_shows_it(project, plan):
     }
     assert (update["label"], update["subject"]) == ("Update", f"{ticket.key} · Old title")
     assert update["fields"] == [
-        {"name": "title", "current": "Old title", "proposed": "New title", "changed": True}
+        {"name": "title", "label": "Title", "current": "Old title", "proposed": "New title", "changed": True}
     ]
-    assert (add["blocker"], add["blocked"]) == ("$login (new: Login form)", f"{ticket.key} · Old title")
+    assert [f["label"] for f in create["fields"]] == ["Title", "Acceptance criteria", "Epic", "State"]
+    assert (add["blocker"], add["blocked"]) == ("Login form (new ticket)", f"{ticket.key} · Old title")
     assert (remove["label"], remove["blocker"]) == ("Remove dependency", f"{blocker.key} · Blocker")
     assert all(not op["errors"] and not op["warning"] for op in (create, update, add, remove))
     json.dumps(rows)  # the rows travel in a frame

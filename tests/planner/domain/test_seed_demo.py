@@ -18,15 +18,19 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from knowledge.models import KnowledgeEntry, KnowledgeRevision
+from planner.domain.inbox import inbox_entries
 from planner.domain.selectors import session_list
 from planner.models import HumanRequest, Question
 from tracker.models import (
     ActivityEvent,
+    Agent,
     ApiKey,
     Changeset,
     ChangesetStatus,
     Claim,
+    Comment,
     Dependency,
+    Invitation,
     Item,
     Membership,
     Organization,
@@ -38,6 +42,7 @@ from tracker.selectors import project_planner_config, runnable_tickets, skill_re
 from tracker.services.activity import Actor
 from tracker.services.changeset_validation import changeset_validate
 from tracker.services.changesets import changeset_apply
+from tracker.services.members import invitation_accept
 from tracker.trust.permissions import (
     CHANGESET_APPLY,
     PLANNER_CHAT,
@@ -117,6 +122,7 @@ def test_history_goes_through_the_services(demo):
         ("report.added", "done"),
         ("claim.taken", None),
         ("report.added", "done"),
+        ("comment.added", None),
         ("claim.taken", None),
         ("report.added", "progress"),
     ]
@@ -195,6 +201,43 @@ def test_users_hold_their_roles(demo):
     assert has_permission(demo_user, demo, CHANGESET_APPLY)
     assert has_permission(viewer, demo, TRACKER_READ)
     assert not has_permission(viewer, demo, TRACKER_WRITE)
+
+
+def test_users_have_e_mail_addresses(demo):
+    addresses = dict(User.objects.values_list("username", "email"))
+    assert addresses == {
+        "demo": "demo@example.com",
+        "viewer": "viewer@example.com",
+        "agent": "agent@example.com",
+    }
+
+
+def test_the_reported_ticket_has_the_agents_comment_mentioning_demo_in_their_inbox(demo):
+    demo_user = User.objects.get(username="demo")
+    (comment,) = Comment.objects.filter(item__project=demo)
+    assert (comment.author.username, comment.item.state) == ("agent", "in_review")
+    assert list(comment.mentions.all()) == [demo_user]
+    kinds = {entry.kind: entry.url for entry in inbox_entries(user=demo_user)}
+    assert kinds["mention"] == f"/projects/DEMO/items/{comment.item.key}/#comment-{comment.pk}"
+    assert kinds["review"] == f"/projects/DEMO/items/{comment.item.key}/"
+
+
+def test_an_invitation_waits_for_viewer_who_is_not_a_member_until_accepting():
+    seed()
+    viewer = User.objects.get(username="viewer")
+    (invitation,) = Invitation.objects.filter(user=viewer)
+    website = invitation.project
+    assert (website.key, website.organization.slug, invitation.status) == ("WEB", "demo", "pending")
+    assert not has_permission(viewer, website, TRACKER_READ)
+    assert [e.kind for e in inbox_entries(user=viewer)] == ["invitation"]
+    invitation_accept(user=viewer, invitation=invitation)
+    assert has_permission(viewer, website, TRACKER_READ)
+
+
+def test_the_agent_is_an_agent_of_demo_with_a_key_bound_to_it(demo):
+    agent = Agent.objects.select_related("user", "project").get()
+    assert (agent.user.username, agent.project) == ("agent", demo)
+    assert [list(key.projects.all()) for key in ApiKey.objects.filter(user=agent.user)] == [[demo]]
 
 
 def test_running_twice_changes_nothing():

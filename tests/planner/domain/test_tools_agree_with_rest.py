@@ -81,7 +81,7 @@ def test_list_items_answers_what_rest_lists(project, viewer, plan, client_for, f
 
     items = tool(viewer, project, "list_items", filters)["items"]
 
-    fields = ("key", "kind", "title", "state", "version", "epic", "milestone")
+    fields = ("key", "kind", "title", "state", "version", "epic", "milestone", "priority", "labels")
     assert [{name: item[name] for name in fields} for item in items] == [
         {name: item[name] for name in fields} for item in listed
     ]
@@ -121,7 +121,19 @@ def test_get_item_reads_what_rest_reads(project, viewer, plan, client_for, index
 
     item = tool(viewer, project, "get_item", {"key": key})
 
-    shared = ("key", "kind", "title", "state", "version", "epic", "milestone", "description", "policy")
+    shared = (
+        "key",
+        "kind",
+        "title",
+        "state",
+        "version",
+        "epic",
+        "milestone",
+        "priority",
+        "labels",
+        "description",
+        "policy",
+    )
     assert {name: item[name] for name in (*shared, "acceptance_criteria")} == {
         name: detail[name] for name in (*shared, "acceptance_criteria")
     }
@@ -191,7 +203,20 @@ def test_the_tools_and_rest_agree_that_a_lapsed_claim_holds_nothing(project, vie
     item = tool(viewer, project, "get_item", {"key": ticket.key})
 
     assert tickets == [
-        {name: row[name] for name in ("key", "kind", "title", "state", "version", "epic", "milestone")}
+        {
+            name: row[name]
+            for name in (
+                "key",
+                "kind",
+                "title",
+                "state",
+                "version",
+                "epic",
+                "milestone",
+                "priority",
+                "labels",
+            )
+        }
         for row in runnable
     ]
     assert ticket.key in [t["key"] for t in tickets]

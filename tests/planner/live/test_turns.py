@@ -396,8 +396,9 @@ async def test_a_round_of_reading_calls_reads_what_they_ask_for_at_once_and_answ
     ]
     model.add(call(calls[0][0], calls[0][1], *calls[1:]), say("Done."))
     await drive(planner, session, member, "Survey")
-    # The human's access and the five statements of the three calls, each read ahead and served
-    assert served == [True] * 6
+    # The human's access and the six statements of the three calls (get_item's four: the item with its
+    # claim, its dependencies, its reports, its comments), each read ahead and served
+    assert served == [True] * 7
     (results,) = await sync(
         lambda: [m.content for m in Message.objects.filter(session=session, kind="tool_results")]
     )()

@@ -159,7 +159,7 @@ async def test_stop_over_the_websocket(scripted, session, member):
 async def test_the_cookie_authenticates_and_the_origin_is_checked(session, member):
     store = SessionStore()
     store[SESSION_KEY] = str(member.pk)
-    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[BACKEND_SESSION_KEY] = "tracker.trust.logins.HumanBackend"
     store[HASH_SESSION_KEY] = member.get_session_auth_hash()
     await sync(store.save)()
     cookie = f"sessionid={store.session_key}".encode()
@@ -181,7 +181,7 @@ async def test_the_cookie_authenticates_and_the_origin_is_checked(session, membe
 async def test_a_cookie_without_a_valid_login_is_closed_as_unauthenticated(session, member, problem):
     store = SessionStore()
     store[SESSION_KEY] = str(member.pk)
-    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[BACKEND_SESSION_KEY] = "tracker.trust.logins.HumanBackend"
     store[HASH_SESSION_KEY] = (
         "not-the-hash" if problem == "stale password hash" else member.get_session_auth_hash()
     )

@@ -121,8 +121,12 @@ def test_the_page_carries_no_inline_script_and_escapes_the_title(signed_in, sess
     html = response.content.decode()
     scripts = re.findall(r"<script\b[^>]*>", html)
     # Only this site's own files; the owner's page also loads the rename and archive controls; the
-    # recent chats' fold (chat_nav.js) comes last.
+    # recent chats' fold (chat_nav.js) comes last. Every page first loads its keyboard shortcuts and
+    # live filters (keys.js), the graph's zoom (graph.js) and the inbox count, from base.html.
     assert scripts == [
+        '<script src="/static/tracker/keys.js" defer>',
+        '<script src="/static/tracker/graph.js" defer>',
+        '<script src="/static/planner/inbox_count.js" defer>',
         '<script src="/static/planner/vendor/markdown-it.min.js" defer>',
         '<script src="/static/planner/vendor/highlight.min.js" defer>',
         '<script src="/static/planner/markdown.js" defer>',

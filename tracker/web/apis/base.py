@@ -17,6 +17,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import get_doc
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
+from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.pagination import BasePagination
 from rest_framework.parsers import JSONParser
@@ -33,6 +34,7 @@ from tracker.selectors import project_get
 from tracker.services.activity import Actor
 from tracker.trust.permissions import require
 from tracker.web.authentication import KeyAuthentication, KeyScope
+from tracker.web.credentials import LEGACY_TOKEN_HEADERS
 from tracker.web.serializers import ErrorSerializer
 
 MAX_JSON_DEPTH = 64
@@ -113,6 +115,15 @@ class BalletApi(APIView):
         ]
         if refused:
             raise ValidationError({name: [NUL_MESSAGE] for name in refused})
+
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
+        """An answer to a legacy token says the token is deprecated and when it stops
+        (``tracker.web.credentials.LEGACY_TOKEN_SUNSET``, RFC 8594 and RFC 9745)."""
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(getattr(request, "_auth", None), Token):
+            for name, value in LEGACY_TOKEN_HEADERS.items():
+                response[name] = value
+        return response
 
     def paginated(
         self,

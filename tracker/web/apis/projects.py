@@ -1,4 +1,5 @@
-"""Projects and their members: list, read, settings and credential, memberships."""
+"""Projects and their members: list, read, settings and credential, members' roles (joining: an
+invitation, ``members.py``)."""
 
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ class MemberListApi(BalletApi):
         return self.paginated(members, MembershipSerializer)
 
     @extend_schema(
-        summary="Add a member or change a member's role",
-        description="Needs project.admin.",
+        summary="Change a member's role",
+        description="Needs project.admin. A user who is not a member is refused (400): nobody joins a "
+        "project without accepting; invite them with POST projects/{key}/invitations/.",
         request=MembershipSetSerializer,
         responses=with_errors({201: MembershipSerializer}, *WRITE_ERRORS),
     )
