@@ -43,7 +43,9 @@ MENTION = re.compile(r"(?<![\w@/.])@([A-Za-z0-9_.+-]{1,150})")
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
+    # breaks: a line break in the text is one on the page, as people expect of a comment or a description
+    options = {"html": False, "linkify": False, "breaks": True}
+    return MarkdownIt("commonmark", options).enable(["table", "strikethrough"])
 
 
 def render(

@@ -34,7 +34,7 @@ from tracker.trust.permissions import (
     has_permission,
     require,
 )
-from tracker.web.serializers import ClaimSerializer, ReportSerializer
+from tracker.web.work_serializers import ClaimSerializer, ReportSerializer
 
 MAX_KNOWLEDGE = 20
 MAX_QUESTIONS = 20

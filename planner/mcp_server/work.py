@@ -19,7 +19,7 @@ from tracker.models import ReportKind
 from tracker.selectors import claim_get, item_get, reports_of
 from tracker.services.work import MAX_LINKS, MAX_SUMMARY_BYTES, claim_release, claim_take, report_add
 from tracker.trust.permissions import TRACKER_READ, TRACKER_WRITE
-from tracker.web.serializers import ClaimDetailSerializer, ReportSerializer
+from tracker.web.work_serializers import ClaimDetailSerializer, ReportSerializer
 
 CLAIM_ID: JsonObject = {"type": "integer", "minimum": 1, "description": "The claim's id (claim_ticket's id)."}
 

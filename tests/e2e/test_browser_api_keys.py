@@ -56,7 +56,7 @@ def test_the_keys_page_fits_a_phone_its_tables_scroll_in_place(page):
     page.goto("/keys/")
     page.get_by_label("Name").fill("a phone's bot")
     page.get_by_role("button", name="Create key").click()
-    expect(page.get_by_role("region", name="Keys of the members of DEMO Courtside")).to_be_visible()
+    expect(page.get_by_role("region", name="Keys bound to DEMO Courtside")).to_be_visible()
 
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     tables = page.locator(".table-scroll")

@@ -32,11 +32,13 @@ from tracker.models import Changeset, Item, Membership, Project, Role
 from tracker.services.activity import Actor
 from tracker.services.items import item_create
 demo = User.objects.get(username="demo")
-agent = User.objects.get(username="agent")
-agent.set_password("{password}")
-agent.save()
 outsider, _ = User.objects.get_or_create(username="outsider")
 project = Project.objects.get(key="DEMO")
+teammate, made = User.objects.get_or_create(username="teammate")
+if made:
+    teammate.set_password("{password}")
+    teammate.save()
+    Membership.objects.create(project=project, user=teammate, role=Role.MEMBER)
 hidden = Project.objects.filter(key="HID").first()
 if hidden is None:
     hidden = Project.objects.create(organization=project.organization, key="HID", name="Hidden")
@@ -58,7 +60,7 @@ print(json.dumps({{
 @pytest.fixture(scope="module")
 def world(server: Server) -> dict[str, Any]:
     """A project demo cannot read (HID) with a ticket, knowledge demo reads and knowledge linked to
-    HID too; the agent (a member: no changeset.apply) may sign in."""
+    HID too; a teammate (a member: no changeset.apply) who signs in."""
     return json.loads(shell(server, WORLD.format(password=PASSWORD)))
 
 
@@ -75,8 +77,8 @@ def sign_in(browser: Any, server: Server, username: str) -> Any:
 
 
 @pytest.fixture
-def agent_page(browser: Any, server: Server, world: dict[str, Any]) -> Iterator[Any]:
-    context = sign_in(browser, server, "agent")
+def member_page(browser: Any, server: Server, world: dict[str, Any]) -> Iterator[Any]:
+    context = sign_in(browser, server, "teammate")
     yield context.pages[0]
     context.close()
 
@@ -240,11 +242,11 @@ def test_four_eyes_refuses_the_proposer_on_the_card_in_words(browser, server, si
         context.close()
 
 
-def test_a_reader_without_changeset_apply_gets_no_buttons(agent_page, script):
-    propose(script, "no-apply-here", "Agent's proposal")
-    new_chat(agent_page)
-    send(agent_page, "no-apply-here")
-    card = agent_page.locator("#chat-log .changeset-card")
+def test_a_reader_without_changeset_apply_gets_no_buttons(member_page, script):
+    propose(script, "no-apply-here", "A teammate's proposal")
+    new_chat(member_page)
+    send(member_page, "no-apply-here")
+    card = member_page.locator("#chat-log .changeset-card")
     expect(card.locator(".card-meta")).to_have_text("1 operation · proposed")
     expect(card.get_by_role("link", name="Review changeset")).to_be_visible()
     expect(card.get_by_role("button")).to_have_count(0)

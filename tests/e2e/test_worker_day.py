@@ -54,12 +54,13 @@ def test_the_seeded_demo_shows_the_agents_work(demo):
     assert [(c["holder"], c["status"], c["item_title"]) for c in claims] == [
         ("agent", "active", "Day view of court availability")
     ]
-    [done] = ended
-    assert done["status"] == "done"
+    reported, done = ended  # newest first: one waits in review, one the owner accepted
+    assert (done["status"], reported["status"]) == ("done", "done")
     detail = demo.get(f"/api/v1/projects/DEMO/claims/{done['id']}/")
     assert [r["kind"] for r in detail["reports"]] == ["progress", "done"]
     assert detail["reports"][1]["links"] == ["https://git.example.com/courtside/courtside/pull/12"]
     assert demo.get(f"/api/v1/projects/DEMO/items/{done['item']}/")["state"] == "done"
+    assert demo.get(f"/api/v1/projects/DEMO/items/{reported['item']}/")["state"] == "in_review"
     progress = demo.get(f"/api/v1/projects/DEMO/claims/{claims[0]['id']}/")["reports"]
     assert [r["kind"] for r in progress] == ["progress"]
 

@@ -404,6 +404,8 @@ def item_form(item: Item, **changes: Any) -> dict[str, Any]:
         "state": item.state,
         "epic": item.epic_id or "",
         "milestone": item.milestone_id or "",
+        "priority": item.priority,
+        "labels": json.dumps(item.labels),
         "policy": json.dumps(item.policy),
         "version_read": item.version,
     }
@@ -423,6 +425,21 @@ def test_item_change_bumps_the_version_and_logs_the_user(client, staff, make_ite
     event = ActivityEvent.objects.filter(verb="item.updated", target=item.key).get()
     assert (event.actor, event.on_behalf_of) == ("user:member", staff["member"])
     assert event.data["changes"]["title"] == ["Before", "After"]
+
+
+def test_priority_and_labels_are_checked_like_a_changesets(client, staff, make_item):
+    item = make_item(title="Labelled")
+    client.force_login(staff["member"])
+    url = admin_url("tracker_item_change", item.pk)
+    refused = client.post(url, item_form(item, labels='["bug", "nonsense"]'))
+    assert "Unknown label nonsense; the project&#x27;s labels are: bug, feature" in refused.content.decode()
+    assert client.post(url, item_form(item, labels='"bug"')).status_code == 200
+    item.refresh_from_db()
+    assert (item.labels, item.version) == ([], 1)
+    saved = client.post(url, item_form(item, labels='["Docs", "bug", "bug"]', priority="urgent"))
+    assert saved.status_code == 302
+    item.refresh_from_db()
+    assert (item.labels, item.priority, item.version) == (["bug", "docs"], "urgent", 2)
 
 
 def test_item_add_goes_through_the_service(client, project, staff, make_item):

@@ -78,6 +78,25 @@ def test_a_stale_edit_shows_the_conflict_and_changes_nothing(client: Client, mem
     assert Changeset.objects.count() == 1
 
 
+def test_a_refused_edit_is_kept_in_the_form_once_at_the_version_now(client: Client, member, make_item):
+    ticket = make_item(title="Old", state="ready", description="First words")
+    post(client, member, item_url(ticket, "edit"), {"version": "1", "title": "Newer"})
+    mine = {"version": "1", "title": "Mine", "description": "My **long** text", "priority": "urgent"}
+
+    page = post(client, member, item_url(ticket, "edit"), mine)
+
+    assertContains(page, '<details class="item-edit" open>')
+    assertContains(page, 'value="Mine"')
+    assertContains(page, ">My **long** text</textarea>")
+    assertContains(page, '<option value="urgent" selected>')
+    assertContains(page, 'name="version" value="2"')  # saving again is an edit of what is there now
+    again = client.get(item_url(ticket))  # shown once
+    assertNotContains(again, 'value="Mine"')
+    assertContains(again, 'value="Newer"')
+    post(client, member, item_url(ticket, "edit"), {**mine, "version": "2"})
+    assert (fresh(ticket).title, fresh(ticket).description) == ("Mine", "My **long** text")
+
+
 def test_the_edit_form_sets_every_field(client: Client, member, make_item):
     milestone = make_item(kind="milestone", title="M")
     epic = make_item(kind="epic", title="E")

@@ -277,15 +277,22 @@ def test_the_ticket_page_shows_everything_about_it(client: Client, owner, member
     assertContains(milestone, "Accounts")
 
 
-def test_a_ticket_shows_its_criteria_policy_and_description_as_text(client: Client, member, make_item):
+def test_a_ticket_shows_its_description_as_markdown_and_its_criteria_and_policy_as_text(
+    client: Client, member, make_item
+):
+    other = make_item(title="Other")
     ticket = make_item(
         title="Export",
-        description="Line one\nLine <b>two</b>",
+        description=f"Line one\nLine <b>two</b>\n\n## Steps\n\n**Bold**, after {other.key} and BAL-999",
         acceptance_criteria=["CSV downloads", "<i>UTF-8</i>"],
         policy={"review": "none"},
     )
     response = page(client, member, item_url(ticket))
-    assertContains(response, "<p>Line one<br>Line &lt;b&gt;two&lt;/b&gt;</p>")
+    assertContains(response, "<p>Line one<br>\nLine &lt;b&gt;two&lt;/b&gt;</p>")
+    assertContains(response, "<h2>Steps</h2>")
+    # A key of the project that exists is a link; one that does not is text.
+    linked = f'<a href="{item_url(other)}">{other.key}</a>'
+    assertContains(response, f"<strong>Bold</strong>, after {linked} and BAL-999")
     assertContains(response, "<li>&lt;i&gt;UTF-8&lt;/i&gt;</li>")
     assertContains(response, "&quot;review&quot;: &quot;none&quot;")
 

@@ -18,7 +18,8 @@ from django.http import HttpRequest
 from tracker.admin.base import BalletAdmin, BalletForm, VersionedForm, actor_of, adopt
 from tracker.errors import ValidationError
 from tracker.models import STATES_BY_KIND, Dependency, Item, ItemKind, Project
-from tracker.selectors import project_planner_config
+from tracker.models.plan import MAX_LABELS, Priority
+from tracker.selectors import project_planner_config, project_work_config
 from tracker.services.changeset_validation import changeset_validate
 from tracker.services.items import dependency_add, dependency_remove, item_create, item_update
 from tracker.trust.permissions import (
@@ -29,7 +30,17 @@ from tracker.trust.permissions import (
     project_ids_with,
 )
 
-ITEM_FORM_FIELDS = ("title", "description", "acceptance_criteria", "state", "epic", "milestone", "policy")
+ITEM_FORM_FIELDS = (
+    "title",
+    "description",
+    "acceptance_criteria",
+    "state",
+    "epic",
+    "milestone",
+    "priority",
+    "labels",
+    "policy",
+)
 PARENT_KINDS: dict[str, tuple[str, ...]] = {
     "epic": (ItemKind.TICKET,),
     "milestone": (ItemKind.EPIC, ItemKind.TICKET),
@@ -74,6 +85,10 @@ class ItemForm(VersionedForm):
     """An item's editable fields, checked as the services and changesets check them."""
 
     acceptance_criteria = LinesField(required=False, help_text="One criterion per line.")
+    priority = forms.ChoiceField(choices=Priority.choices, required=False, initial=Priority.NORMAL)
+    labels = forms.JSONField(
+        required=False, help_text='A list of the project\'s labels ([tracker] labels), such as ["bug"].'
+    )
 
     class Meta:
         model = Item
@@ -100,8 +115,34 @@ class ItemForm(VersionedForm):
             self.add_error("state", f"A {kind}'s state is one of: {', '.join(STATES_BY_KIND[kind])}.")
         for parent, kinds in PARENT_KINDS.items():
             self._check_parent(parent, kinds, project, kind)
+        if not cleaned.get("priority") and "priority" in self.fields:
+            cleaned["priority"] = self.instance.priority if self.instance.pk is not None else Priority.NORMAL
+        self._check_labels(project)
         self._check_policy(project)
         return cleaned
+
+    def _check_labels(self, project: Project) -> None:
+        """The project's label names, sorted and without repeats, as changesets store them."""
+        if "labels" not in self.fields:
+            return
+        labels = self.cleaned_data.get("labels")
+        if labels in (None, ""):
+            self.cleaned_data["labels"] = []
+            return
+        if not isinstance(labels, list) or not all(isinstance(name, str) for name in labels):
+            self.add_error("labels", 'Expected a list of label names, such as ["bug"].')
+            return
+        allowed = project_work_config(project).labels
+        names = sorted({name.strip().lower() for name in labels})
+        unknown = [name for name in names if name not in allowed]
+        if len(names) > MAX_LABELS:
+            self.add_error("labels", f"At most {MAX_LABELS} labels.")
+        elif unknown:
+            choices = ", ".join(allowed) or "none"
+            message = f"Unknown label {', '.join(unknown)}; the project's labels are: {choices}."
+            self.add_error("labels", message)
+        else:
+            self.cleaned_data["labels"] = names
 
     def _check_parent(self, name: str, kinds: tuple[str, ...], project: Project, kind: str) -> None:
         parent = self.cleaned_data.get(name)
@@ -130,9 +171,9 @@ class ItemAdmin(BalletAdmin):
 
     form = ItemForm
     rules = {"view": TRACKER_READ, "add": TRACKER_WRITE, "change": TRACKER_WRITE, "delete": None}
-    list_display = ("item_key", "title", "kind", "state", "epic", "milestone", "version")
+    list_display = ("item_key", "title", "kind", "state", "priority", "epic", "milestone", "version")
     list_display_links = ("item_key", "title")
-    list_filter = ("kind", "state", ("project", RelatedOnlyFieldListFilter))
+    list_filter = ("kind", "state", "priority", ("project", RelatedOnlyFieldListFilter))
     search_fields = ("title", "description")
     list_select_related = ("project", "epic__project", "milestone__project")
 

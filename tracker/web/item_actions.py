@@ -66,6 +66,8 @@ FIELD_WORDS = {
     "non_field_errors": "Edit",
 }
 MAX_FIELD = 25_000  # a form value longer than any field takes is refused before the service sees it
+# The session's copy of a refused edit (field errors, a newer version), given back to the form once.
+EDIT_DRAFT = "ballet_item_edit_draft"
 
 
 @dataclass(frozen=True)
@@ -80,14 +82,46 @@ def move_label(start: str, target: str) -> str:
     return MOVE_WORDS.get((start, target), f"Move to {target.replace('_', ' ')}")
 
 
-def item_actions_context(user: User, project: Project, item: Item) -> dict[str, Any]:
-    """What the item page's actions panel needs: nothing for a reader without tracker.write."""
+def edit_draft_take(request: HttpRequest, item: Item) -> dict[str, Any] | None:
+    """The edit of ``item`` this session sent and had refused, once: the form shows it again."""
+    draft = request.session.get(EDIT_DRAFT)
+    if not isinstance(draft, dict) or draft.get("item") != item.pk:
+        return None
+    del request.session[EDIT_DRAFT]
+    return draft
+
+
+def _edit_values(item: Item, draft: dict[str, Any] | None) -> dict[str, Any]:
+    """What the edit form shows: the item as it is, or the refused edit over it."""
+    values = {
+        "title": item.title,
+        "description": item.description,
+        "criteria": "\n".join(c for c in item.acceptance_criteria if isinstance(c, str))
+        if isinstance(item.acceptance_criteria, list)
+        else "",
+        "epic": item.epic.key if item.epic else "",
+        "milestone": item.milestone.key if item.milestone else "",
+        "priority": item.priority,
+        "labels": list(item.labels) if isinstance(item.labels, list) else [],
+        "refused": False,
+    }
+    if draft is not None:
+        values |= {name: draft[name] for name in values if name in draft} | {"refused": True}
+    return values
+
+
+def item_actions_context(
+    user: User, project: Project, item: Item, draft: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What the item page's actions panel needs: nothing for a reader without tracker.write.
+    ``draft``: an edit that was refused, shown again in the form (opened) to fix or resend."""
     if not has_permission(user, project, TRACKER_WRITE):
         return {"can_write": False}
     config = project_work_config(project)
     parents = list(item_list(project=project).filter(kind__in=[ItemKind.EPIC, ItemKind.MILESTONE]))
     return {
         "can_write": True,
+        "edit": _edit_values(item, draft),
         "moves": [
             Move(target, move_label(item.state, target)) for target in allowed_moves(item.kind, item.state)
         ],
@@ -95,9 +129,6 @@ def item_actions_context(user: User, project: Project, item: Item) -> dict[str, 
         "milestone_choices": [p for p in parents if p.kind == ItemKind.MILESTONE],
         "priorities": Priority.values,
         "label_choices": config.labels,
-        "criteria_text": "\n".join(c for c in item.acceptance_criteria if isinstance(c, str))
-        if isinstance(item.acceptance_criteria, list)
-        else "",
         "edits_applied": direct_edit_allowed(project=project, fields=["title"], dependencies=False),
         "moves_applied": direct_edit_allowed(project=project, fields=["state"], dependencies=False),
     }
@@ -148,13 +179,23 @@ def _version(request: HttpRequest) -> int | str:
 
 
 def _edit(
-    request: HttpRequest, key: str, item_key: str, call: Callable[[Actor, Item], EditOutcome], done: str
+    request: HttpRequest,
+    key: str,
+    item_key: str,
+    call: Callable[[Actor, Item], EditOutcome],
+    done: str,
+    *,
+    keep: Callable[[Item], dict[str, Any]] | None = None,
 ) -> HttpResponse:
+    """Run ``call``, say what came of it, and go back to the item; ``keep`` gives what to hand
+    back to the form if the edit is refused (a draft, :func:`edit_draft_take`)."""
     user, project, item = _writable(request, key, item_key)
     try:
         outcome = call(Actor(user=user), item)
     except BalletError as exc:
         _error_message(request, exc)
+        if keep is not None:
+            request.session[EDIT_DRAFT] = {"item": item.pk, **keep(item)}
     else:
         _outcome_message(request, project, outcome, done)
     return HttpResponseRedirect(_item_url(project, item.key))
@@ -163,6 +204,11 @@ def _edit(
 def _text(request: HttpRequest, name: str) -> str:
     value = request.POST.get(name, "")
     return value.replace("\r\n", "\n")[:MAX_FIELD]
+
+
+def _shown(text: str) -> str:
+    """Text sent in a refused edit, as the form shows it again (without NUL, which the service refused)."""
+    return text.replace("\x00", "")
 
 
 def _parent(request: HttpRequest, name: str) -> str | None:
@@ -208,7 +254,22 @@ def item_edit_page(request: HttpRequest, key: str, item_key: str) -> HttpRespons
             actor=actor, item=item, version=_version(request), fields=edit_fields(request, item)
         ),
         "Saved.",
+        keep=lambda item: _draft(request, item),
     )
+
+
+def _draft(request: HttpRequest, item: Item) -> dict[str, Any]:
+    """The edit form as it was sent, to show again (bounded: the session keeps it)."""
+    post = request.POST
+    return {
+        "title": _shown(_text(request, "title")[:1000]),
+        "description": _shown(_text(request, "description")),
+        "criteria": _shown(_text(request, "acceptance_criteria")),
+        "epic": post.get("epic", "")[:50],
+        "milestone": post.get("milestone", "")[:50],
+        "priority": post.get("priority", "")[:50],
+        "labels": [label[:50] for label in post.getlist("labels")[:50]],
+    }
 
 
 @require_POST

@@ -48,8 +48,15 @@ from tracker.services.members import (
     membership_set,
 )
 from tracker.trust.permissions import PROJECT_ADMIN
-from tracker.web.page_helpers import View, no_store, page_project, page_user, with_csp
-from tracker.web.pages import _form_issued, _form_used
+from tracker.web.page_helpers import (
+    View,
+    form_issued,
+    form_used,
+    no_store,
+    page_project,
+    page_user,
+    with_csp,
+)
 
 ROLE_CHOICES = [(role.value, role.label) for role in Role]
 
@@ -105,7 +112,7 @@ def _members_page(
         "agents": agent_list(project=project),
         "invite_form": invite or InviteForm(),
         "agent_form": agent_form or AgentForm(),
-        "once": _form_issued(request),
+        "once": form_issued(request),
         "made": made,
         "me": request.user,
     }
@@ -199,7 +206,7 @@ def mcp_config(request: HttpRequest, secret: str) -> str:
 def agent_create_page(request: HttpRequest, key: str) -> HttpResponse:
     """A new agent and its key: the answer shows the key, this once."""
     project = _owned(request, key)
-    if not _form_used(request, request.POST.get("once", "")):
+    if not form_used(request, request.POST.get("once", "")):
         messages.info(
             request, "That form was sent already; its key was shown once. Revoke it if no one copied it."
         )

@@ -7,6 +7,7 @@ The planner's and the knowledge base's pages use the same.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from functools import wraps
 
@@ -90,3 +91,24 @@ def page_project(user: User, key: str, permission: str = TRACKER_READ) -> Projec
     except PermissionDeniedError as exc:
         raise PermissionDenied(exc.message) from exc
     return project
+
+
+# The session's one-time values of forms whose answer shows a secret once (a new key, a new agent).
+KEY_FORMS = "ballet_key_forms"
+MAX_KEY_FORMS = 10
+
+
+def form_issued(request: HttpRequest) -> str:
+    """A new form's one-time value, kept in the session with the few last ones (several tabs)."""
+    once = secrets.token_urlsafe(16)
+    request.session[KEY_FORMS] = [*request.session.get(KEY_FORMS, [])[-(MAX_KEY_FORMS - 1) :], once]
+    return once
+
+
+def form_used(request: HttpRequest, once: str) -> bool:
+    """Whether ``once`` was issued and not used yet; it is used now."""
+    issued: list[str] = request.session.get(KEY_FORMS, [])
+    if once not in issued:
+        return False
+    request.session[KEY_FORMS] = [value for value in issued if value != once]
+    return True

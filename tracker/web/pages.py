@@ -9,7 +9,6 @@ belong to the planner.
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 
 from django.contrib import messages
@@ -36,11 +35,9 @@ from tracker.services.keys import key_create, key_projects_clean, key_revoke
 from tracker.trust.permissions import PROJECT_ADMIN, AnyUser, project_ids_with, visible_projects
 from tracker.web.credentials import LEGACY_TOKEN_SUNSET
 from tracker.web.forms import KeyCreateForm
-from tracker.web.page_helpers import no_store, page_project, page_user, with_csp
+from tracker.web.page_helpers import form_issued, form_used, no_store, page_project, page_user, with_csp
 
 MAX_LISTED_KEYS = 200
-KEY_FORMS = "ballet_key_forms"  # the session's one-time values of new-key forms not sent yet
-MAX_KEY_FORMS = 10
 
 
 @dataclass(frozen=True)
@@ -96,7 +93,7 @@ def keys(request: HttpRequest) -> HttpResponse:
     a POST is the page itself (the key is kept nowhere to show after a redirect), so each form
     carries a one-time value: a reload that sends the form again makes no second key."""
     user = page_user(request)
-    if request.method == "POST" and not _form_used(request, request.POST.get("once", "")):
+    if request.method == "POST" and not form_used(request, request.POST.get("once", "")):
         sent = "That form was sent already; its key was shown once. Revoke it if no one copied it."
         messages.info(request, sent)
         return HttpResponseRedirect(reverse("keys"))
@@ -116,7 +113,7 @@ def keys(request: HttpRequest) -> HttpResponse:
     owned = Project.objects.filter(pk__in=project_ids_with(user, PROJECT_ADMIN))
     context = {
         "form": form,
-        "once": _form_issued(request),
+        "once": form_issued(request),
         "keys": key_list(user=user)[:MAX_LISTED_KEYS],
         "made": made,
         "secret": secret,
@@ -124,22 +121,6 @@ def keys(request: HttpRequest) -> HttpResponse:
         "sunset": LEGACY_TOKEN_SUNSET,
     }
     return render(request, "tracker/keys.html", context)
-
-
-def _form_issued(request: HttpRequest) -> str:
-    """A new form's one-time value, kept in the session with the few last ones (several tabs)."""
-    once = secrets.token_urlsafe(16)
-    request.session[KEY_FORMS] = [*request.session.get(KEY_FORMS, [])[-(MAX_KEY_FORMS - 1) :], once]
-    return once
-
-
-def _form_used(request: HttpRequest, once: str) -> bool:
-    """Whether ``once`` was issued and not used yet; it is used now."""
-    issued: list[str] = request.session.get(KEY_FORMS, [])
-    if once not in issued:
-        return False
-    request.session[KEY_FORMS] = [value for value in issued if value != once]
-    return True
 
 
 @require_POST

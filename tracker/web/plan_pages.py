@@ -51,7 +51,7 @@ from tracker.selectors import (
     runnable_tickets,
 )
 from tracker.trust.permissions import TRACKER_WRITE, has_permission
-from tracker.web.item_actions import item_actions_context
+from tracker.web.item_actions import edit_draft_take, item_actions_context
 from tracker.web.page_helpers import page_project, page_user, with_csp
 
 MAX_ITEMS = 2000  # a plan longer than this shows its first ones and says so
@@ -316,5 +316,5 @@ def item_page(request: HttpRequest, key: str, item_key: str) -> HttpResponse:
         "policy": _policy(item),
         "criteria": _criteria(item),
     }
-    context |= item_actions_context(user, project, item)
+    context |= item_actions_context(user, project, item, draft=edit_draft_take(request, item))
     return render(request, "tracker/item.html", context)

@@ -16,21 +16,14 @@ from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from tracker.models import (
-    ApiKey,
     ChangesetStatus,
-    Claim,
-    ClaimStatus,
     Item,
     ItemKind,
     Membership,
     Project,
-    Report,
-    ReportKind,
     Role,
-    Scope,
     SkillScope,
 )
-from tracker.models.keys import KeyStatus
 from tracker.models.plan import ALL_STATES as ITEM_STATES
 from tracker.models.plan import MAX_LABELS, Priority
 from tracker.operations import LIST as OPERATIONS_LIST
@@ -43,14 +36,11 @@ from tracker.operations import (
     openapi_dialect,
     operation_schema,
 )
-from tracker.selectors import EffectiveSkill, ItemDependencies, claim_as_read
+from tracker.selectors import EffectiveSkill, ItemDependencies
 from tracker.services.changeset_validation import MAX_RATIONALE, MAX_TITLE
 from tracker.services.changesets import MAX_NOTE
-from tracker.services.keys import MAX_EXPIRY_DAYS
-from tracker.services.keys import MAX_NAME as MAX_KEY_NAME
 from tracker.services.projects import MAX_CREDENTIAL
 from tracker.services.skills import MAX_BODY as MAX_SKILL_BODY
-from tracker.services.work import MAX_REASON as MAX_RELEASE_REASON
 from tracker.trust.permissions import permissions_for
 
 MAX_INT = 2**31 - 1
@@ -533,134 +523,6 @@ class SearchHitSerializer(serializers.Serializer[Any]):
 
 class SearchResultsSerializer(serializers.Serializer[Any]):
     results = SearchHitSerializer(many=True)
-
-
-# --- API keys ---------------------------------------------------------------------------------
-
-
-class KeySerializer(serializers.Serializer[Any]):
-    """An API key as its owner sees it: never its secret."""
-
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    prefix = serializers.CharField(help_text="The start of the key (ballet_PREFIX.…), to tell keys apart.")
-    scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.values))
-    status = serializers.ChoiceField(choices=KeyStatus.choices)
-    created_at = serializers.DateTimeField()
-    expires_at = serializers.DateTimeField(allow_null=True)
-    last_used_at = serializers.DateTimeField(allow_null=True, help_text="Updated at most once a minute.")
-    revoked_at = serializers.DateTimeField(allow_null=True)
-    projects = serializers.SerializerMethodField(help_text="Bound to these projects; none: unbound.")
-
-    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
-    def get_projects(self, key: ApiKey) -> list[str]:
-        return [project.key for project in key.projects.all()]
-
-
-class KeyCreatedSerializer(KeySerializer):
-    key = serializers.CharField(help_text="Send it as Authorization: Bearer KEY. Shown here only, once.")
-
-
-class MemberKeySerializer(KeySerializer):
-    user = serializers.CharField(source="user.username", help_text="The member whose key it is.")
-
-
-class KeyCreateSerializer(StrictSerializer):
-    name = StrictCharField(max_length=MAX_KEY_NAME)
-    scopes = serializers.ListField(
-        child=serializers.ChoiceField(choices=Scope.values),
-        min_length=1,
-        max_length=len(Scope.values),
-        help_text="read: the plan, knowledge, search, questions; ask: ask and withdraw questions; "
-        "work: claims and reports; plan: propose changesets, write knowledge and skills, planner sessions.",
-    )
-    expires_in_days = StrictIntegerField(
-        min_value=1, max_value=MAX_EXPIRY_DAYS, required=False, allow_null=True, help_text="None: never."
-    )
-    projects = serializers.ListField(
-        child=StrictCharField(max_length=10),
-        required=False,
-        max_length=50,
-        help_text="Keys of projects you can read: the key acts only there. None: wherever you may act.",
-    )
-
-
-# --- work: claims and reports (docs/domain.md#work) ---------------------------------------------
-
-
-class ReportSerializer(serializers.Serializer[Report]):
-    id = serializers.IntegerField()
-    claim = serializers.IntegerField(source="claim_id")
-    item = serializers.CharField(source="item.key")
-    author = serializers.CharField(source="author.username")
-    kind = serializers.ChoiceField(choices=ReportKind.choices)
-    summary = serializers.CharField(help_text="Markdown, as the holder wrote it.")
-    links = serializers.ListField(child=serializers.URLField())
-    details = serializers.DictField()
-    created_at = serializers.DateTimeField()
-
-
-class ReportCreatedSerializer(ReportSerializer):
-    claim_status = serializers.ChoiceField(
-        source="claim.status", choices=ClaimStatus.choices, help_text="The claim's status after the report."
-    )
-    item_state = serializers.CharField(source="item.state", help_text="The ticket's state after the report.")
-
-
-class ClaimSerializer(serializers.Serializer[Claim]):
-    """A claim as it reads now: one whose lease ran out reads as expired, swept or not."""
-
-    id = serializers.IntegerField()
-    item = serializers.CharField(source="item.key")
-    item_title = serializers.CharField(source="item.title")
-    holder = serializers.CharField(source="holder.username")
-    status = serializers.ChoiceField(choices=ClaimStatus.choices)
-    created_at = serializers.DateTimeField()
-    renewed_at = serializers.DateTimeField()
-    expires_at = serializers.DateTimeField(help_text="When the lease runs out without a heartbeat or report.")
-    ended_at = serializers.DateTimeField(allow_null=True)
-    end_reason = serializers.CharField()
-
-    def to_representation(self, instance: Claim) -> dict[str, Any]:
-        return dict(super().to_representation(claim_as_read(instance)))
-
-
-class ClaimDetailSerializer(ClaimSerializer):
-    reports = serializers.SerializerMethodField()
-
-    @extend_schema_field(ReportSerializer(many=True))
-    def get_reports(self, claim: Claim) -> list[dict[str, Any]]:
-        return [dict(row) for row in ReportSerializer(self.context["reports"], many=True).data]
-
-
-class ClaimFilterSerializer(serializers.Serializer[Any]):
-    active = serializers.ChoiceField(
-        choices=["true", "false"],
-        required=False,
-        help_text="true: only claims whose lease holds; false: only ended ones (a lapsed lease has ended).",
-    )
-
-
-class ReportCreateSerializer(StrictSerializer):
-    """Types only: the service checks the kind, blankness, sizes and URLs, for REST and MCP alike,
-    and names every bad field at once."""
-
-    kind = StrictCharField(help_text="progress, done, blocked or failed.")
-    summary = StrictCharField(
-        allow_blank=True, trim_whitespace=False, help_text="Markdown, at most 20,000 bytes."
-    )
-    links = serializers.ListField(
-        child=StrictCharField(allow_blank=True, trim_whitespace=False),
-        required=False,
-        help_text="At most 20 absolute http(s) URLs.",
-    )
-    details = serializers.DictField(required=False, help_text="Any JSON object, at most 20,000 bytes.")
-
-
-class ClaimReleaseSerializer(StrictSerializer):
-    reason = StrictCharField(
-        max_length=MAX_RELEASE_REASON, required=False, allow_blank=True, trim_whitespace=False
-    )
 
 
 class NoInputSerializer(StrictSerializer):

@@ -24,7 +24,7 @@ from tracker.web.apis.base import (
     project_for,
     with_errors,
 )
-from tracker.web.serializers import (
+from tracker.web.key_serializers import (
     KeyCreatedSerializer,
     KeyCreateSerializer,
     KeySerializer,

@@ -40,8 +40,8 @@ from tracker.web.apis.base import (
     project_for,
     with_errors,
 )
+from tracker.web.key_serializers import KeySerializer
 from tracker.web.serializers import (
-    KeySerializer,
     MembershipSerializer,
     StrictCharField,
     StrictIntegerField,

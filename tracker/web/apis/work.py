@@ -21,12 +21,12 @@ from tracker.web.apis.base import (
     project_for,
     with_errors,
 )
-from tracker.web.serializers import (
+from tracker.web.serializers import NoInputSerializer
+from tracker.web.work_serializers import (
     ClaimDetailSerializer,
     ClaimFilterSerializer,
     ClaimReleaseSerializer,
     ClaimSerializer,
-    NoInputSerializer,
     ReportCreatedSerializer,
     ReportCreateSerializer,
     ReportSerializer,

@@ -1,0 +1,24 @@
+"""``{{ text|markdown:project }}``: Markdown a person or an agent wrote (a description, a report,
+a rationale, an answer), rendered safely on the server (``ballet.markdown``), with the keys of
+``project``'s items that exist linked to their pages."""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.safestring import SafeString
+
+from ballet.markdown import render
+from tracker.comment_selectors import existing_keys
+from tracker.models import Project
+from tracker.page_links import item_url
+
+register = template.Library()
+
+
+@register.filter
+def markdown(text: object, project: Project | None = None) -> SafeString:
+    body = text if isinstance(text, str) else ""
+    if project is None:
+        return render(body)
+    keys = existing_keys(project=project, texts=[body])
+    return render(body, link_key=lambda key: item_url(project.key, key) if key in keys else None)
