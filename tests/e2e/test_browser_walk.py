@@ -94,8 +94,15 @@ def test_a_team_leads_morning(browser: Any, server: Server, width: str) -> None:
     expect(comment.locator(".mention")).to_have_text("@demo")
     fits(lead)
 
-    # Accept the reported ticket from its page.
+    # Accept the reported ticket from its page: on a phone its actions come under its title.
     expect(lead.locator(".item-badges")).to_contain_text("in review")
+    actions, text = (lead.locator(f"#{name}-heading").bounding_box() for name in ("actions", "description"))
+    assert actions
+    assert text
+    if width == "375":
+        assert actions["y"] < text["y"], (actions, text)
+    else:  # beside the text, in the column of the ticket's details
+        assert actions["x"] > text["x"] + text["width"], (actions, text)
     lead.get_by_role("button", name="Accept (done)").click()
     expect(lead.locator(".messages")).to_contain_text("Applied as changeset")
     expect(lead.locator(".item-badges")).to_contain_text("done")
