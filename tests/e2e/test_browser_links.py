@@ -229,6 +229,10 @@ def test_four_eyes_refuses_the_proposer_on_the_card_in_words(browser, server, si
         new_chat(page)
         send(page, "four-eyes-here")
         card = page.locator("#chat-log .changeset-card")
+        # The card whole and the turn over (as the test of applying waits), then the click: a click
+        # while the turn still lays the transcript out can land beside the button on a loaded machine.
+        expect(card.locator(".card-meta")).to_have_text("1 operation · proposed")
+        expect(page.locator("#chat-log")).to_contain_text("Proposed for your review.")
         apply = card.get_by_role("button", name=re.compile("^Apply changeset"))
         apply.click()
         expect(card.get_by_role("alert")).to_have_text(
