@@ -40,6 +40,19 @@ MAX_CRITERION: Final = 500
 MAX_KEY: Final = 30  # a project key (10) + "-" + a number's digits
 MAX_REFERENCE: Final = 60  # an item key, or "$" + a ref
 MAX_LABEL: Final = 30  # as ``[tracker] labels`` allows (ballet/env.py)
+
+
+def labels_checked(names: Sequence[str], allowed: Sequence[str]) -> tuple[list[str], str | None]:
+    """``names`` as an item stores them (lowercase, sorted, each once), and what is wrong with them
+    against the project's ``allowed`` labels (None: nothing). Changesets and the admin ask alike."""
+    labels = sorted({name.strip().lower() for name in names})
+    unknown = [name for name in labels if name not in allowed]
+    if not unknown:
+        return labels, None
+    choices = ", ".join(allowed) if allowed else "none (the project has no labels)"
+    return labels, f"Unknown label {', '.join(unknown)}; the project's labels are: {choices}."
+
+
 # The whole string: in Python's re (which jsonschema uses) "$" also matches before a final "\n".
 REF_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,49}$(?!\n)"
 NOT_BLANK: Final = r"\S"

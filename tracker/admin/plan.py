@@ -19,6 +19,7 @@ from tracker.admin.base import BalletAdmin, BalletForm, VersionedForm, actor_of,
 from tracker.errors import ValidationError
 from tracker.models import STATES_BY_KIND, Dependency, Item, ItemKind, Project
 from tracker.models.plan import MAX_LABELS, Priority
+from tracker.operations import labels_checked
 from tracker.selectors import project_planner_config, project_work_config
 from tracker.services.changeset_validation import changeset_validate
 from tracker.services.items import dependency_add, dependency_remove, item_create, item_update
@@ -132,15 +133,11 @@ class ItemForm(VersionedForm):
         if not isinstance(labels, list) or not all(isinstance(name, str) for name in labels):
             self.add_error("labels", 'Expected a list of label names, such as ["bug"].')
             return
-        allowed = project_work_config(project).labels
-        names = sorted({name.strip().lower() for name in labels})
-        unknown = [name for name in names if name not in allowed]
+        names, wrong = labels_checked(labels, project_work_config(project).labels)
         if len(names) > MAX_LABELS:
             self.add_error("labels", f"At most {MAX_LABELS} labels.")
-        elif unknown:
-            choices = ", ".join(allowed) or "none"
-            message = f"Unknown label {', '.join(unknown)}; the project's labels are: {choices}."
-            self.add_error("labels", message)
+        elif wrong:
+            self.add_error("labels", wrong)
         else:
             self.cleaned_data["labels"] = names
 

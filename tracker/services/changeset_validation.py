@@ -17,7 +17,7 @@ from typing import Any
 
 from tracker.errors import ValidationError
 from tracker.models import STATES_BY_KIND, Dependency, Item, ItemKind, Project
-from tracker.operations import FIELD_NAMES, OPERATION_KINDS, operations_errors
+from tracker.operations import FIELD_NAMES, OPERATION_KINDS, labels_checked, operations_errors
 from tracker.selectors import item_number, project_work_config
 
 ITEM_FIELDS = FIELD_NAMES
@@ -181,12 +181,9 @@ class _Validator:
 
     def _field_labels(self, path: str, kind: str, value: list[str]) -> list[str]:
         """The project's label names, sorted and without repeats; an unknown name is an error."""
-        allowed = project_work_config(self.project).labels
-        names = sorted({name.strip().lower() for name in value})
-        unknown = [name for name in names if name not in allowed]
-        if unknown:
-            choices = ", ".join(allowed) if allowed else "none (the project has no labels)"
-            self.errors.add(path, f"Unknown label {', '.join(unknown)}; the project's labels are: {choices}.")
+        names, wrong = labels_checked(value, project_work_config(self.project).labels)
+        if wrong:
+            self.errors.add(path, wrong)
         return names
 
     def _field_policy(self, path: str, kind: str, value: dict[str, Any]) -> dict[str, Any]:
