@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
+from planner.ground import ending
 from planner.ground.bridge import db
 from planner.live.hub import hub
 from planner.mcp_server.app import mcp_app
@@ -52,8 +53,7 @@ class LeaseSweep:
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await ending.cancelled([task], "the sweep of expired claims")
 
     async def sweep(self) -> int:
         """One sweep: how many claims it ended (0 when it failed)."""
@@ -88,9 +88,13 @@ async def start() -> None:
 
 
 async def stop() -> None:
-    await lease_sweep.stop()
-    await mcp_app.lifetime.close()
-    await hub.stop()
+    """Each part stops within a bound (``planner/ground/ending.py``), and the hub stops whatever
+    came before it: a process that cannot stop cannot start again either."""
+    try:
+        await lease_sweep.stop()
+        await mcp_app.lifetime.close()
+    finally:
+        await hub.stop()
 
 
 @contextlib.asynccontextmanager

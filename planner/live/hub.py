@@ -37,7 +37,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from planner.agent.frames import Frame
-from planner.ground import process
+from planner.ground import ending, process
 from planner.ground.bridge import db
 from planner.ground.process import HEARTBEAT_SECONDS, PROCESS_ID, stamped
 from planner.ground.turns import LiveTurn
@@ -138,11 +138,11 @@ class Hub:
     async def stop(self) -> None:
         """Stop beating, sweeping and relaying; turns still running here are the caller's to await."""
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await self.relay.close()
-        self.loop = self._thread = None
+        try:
+            await ending.cancelled(tasks, "the hub's tasks")
+            await ending.bounded(self.relay.close(), "the relay's close")
+        finally:
+            self.loop = self._thread = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Hub]:

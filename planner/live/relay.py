@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from planner.agent.frames import Frame
+from planner.ground import ending
 from planner.ground.turns import FramesOut
 from planner.live import broadcast
 from planner.live.broadcast import Broadcast
@@ -267,12 +268,10 @@ class Relay:
         """Stop receiving and keeping memberships, and forget them (the hub stops)."""
         if self._loop is asyncio.get_running_loop():
             tasks = [*self._tasks, *(t for t in (self._starting, self._reconnecting) if t is not None)]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*self._leaving, return_exceptions=True)
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await ending.ended(list(self._leaving), "the relay's groups being left")
+            await ending.cancelled(tasks, "the relay's tasks")
             if self._presence is not None:
-                await self._presence.close()
+                await ending.bounded(self._presence.close(), "the relay's Redis connections")
         self._forget()
 
     def _forget(self) -> None:

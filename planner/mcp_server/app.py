@@ -39,6 +39,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
 from planner.domain.tools.base import ToolOutcome, error_output
+from planner.ground import ending
 from planner.ground.bridge import db
 from planner.mcp_server.tools import DEFINITIONS, tool_call
 from tracker.errors import CredentialError, RateLimitedError, UnavailableError
@@ -194,8 +195,7 @@ class Lifetime:
         """Stop the session manager."""
         task, self._task, self._manager = self._task, None, None
         if task is not None and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await ending.cancelled([task], "the MCP session manager")
 
 
 async def _answer(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
