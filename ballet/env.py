@@ -165,6 +165,35 @@ class WorkConfig(QuestionsTable, WorkTable, TrackerTable):
 
 
 @dataclass(frozen=True, config=SECTION)
+class WebhooksTable:
+    """``[webhooks]`` (docs/events.md#webhooks)."""
+
+    # Deliver to private, loopback and link-local addresses too (a receiver on this host or the LAN).
+    allow_private: Annotated[bool, Env("BALLET_WEBHOOKS_ALLOW_PRIVATE")] = False
+
+
+EMAIL_BACKENDS = ("console", "smtp", "file")
+
+
+@dataclass(frozen=True, config=SECTION)
+class EmailTable:
+    """``[email]`` (docs/events.md#e-mail): how Ballet sends its mail, through Django's backends."""
+
+    backend: Annotated[Literal["console", "smtp", "file"], Env("BALLET_EMAIL_BACKEND")] = "console"
+    file_path: Annotated[OptionalText, Env("BALLET_EMAIL_FILE_PATH")] = None  # the file backend's folder
+    host: Annotated[Text, Env("BALLET_EMAIL_HOST")] = "localhost"
+    port: Annotated[Count, Field(le=65535), Env("BALLET_EMAIL_PORT")] = 25
+    user: Annotated[OptionalText, Env("BALLET_EMAIL_USER")] = None
+    password: Annotated[OptionalText, Env("BALLET_EMAIL_PASSWORD")] = dataclasses.field(
+        default=None, repr=False
+    )
+    tls: Annotated[bool, Env("BALLET_EMAIL_TLS")] = False
+    from_: Annotated[Text, Field(alias="from"), Env("BALLET_EMAIL_FROM")] = "Ballet <ballet@localhost>"
+    # The address pages are reached at, for the links in mail (no trailing slash).
+    base_url: Annotated[Text, Env("BALLET_EMAIL_BASE_URL")] = "http://127.0.0.1:8000"
+
+
+@dataclass(frozen=True, config=SECTION)
 class LimitsConfig:
     """The abuse limits of docs/trust.md#limits: ``[limits]`` in ballet.toml, ``BALLET_LIMIT_<NAME>``."""
 
@@ -259,7 +288,7 @@ class ServerConfig:
 
 
 # The tables of ballet.toml; the server's settings come from the environment only.
-FILE_TABLES = ("planner", "limits", "work", "questions", "tracker", "prices")
+FILE_TABLES = ("planner", "limits", "work", "questions", "tracker", "webhooks", "email", "prices")
 
 
 class BalletSettings(BaseSettings):
@@ -272,6 +301,8 @@ class BalletSettings(BaseSettings):
     work: WorkTable = WorkTable()
     questions: QuestionsTable = QuestionsTable()
     tracker: TrackerTable = TrackerTable()
+    webhooks: WebhooksTable = WebhooksTable()
+    email: EmailTable = EmailTable()
     # A table for a model with a default price may give only the prices it changes.
     prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
     server: ServerConfig = ServerConfig()
@@ -308,8 +339,8 @@ def _environment_names() -> dict[tuple[str, str], tuple[str, ...]]:
     for section, info in BalletSettings.model_fields.items():
         for name, field_info in getattr(info.annotation, "__pydantic_fields__", {}).items():
             for mark in field_info.metadata:
-                if isinstance(mark, Env):
-                    names[section, name] = mark.names
+                if isinstance(mark, Env):  # by the key the file uses ([email] from: a Python keyword)
+                    names[section, field_info.alias or name] = mark.names
     return names
 
 

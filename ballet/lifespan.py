@@ -1,6 +1,7 @@
 """What a server process runs beside its requests, started with the server and stopped with it:
 the planner's hub (``planner/live/hub.py``), the MCP session manager and, in the embedded mode,
-which runs no Celery beat, the sweep that ends claims whose lease ran out (docs/domain.md#work).
+which runs no Celery beat nor worker, the sweep that ends claims whose lease ran out
+(docs/domain.md#work) and the sender of webhook deliveries (docs/events.md#webhooks).
 
 Servers that send the ASGI lifespan events start and stop them there. Daphne sends none: the
 first connection it serves starts them, once, on the server's one event loop, and they end
@@ -13,15 +14,21 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
 
 from planner.ground import ending
 from planner.ground.bridge import db
 from planner.live.hub import hub
 from planner.mcp_server.app import mcp_app
+from tracker.mail import mail_sender
+from tracker.services.webhooks import SendRun, bell, deliveries_send
 from tracker.services.work import claims_expire
 
 logger = logging.getLogger(__name__)
@@ -76,6 +83,71 @@ class LeaseSweep:
 lease_sweep = LeaseSweep()
 
 
+class WebhookDeliveries:
+    """The embedded server sends its webhooks' deliveries itself, as production's worker does
+    (``tracker.deliver_webhooks``): woken by ``bell`` once deliveries commit, and when the next
+    retry is due (every ``tick`` seconds at most: another process may have queued some). Each run
+    is ``deliveries_send`` on a thread of its own, never on the event loop; a run that fails is
+    logged and the next one runs."""
+
+    def __init__(self, tick: float = 60.0, first: float = 60.0) -> None:
+        self.tick, self.first = tick, first
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = threading.Event()
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webhook-deliveries")
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._stopping = threading.Event()
+            context = contextvars.Context()  # it outlives whatever request started the server
+            self._task = asyncio.get_running_loop().create_task(self._run(), context=context)
+
+    async def stop(self) -> None:
+        """The run on its way takes no new delivery and finishes those it sent, on its thread."""
+        task, self._task = self._task, None
+        if task is not None:
+            self._stopping.set()
+            await ending.cancelled([task], "the webhook deliveries")
+
+    async def run(self) -> float:
+        """One run: the seconds until the next delivery may be due."""
+        try:
+            sent = await asyncio.get_running_loop().run_in_executor(self._thread, _send, self._stopping)
+        except Exception:
+            logger.exception("sending webhook deliveries failed; the next run is in %ss", self.tick)
+            return self.tick
+        if sent.next_due is None:
+            return self.tick
+        return min(self.tick, max(0.5, (sent.next_due - timezone.now()).total_seconds()))
+
+    async def _run(self) -> None:
+        woken = bell.listen()
+        try:
+            wait = self.first
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), timeout=wait)
+                woken.clear()
+                wait = await self.run()
+        finally:
+            bell.forget(woken)
+
+
+def _send(stopping: threading.Event) -> SendRun:
+    close_old_connections()
+    try:
+        return deliveries_send(stop=stopping)
+    finally:
+        close_old_connections()
+
+
+webhook_deliveries = WebhookDeliveries()
+
+
 async def start() -> None:
     await hub.start()
     try:
@@ -85,6 +157,8 @@ async def start() -> None:
         raise
     if not settings.PRODUCTION_MODE:  # production's Celery beat runs tracker.expire_claims
         await lease_sweep.start()
+        await webhook_deliveries.start()  # and its worker tracker.deliver_webhooks
+        await mail_sender.start(run=db)  # and tracker.send_mail, tracker.send_digests
 
 
 async def stop() -> None:
@@ -92,6 +166,8 @@ async def stop() -> None:
     came before it: a process that cannot stop cannot start again either."""
     try:
         await lease_sweep.stop()
+        await webhook_deliveries.stop()
+        await mail_sender.stop()
         await mcp_app.lifetime.close()
     finally:
         await hub.stop()

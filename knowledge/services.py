@@ -222,7 +222,12 @@ def knowledge_update(
         project=None,
         verb="knowledge.updated",
         target=f"knowledge:{locked.pk}",
-        data={"title": locked.title, "version": locked.version, "fields": sorted(fields)},
+        data={
+            "title": locked.title,
+            "version": locked.version,
+            "fields": sorted(fields),
+            "projects": sorted(locked.projects.values_list("key", flat=True)),
+        },
     )
     search_index_on_commit(KNOWLEDGE, [locked.pk])
     return locked

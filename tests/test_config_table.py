@@ -57,6 +57,11 @@ def limit(key: str, default: int) -> Row:
     return Row(f"limits.{key}", f"BALLET_LIMIT_{key.upper()}", default, " 7 ", 7, "8", 8)
 
 
+def email(key: str, default: Any, text: str, toml: str) -> Row:
+    """A text of ``[email]``: the variable's text and the file's value are what they give."""
+    return Row(f"email.{key}", f"BALLET_EMAIL_{key.upper()}", default, text, text, toml, toml.strip('"'))
+
+
 def server(key: str, variable: str, text: str, value: Any = None, default: Any = None) -> Row:
     return Row(f"server.{key}", variable, default, text, text if value is None else value)
 
@@ -125,6 +130,16 @@ ROWS = [
         toml_value=("ui", "backend"),
         per_project=True,
     ),
+    Row("webhooks.allow_private", "BALLET_WEBHOOKS_ALLOW_PRIVATE", False, "1", True, "true", True),
+    email("backend", "console", "file", '"smtp"'),
+    email("file_path", None, "/tmp/ballet-mail", '"/var/mail/ballet"'),
+    email("host", "localhost", "smtp.example.com", '"mx.example.com"'),
+    Row("email.port", "BALLET_EMAIL_PORT", 25, "587", 587, "465", 465),
+    email("user", None, "ballet", '"bot"'),
+    email("password", None, "pw-env", '"pw-file"'),
+    Row("email.tls", "BALLET_EMAIL_TLS", False, "1", True, "true", True),
+    email("from", "Ballet <ballet@localhost>", "Team <team@example.com>", '"B <b@example.com>"'),
+    email("base_url", "http://127.0.0.1:8000", "https://ballet.example.com", '"https://b.example.com"'),
     limit("messages_per_minute", 20),
     limit("running_turns_per_user", 3),
     limit("running_turns_per_project", 10),
@@ -185,7 +200,7 @@ def toml_file(monkeypatch, tmp_path: Path, text: str) -> None:
 
 def setting(loaded: BalletSettings, key: str) -> Any:
     section, name = key.split(".")
-    return getattr(getattr(loaded, section), name)
+    return getattr(getattr(loaded, section), "from_" if name == "from" else name)  # a Python keyword
 
 
 def file_text(row: Row, value: str | None = None) -> str:

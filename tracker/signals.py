@@ -12,3 +12,11 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 changeset_decided = Signal()
+
+# Events were committed (``tracker/services/events.py``): ``project_ids``, the projects whose feeds
+# have news. The planner wakes the feeds' waiters, in every process (planner/live/event_waits.py).
+events_recorded = Signal()
+
+# People's inboxes changed (``tracker/services/notifications.py``), once committed: ``user_ids``.
+# The planner tells each one's live count in the header (planner/live/inbox_waits.py).
+inbox_changed = Signal()

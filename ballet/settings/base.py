@@ -242,6 +242,21 @@ AXES_DISABLE_ACCESS_LOG = True  # failures only: no row per successful login
 AXES_VERBOSE = False
 AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "csrfmiddlewaretoken"]  # masked in stored form data
 
+# Mail (docs/events.md#e-mail): [email] / BALLET_EMAIL_*, through Django's backends.
+EMAIL = config.email
+EMAIL_BACKEND = {
+    "console": "django.core.mail.backends.console.EmailBackend",
+    "smtp": "django.core.mail.backends.smtp.EmailBackend",
+    "file": "django.core.mail.backends.filebased.EmailBackend",
+}[EMAIL.backend]
+EMAIL_FILE_PATH = EMAIL.file_path or str(BASE_DIR / "db" / "mail")
+EMAIL_HOST, EMAIL_PORT, EMAIL_USE_TLS = EMAIL.host, EMAIL.port, EMAIL.tls
+EMAIL_HOST_USER, EMAIL_HOST_PASSWORD = EMAIL.user or "", EMAIL.password or ""
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = SERVER_EMAIL = EMAIL.from_
+BALLET_BASE_URL = EMAIL.base_url.rstrip("/")
+BALLET_WEBHOOKS = config.webhooks
+
 # Celery: eager in the embedded mode, Redis broker in production.
 # An eager task still takes a producer; a memory broker named without a host makes kombu warn
 # ("No hostname was supplied") on every task a new user's first run starts.
@@ -256,7 +271,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 # Task modules beside the apps' tasks.py that autodiscovery finds.
-CELERY_IMPORTS = ("tracker.work_tasks",)
+CELERY_IMPORTS = ("tracker.work_tasks", "tracker.webhook_tasks")
 # Beat keeps its schedule in memory and writes no file (docs/operations.md#celery-beat): every entry
 # runs every few seconds, so a restarted beat has nothing worth remembering, and it needs no
 # writable directory (a read-only checkout or container works).
@@ -266,6 +281,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "start-waiting-planner-work": {"task": "planner.start_waiting_work", "schedule": 10.0},
     # Claims whose lease ran out (docs/domain.md#work); the embedded server sweeps them itself.
     "expire-claims": {"task": "tracker.expire_claims", "schedule": 30.0},
+    # People's mail (docs/events.md#e-mail): what a worker missed; the digests go once a day.
+    "send-mail": {"task": "tracker.send_mail", "schedule": 10.0},
+    "send-digests": {"task": "tracker.send_digests", "schedule": 600.0},
+    # Webhook deliveries due (docs/events.md#webhooks): retries, and those whose publish was lost.
+    "deliver-webhooks": {"task": "tracker.deliver_webhooks", "schedule": 5.0},
 }
 
 # Search (docs/search.md): the sentence-embedding backend (tracker.search.embeddings); the local
@@ -316,6 +336,8 @@ SPECTACULAR_SETTINGS = {
         "ClaimStatusEnum": "tracker.models.work.ClaimStatus",
         "ReportKindEnum": "tracker.models.work.ReportKind",
         "ChangesetStatusEnum": "tracker.models.ChangesetStatus",
+        # The catalogue of events (docs/events.md#the-catalogue): the feed's and the webhooks'.
+        "EventTypeEnum": "tracker.services.events.EVENT_TYPES",
     },
 }
 

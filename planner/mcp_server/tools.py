@@ -54,10 +54,12 @@ from planner.domain.tools.plan import ITEM_KEY
 from planner.ground.bridge import db
 from planner.live.question_waits import MAX_WAIT_SECONDS, question_await
 from planner.live.runner import runner
+from planner.mcp_server.events import WAIT_FOR_EVENTS, events_waited
 from planner.mcp_server.work import RELEASE_CLAIM, WORK_SPECS, release_spec
 from planner.models import Question, QuestionStatus
 from planner.web.serializers import QuestionSerializer
 from tracker.errors import BalletError, CredentialError
+from tracker.event_selectors import EventPage, events_after
 from tracker.models import Project, Scope
 from tracker.selectors import project_by_id, project_get
 from tracker.trust.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, key_bind, require
@@ -173,6 +175,7 @@ SPECS: dict[str, ToolSpec] = {
     ASK_QUESTION.name: ASK_QUESTION,
     GET_QUESTION.name: GET_QUESTION,
     **{spec.name: spec for spec in WORK_SPECS},
+    WAIT_FOR_EVENTS.name: WAIT_FOR_EVENTS,
 }
 DEFINITIONS: tuple[types.Tool, ...] = tuple(_definition(spec) for spec in SPECS.values())
 # The scope an API key needs for each tool.
@@ -184,6 +187,7 @@ SCOPES: dict[str, Scope] = {
     "get_brief": Scope.READ,
     "report": Scope.WORK,
     "release_claim": Scope.WORK,
+    WAIT_FOR_EVENTS.name: Scope.READ,
 }
 assert SCOPES.keys() == SPECS.keys(), "every tool names the scope it needs"
 
@@ -292,6 +296,27 @@ def _read(user_id: int, project_id: int, question_id: int, key: KeyScopes | None
     return _serialized(found)
 
 
+async def _events(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> ToolOutcome:
+    """``wait_for_events``: read as any tool; wait for the first event when there was none."""
+    ran = await _run(user_id, WAIT_FOR_EVENTS, arguments, key)
+    if ran.project_id is None:
+        return ran.outcome
+    project_id = ran.project_id
+
+    def read(after: int, types: tuple[str, ...]) -> EventPage:
+        with access_scope():
+            user = _user(user_id, key)
+            return events_after(user=user, project=project_by_id(project_id), after=after, types=types)
+
+    try:
+        return await events_waited(ran.outcome, project_id=project_id, arguments=arguments, read=read)
+    except BalletError as exc:
+        return refused(exc)
+
+
+WAITING = {ASK_QUESTION.name: _ask, GET_QUESTION.name: _get, WAIT_FOR_EVENTS.name: _events}
+
+
 async def tool_call(user_id: int, name: str, arguments: Any, *, key: KeyScopes | None) -> ToolOutcome:
     """Run the MCP tool ``name`` as the user ``user_id`` within the scopes of ``key`` (None: the
     legacy token); a refusal comes back as an error outcome."""
@@ -305,10 +330,9 @@ async def tool_call(user_id: int, name: str, arguments: Any, *, key: KeyScopes |
         return refused(exc)
     if not isinstance(arguments, dict):
         return ToolOutcome(error_output("invalid_input", "The input must be a JSON object."), True)
-    if spec is ASK_QUESTION:
-        return await _ask(user_id, arguments, key)
-    if spec is GET_QUESTION:
-        return await _get(user_id, arguments, key)
+    waits = WAITING.get(name)  # the tools that may wait, on the event loop
+    if waits is not None:
+        return await waits(user_id, arguments, key)
     if spec is RELEASE_CLAIM:  # with an API key only the holder lets a claim go
         spec = release_spec(by_key=key is not None)
     return (await _run(user_id, spec, arguments, key)).outcome

@@ -6,6 +6,7 @@ from planner.web import inbox_pages, pages, settings_pages
 
 urlpatterns: list[URLPattern] = [
     path("inbox/", inbox_pages.inbox, name="planner-inbox"),
+    path("inbox/stream/", inbox_pages.inbox_stream, name="planner-inbox-stream"),
     path("inbox/<str:entry>/dismiss/", inbox_pages.inbox_dismiss_page, name="planner-inbox-dismiss"),
     path("projects/<str:key>/chat/", pages.chat_list, name="planner-chat-list"),
     path("projects/<str:key>/chat/<uuid:session>/", pages.chat, name="planner-chat"),

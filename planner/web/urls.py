@@ -14,6 +14,7 @@ from planner.web.apis import (
     SessionUsageApi,
 )
 from planner.web.brief_api import ItemBriefApi
+from planner.web.event_apis import EventListApi, EventStreamApi
 from planner.web.inbox_apis import InboxApi, InboxDismissApi
 from planner.web.question_apis import (
     QuestionAnswerApi,
@@ -48,6 +49,8 @@ urlpatterns = [
         QuestionWithdrawApi.as_view(),
         name="question-withdraw",
     ),
+    path("projects/<str:key>/events/", EventListApi.as_view(), name="event-list"),
+    path("projects/<str:key>/events/stream/", EventStreamApi.as_view(), name="event-stream"),
     path("projects/<str:key>/usage/", ProjectUsageApi.as_view(), name="project-usage"),
     path("inbox/", InboxApi.as_view(), name="inbox"),
     path("inbox/<str:entry>/dismiss/", InboxDismissApi.as_view(), name="inbox-dismiss"),

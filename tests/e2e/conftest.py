@@ -156,7 +156,17 @@ def agent_token(server: Server) -> str:
 @pytest.fixture(params=[("wide", "light"), ("375", "light"), ("wide", "dark")], ids="-".join)
 def tab(request: pytest.FixtureRequest, browser: Any, server: Server, signed_in: str) -> Iterator[Any]:
     """A signed-in page, wide and light, at 375 px, and wide and dark; no script error allowed."""
-    width, scheme = request.param
+    yield from _tab(request.param, browser, server, signed_in)
+
+
+@pytest.fixture(params=[("wide", "light"), ("wide", "dark")], ids="-".join)
+def wide_tab(request: pytest.FixtureRequest, browser: Any, server: Server, signed_in: str) -> Iterator[Any]:
+    """:func:`tab`, wide only: for pages the phone test checks at 375 px, light and dark."""
+    yield from _tab(request.param, browser, server, signed_in)
+
+
+def _tab(variant: tuple[str, str], browser: Any, server: Server, signed_in: str) -> Iterator[Any]:
+    width, scheme = variant
     context = browser.new_context(
         base_url=server.url, storage_state=signed_in, viewport=VIEWPORTS[width], color_scheme=scheme
     )

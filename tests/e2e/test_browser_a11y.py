@@ -186,11 +186,12 @@ def test_the_home_page_is_accessible(tab, waiting_chat):
     ],
     ids=["plan-and-graph", "board", "ticket", "knowledge"],
 )
-def test_the_plan_graph_ticket_and_knowledge_pages_are_accessible(tab, path):
-    response = tab.goto(path)
+def test_the_plan_graph_ticket_and_knowledge_pages_are_accessible(wide_tab, path):
+    """Wide, light and dark; at 375 px, light and dark, test_browser_phone.py checks them."""
+    response = wide_tab.goto(path)
     assert response is not None
     assert response.status == 200
-    assert_accessible(tab)
+    assert_accessible(wide_tab)
 
 
 def test_the_review_with_its_graphs_is_accessible(tab, server):

@@ -19,7 +19,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
 from tests.e2e.chat_page import new_chat
-from tests.e2e.conftest import VIEWPORTS
+from tests.e2e.conftest import VIEWPORTS, shell
 from tests.e2e.test_browser_a11y import FAILING, report
 from tests.e2e.test_browser_review import assert_fits, knowledge_entry, propose
 
@@ -66,7 +66,19 @@ def places(browser: Any, server: Any, signed_in: str) -> dict[str, str]:
     finally:
         context.close()
     assert ticket
+    webhook = shell(
+        server,
+        "from django.contrib.auth.models import User; from tracker.models import Project; "
+        "from tracker.services.activity import Actor; "
+        "from tracker.services.webhook_endpoints import webhook_create, webhook_ping; "
+        "actor, project = Actor(user=User.objects.get(username='demo')), Project.objects.get(key='DEMO'); "
+        "hook, _ = webhook_create(actor=actor, project=project, name='Team chat', "
+        "url='https://hooks.example.com/ballet/a-rather-long-path-that-must-wrap-on-a-phone', "
+        "format='slack'); "
+        "webhook_ping(actor=actor, project=project, webhook_id=hook.pk); print(hook.pk)",
+    ).split()[-1]
     return {
+        "webhook": f"/projects/DEMO/webhooks/{webhook}/",
         "review": f"/projects/DEMO/changesets/{number}/",
         "entry": f"/projects/DEMO/knowledge/{knowledge_entry(server)}/",
         "chat": chat,
@@ -91,6 +103,9 @@ PAGES = {
     "keys": "/keys/",
     "inbox": "/inbox/",
     "members": "/projects/DEMO/members/",
+    "webhooks": "/projects/DEMO/webhooks/",
+    "webhook": "{webhook}",
+    "notifications": "/notifications/",
 }
 
 

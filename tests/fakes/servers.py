@@ -482,6 +482,13 @@ class Worker:
             self.process.wait(timeout=10)
         self._signal(signal.SIGKILL)  # a pool child left behind
 
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool at once, as a crash or the OOM killer does."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self._signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
     def restart(self) -> Worker:
         self.stop()
         return self.start()

@@ -3,7 +3,16 @@
 from tracker.models.access import Membership, Organization, Project, Role
 from tracker.models.activity import ActivityEvent
 from tracker.models.changesets import Changeset, ChangesetStatus
+from tracker.models.events import (
+    DeliveryStatus,
+    Event,
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookFormat,
+)
 from tracker.models.keys import Agent, ApiKey, Scope
+from tracker.models.notifications import Mail, MailStatus, NotificationPreference, NotifyKind, NotifyMode
 from tracker.models.people import Comment, Dismissal, Invitation, InvitationStatus, Notice, Watch
 from tracker.models.plan import (
     EPIC_STATES,
@@ -33,14 +42,21 @@ __all__ = [
     "Claim",
     "ClaimStatus",
     "Comment",
+    "DeliveryStatus",
     "Dependency",
     "Dismissal",
+    "Event",
     "Invitation",
     "InvitationStatus",
     "Item",
     "ItemKind",
+    "Mail",
+    "MailStatus",
     "Membership",
     "Notice",
+    "NotificationPreference",
+    "NotifyKind",
+    "NotifyMode",
     "Organization",
     "Priority",
     "Project",
@@ -56,4 +72,8 @@ __all__ = [
     "SkillVersion",
     "Sweep",
     "Watch",
+    "Webhook",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookFormat",
 ]

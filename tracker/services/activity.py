@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.db.models import F
 
 from tracker.models import ActivityEvent, Organization, Project
+from tracker.services.events import events_from_activity
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,15 @@ def activity_record(
     target: str,
     data: dict[str, Any] | None = None,
 ) -> ActivityEvent:
-    """Append one event; call inside the transaction of the change it records.
+    """Append one event, and the typed events it makes (``tracker/services/events.py``); call
+    inside the transaction of the change it records.
 
     The organization row's counter is bumped with an UPDATE, which holds the
     row lock to commit, so seqs are allocated in commit order.
     """
     Organization.objects.filter(pk=organization_id).update(activity_seq=F("activity_seq") + 1)
     seq = Organization.objects.values_list("activity_seq", flat=True).get(pk=organization_id)
-    return ActivityEvent.objects.create(
+    activity = ActivityEvent.objects.create(
         organization_id=organization_id,
         project=project,
         seq=seq,
@@ -63,3 +65,5 @@ def activity_record(
         target=target,
         data=data or {},
     )
+    events_from_activity(activity)
+    return activity

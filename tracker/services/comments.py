@@ -3,10 +3,11 @@
 A comment is a person's Markdown note on an item. Writing one needs ``tracker.write`` in the item's
 project whatever ``[tracker] direct_edits`` says (a comment changes nothing in the plan). Its
 ``@name`` mentions are the project's active members it names; anyone else named is just text. The
-comment, its mentions, an activity event (``comment.added``: the pages' activity and the planner's
-change notes tell it) and the inbox notices it causes are stored in one transaction: a mention for
-each member named, a ``comment`` notice for each watcher who may still read the project (the
-author is never told of their own comment, and nobody twice).
+comment, its mentions and an activity event (``comment.added``: the pages' activity and the planner's
+change notes tell it) are stored in one transaction, and so is what the event causes
+(``tracker/services/notify_audience.py``): a mention for each member named, a ``comment`` notice for
+each watcher or claim holder who may still read the project (the author is never told of their own
+comment, and nobody twice), and their mail.
 """
 
 from __future__ import annotations
@@ -17,26 +18,15 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from ballet.markdown import mentioned_names
-from tracker.comment_selectors import MAX_BODY, members_named, watcher_ids
+from tracker.comment_selectors import MAX_BODY, members_named
 from tracker.errors import ValidationError
 from tracker.inputs import NUL_MESSAGE, one_line
-from tracker.models import Comment, Item, Notice, Watch
-from tracker.page_links import item_url
+from tracker.models import Comment, Item, Watch
 from tracker.services.activity import Actor, activity_record
-from tracker.trust.permissions import (
-    TRACKER_READ,
-    TRACKER_WRITE,
-    access_load,
-    access_scope,
-    has_permission,
-    require,
-)
+from tracker.trust.permissions import TRACKER_READ, TRACKER_WRITE, require
 
 EXCERPT: Final = 200  # how much of a comment its activity event carries
-MAX_NOTICE_TITLE: Final = 300  # Notice.title's length
 COMMENT_VERB: Final = "comment.added"
-MENTION_KIND: Final = "mention"
-COMMENT_KIND: Final = "comment"
 
 
 def comment_body(body: Any) -> str:
@@ -55,8 +45,8 @@ def comment_body(body: Any) -> str:
 
 def comment_add(*, actor: Actor, item: Item, body: Any) -> Comment:
     """``actor`` comments on ``item``: the comment, its mentions, the activity event and the inbox
-    notices, all or nothing. NotFoundError for whoever cannot read the project, PermissionDeniedError
-    for a reader without ``tracker.write``, ValidationError for a bad body."""
+    notices it causes, all or nothing. NotFoundError for whoever cannot read the project,
+    PermissionDeniedError for a reader without ``tracker.write``, ValidationError for a bad body."""
     project = item.project
     require(actor.user, project, TRACKER_WRITE)
     text = comment_body(body)
@@ -78,33 +68,7 @@ def comment_add(*, actor: Actor, item: Item, body: Any) -> Comment:
                 "mentions": [user.get_username() for user in mentioned],
             },
         )
-        _notify(comment, author, mentioned)
     return comment
-
-
-def _notify(comment: Comment, author: User, mentioned: list[User]) -> None:
-    """A ``mention`` notice for each member mentioned, a ``comment`` notice for each watcher who
-    may read the project now; never the author, nobody twice."""
-    item = comment.item
-    url = f"{item_url(item.project.key, item.key)}#comment-{comment.pk}"
-    name = author.get_username()
-
-    def notice(user_id: int, kind: str, words: str) -> Notice:
-        title = one_line(f"{name} {words} {item.key}: {item.title}", MAX_NOTICE_TITLE)
-        return Notice(user_id=user_id, project=item.project, kind=kind, title=title, url=url)
-
-    told = {author.pk}
-    notices = []
-    for user in mentioned:
-        if user.pk not in told:
-            told.add(user.pk)
-            notices.append(notice(user.pk, MENTION_KIND, "mentioned you on"))
-    watchers = [pk for pk in watcher_ids(item=item) if pk not in told]
-    with access_scope(within=True):  # one query for all of them; one removed from the project is not told
-        access_load(watchers)
-        readers = [pk for pk in watchers if has_permission(pk, item.project, TRACKER_READ)]
-    notices.extend(notice(pk, COMMENT_KIND, "commented on") for pk in readers)
-    Notice.objects.bulk_create(notices)
 
 
 def watch_set(*, user: User, item: Item, on: bool) -> bool:

@@ -28,11 +28,13 @@ from tracker.models import (
     InvitationStatus,
     Membership,
     Notice,
+    NotifyKind,
     Project,
     Role,
 )
 from tracker.services.activity import Actor, activity_record
 from tracker.services.keys import key_create, key_name_clean
+from tracker.services.notifications import notify_users
 from tracker.trust.permissions import PROJECT_ADMIN, require
 
 MAX_USERNAME = 150
@@ -108,13 +110,10 @@ def invitation_create(
     except IntegrityError as exc:  # a twin invitation committed meanwhile
         message = f"{name} has a pending invitation to {project.key} already."
         raise ValidationError({field: [message]}, message) from exc
-    Notice.objects.create(
-        user=user,
-        project=project,
-        kind="invitation",
-        title=f"{actor.user.get_username()} invites you to {project.key} · {project.name} as {role}"[:300],
-        url=INBOX_URL,
-    )
+    title = f"{actor.user.get_username()} invites you to {project.key} · {project.name} as {role}"[:300]
+    Notice.objects.create(user=user, project=project, kind="invitation", title=title, url=INBOX_URL)
+    # Their mail and their live count (docs/events.md#people); the inbox lists the invitation itself.
+    notify_users([user], NotifyKind.INVITATION, title, f"{INBOX_URL}#invitation-{invitation.pk}", project)
     _record(actor, project, "invitation.created", f"user:{name}", role=role, invitation=invitation.pk)
     return invitation
 

@@ -7,14 +7,23 @@ from tracker.web import (
     graph_pages,
     item_actions,
     member_pages,
+    notify_pages,
     pages,
     plan_pages,
     review_pages,
+    webhook_pages,
 )
 
 urlpatterns: list[URLPattern] = [
     path("", pages.home, name="home"),
     path("keys/", pages.keys, name="keys"),
+    # E-mail settings and the link of every mail that stops a kind (tracker/web/notify_pages.py).
+    path("notifications/", notify_pages.notify_settings_page, name="notify-settings"),
+    path(
+        "notifications/unsubscribe/<str:token>/",
+        notify_pages.unsubscribe_page,
+        name="notify-unsubscribe",
+    ),
     path("keys/<int:key_id>/revoke/", pages.key_revoke_page, name="key-revoke"),
     path(
         "projects/<str:key>/keys/<int:key_id>/revoke/",
@@ -46,6 +55,35 @@ urlpatterns: list[URLPattern] = [
         "invitations/<int:invitation_id>/decline/",
         member_pages.invitation_decline_page,
         name="invitation-decline",
+    ),
+    # Webhooks (tracker/web/webhook_pages.py): owners only.
+    path("projects/<str:key>/webhooks/", webhook_pages.webhooks_page, name="webhooks"),
+    path("projects/<str:key>/webhooks/new/", webhook_pages.webhook_create_page, name="webhook-create"),
+    path("projects/<str:key>/webhooks/<int:webhook_id>/", webhook_pages.webhook_page, name="webhook"),
+    path(
+        "projects/<str:key>/webhooks/<int:webhook_id>/edit/",
+        webhook_pages.webhook_update_page,
+        name="webhook-update",
+    ),
+    path(
+        "projects/<str:key>/webhooks/<int:webhook_id>/enabled/",
+        webhook_pages.webhook_enabled_page,
+        name="webhook-enabled",
+    ),
+    path(
+        "projects/<str:key>/webhooks/<int:webhook_id>/delete/",
+        webhook_pages.webhook_delete_page,
+        name="webhook-delete",
+    ),
+    path(
+        "projects/<str:key>/webhooks/<int:webhook_id>/ping/",
+        webhook_pages.webhook_ping_page,
+        name="webhook-ping",
+    ),
+    path(
+        "projects/<str:key>/webhooks/<int:webhook_id>/deliveries/<int:delivery_id>/redeliver/",
+        webhook_pages.webhook_redeliver_page,
+        name="webhook-redeliver",
     ),
     path("projects/<str:key>/", plan_pages.plan, name="plan"),
     # Before the item's page: "new" is no item key.

@@ -23,6 +23,13 @@ from tracker.web.apis.members import (
 from tracker.web.apis.projects import MemberDetailApi, MemberListApi, ProjectDetailApi, ProjectListApi
 from tracker.web.apis.search import ProjectSearchApi
 from tracker.web.apis.skills import SkillDetailApi, SkillListApi
+from tracker.web.apis.webhooks import (
+    WebhookDeliveryListApi,
+    WebhookDetailApi,
+    WebhookListApi,
+    WebhookPingApi,
+    WebhookRedeliverApi,
+)
 from tracker.web.apis.work import ClaimDetailApi, ClaimListApi, ClaimReleaseApi, ClaimReportsApi, ClaimTakeApi
 
 app_name = "tracker-api"
@@ -30,6 +37,7 @@ app_name = "tracker-api"
 PROJECT = "projects/<str:key>/"
 CHANGESET = PROJECT + "changesets/<int:number>/"
 CLAIM = PROJECT + "claims/<str:claim_id>/"
+WEBHOOK = PROJECT + "webhooks/<int:webhook_id>/"
 
 urlpatterns = [
     # Scripts exchange a username and password for their API token.
@@ -72,4 +80,14 @@ urlpatterns = [
     path("keys/<int:key_id>/", KeyDetailApi.as_view(), name="key-detail"),
     path(PROJECT + "keys/", ProjectKeyListApi.as_view(), name="project-key-list"),
     path(PROJECT + "keys/<int:key_id>/", ProjectKeyDetailApi.as_view(), name="project-key-detail"),
+    # Webhooks (docs/events.md#webhooks): owners only.
+    path(PROJECT + "webhooks/", WebhookListApi.as_view(), name="webhook-list"),
+    path(WEBHOOK, WebhookDetailApi.as_view(), name="webhook-detail"),
+    path(WEBHOOK + "deliveries/", WebhookDeliveryListApi.as_view(), name="webhook-deliveries"),
+    path(
+        WEBHOOK + "deliveries/<int:delivery_id>/redeliver/",
+        WebhookRedeliverApi.as_view(),
+        name="webhook-redeliver",
+    ),
+    path(WEBHOOK + "ping/", WebhookPingApi.as_view(), name="webhook-ping"),
 ]

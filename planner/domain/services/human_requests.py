@@ -55,6 +55,7 @@ from tracker.errors import (
 )
 from tracker.inputs import refuse_nul
 from tracker.models import Project
+from tracker.services.events import event_record
 from tracker.trust.permissions import PLANNER_CHAT, has_permission, require
 
 MAX_REASON = 2_000
@@ -93,6 +94,26 @@ def resolved_frame(request: HumanRequest) -> Frame:
 
 
 # ---------------------------------------------------------------------- pausing
+
+
+def _waiting_events(session_id: uuid.UUID, requests: list[HumanRequest], project: Project) -> None:
+    """A ``request.waiting`` event per request (docs/events.md), readable by the chat's human alone."""
+    user = Session.objects.select_related("user").get(pk=session_id).user
+    for request in requests:
+        event_record(
+            project=project,
+            type="request.waiting",
+            actor=f"planner:{session_id}",
+            on_behalf_of=user,
+            target=f"request:{request.pk}",
+            data={
+                "kind": request.kind,
+                "session": str(session_id),
+                "tool": request.tool,
+                "question": request.question[:200],
+            },
+            private_to=user,
+        )
 
 
 @transaction.atomic
@@ -135,6 +156,7 @@ def turn_pause(
             for call, kind in asks
         ]
     )
+    _waiting_events(session_id, created, project)
     Event.objects.create(
         session_id=session_id,
         kind="turn_paused",

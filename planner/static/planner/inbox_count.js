@@ -1,6 +1,9 @@
-// The header's inbox count, kept live: GET /api/v1/inbox/?count_only=1 every 30 s while the page
-// is shown, and at once when the window gets the focus back. The number is the link's text; a
-// polite live region says it in words when it changes ("3 waiting in your inbox").
+// The header's inbox count, kept live: the server sends it as Server-Sent Events (GET /inbox/stream/,
+// "event: count") each time it changes; a stream cut off is opened again by the browser. The page
+// also reads GET /api/v1/inbox/?count_only=1 when the window gets the focus back (a dismissal in
+// another tab), and only where EventSource is missing or the stream is refused does it poll that
+// every 30 s while it is shown. The number is the link's text; a polite live region says it in
+// words when it changes ("3 waiting in your inbox").
 (function () {
   "use strict";
   var PERIOD_MS = 30000;
@@ -11,9 +14,11 @@
     var live = document.querySelector("[data-inbox-live]");
     if (!link || !badge) return;
     var url = link.getAttribute("data-count-url");
+    var streamUrl = link.getAttribute("data-stream-url");
     var shown = badge.textContent.trim();
     var stopped = false;
     var busy = false;
+    var polling = false;
 
     function show(count) {
       var text = String(count);
@@ -44,9 +49,28 @@
         });
     }
 
-    window.setInterval(refresh, PERIOD_MS);
+    function poll() {
+      if (polling) return;
+      polling = true;
+      refresh();
+      window.setInterval(refresh, PERIOD_MS);
+    }
+
     window.addEventListener("focus", refresh);
     document.addEventListener("visibilitychange", refresh);
+    if (!streamUrl || typeof window.EventSource !== "function") {
+      poll();
+      return;
+    }
+    var source = new window.EventSource(streamUrl);
+    source.addEventListener("count", function (event) {
+      var count = parseInt(event.data, 10);
+      if (!isNaN(count) && count >= 0) show(count);
+    });
+    source.addEventListener("error", function () {
+      // A cut stream is opened again by the browser (CONNECTING); a refused one is CLOSED for good.
+      if (source.readyState === window.EventSource.CLOSED) poll();
+    });
   }
 
   if (document.readyState === "loading") {

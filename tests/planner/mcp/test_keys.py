@@ -38,6 +38,7 @@ def test_every_tool_names_the_scope_a_key_needs():
         "get_brief": "read",
         "report": "work",
         "release_claim": "work",
+        "wait_for_events": "read",
     } == SCOPES
     assert SCOPES.keys() == SPECS.keys()
 

@@ -127,6 +127,7 @@ async def test_the_rest_token_authenticates_as_bearer_or_token(users, scheme):
         "get_brief",
         "report",
         "release_claim",
+        "wait_for_events",
     ]
 
 

@@ -1,0 +1,221 @@
+"""Being told, against real processes in either mode (docs/events.md): a receiver the owner
+registers gets signed deliveries of a claim, a report, an applied changeset and a question left to
+the humans, verified with the standard library; one that fails once gets the delivery again and
+the log shows both attempts; an agent waiting on the feed hears a claim made elsewhere during its
+wait; ``demo`` gets the question by e-mail (the file backend) and in the inbox.
+
+In the embedded mode the server delivers and mails itself; in production a Celery worker with its
+beat does, and the claim the agent hears is made through another daphne."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Script, agent_key
+from tests.fakes.client import Client, rest_call
+from tests.fakes.messages_api import FakeMessagesAPI, TextReply
+from tests.fakes.servers import PASSWORD, Server, Worker, production_mode, served
+
+pytestmark = pytest.mark.e2e
+
+DEMO = "/api/v1/projects/DEMO/"
+TOLD_SECONDS = 60  # a delivery (with one retry after about 5 s) or a mail arrives within this
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver on 127.0.0.1 that answers 500 to the first ``fail_first`` requests."""
+
+    fail_first: int = 1
+    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    answered: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                code = 500 if len(receiver.answered) < receiver.fail_first else 204
+                receiver.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                receiver.answered.append(code)
+                self.send_response(code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hooks/ballet"
+
+    def delivered(self, secret: str) -> list[dict[str, Any]]:
+        """The bodies answered 2xx, each verified as a receiver would with the standard library."""
+        key = base64.b64decode(secret.removeprefix("whsec_"))
+        bodies = []
+        for (headers, body), code in zip(self.received, self.answered, strict=False):
+            signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+            expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+            signatures = [part.split(",", 1)[1] for part in headers["webhook-signature"].split()]
+            assert any(hmac.compare_digest(expected, given) for given in signatures), headers
+            assert abs(time.time() - int(headers["webhook-timestamp"])) < 300
+            if 200 <= code < 300:
+                bodies.append({**json.loads(body), "webhook-id": headers["webhook-id"]})
+        return bodies
+
+
+@dataclass
+class Live:
+    a: Server
+    b: Server  # the same as a in the embedded mode: one process
+    mail: Path
+    worker: Worker | None
+
+
+@pytest.fixture(scope="module")
+def live(fake_api: FakeMessagesAPI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    home = tmp_path_factory.mktemp("told")
+    mail = home / "mail"
+    env = {
+        "BALLET_WEBHOOKS_ALLOW_PRIVATE": "1",  # the receiver listens on loopback
+        "BALLET_EMAIL_BACKEND": "file",
+        "BALLET_EMAIL_FILE_PATH": str(mail),
+    }
+    with served(home, fake_api.base_url, extra_env=env) as a:
+        if not production_mode():
+            yield Live(a, a, mail, None)
+            return
+        b = Server(a.deployment, log=home / "b.log").start()
+        worker = Worker(a.deployment, home).start()
+        try:
+            yield Live(a, b, mail, worker)
+        finally:
+            worker.stop()
+            b.stop()
+
+
+def wait_until(condition: Any, what: str, timeout: float = TOLD_SECONDS) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+def test_a_receiver_gets_signed_deliveries_of_what_the_team_and_agents_do(live: Live, script: Script):
+    demo = Client(live.a.url, "demo", PASSWORD)
+    receiver = Receiver(fail_first=1)
+    status, hook = demo.request(
+        "POST",
+        f"{DEMO}webhooks/",
+        {
+            "name": "CI",
+            "url": receiver.url,
+            "types": ["claim.taken", "report.added", "changeset.applied", "question.needs_human"],
+        },
+    )
+    assert status == 201, hook
+    secret = hook["secret"]
+    assert secret.startswith("whsec_")
+
+    key = agent_key(live.a)
+    agent = f"Bearer {key}"
+    runnable = rest_call(live.b.url, agent, "GET", f"{DEMO}runnable/")[1]
+    ticket = (runnable["results"] if isinstance(runnable, dict) else runnable)[0]["key"]
+    status, claim = rest_call(live.b.url, agent, "POST", f"{DEMO}items/{ticket}/claim/")
+    assert status == 201, claim
+    report = {"kind": "progress", "summary": "Wrote the handler; tests next."}
+    assert rest_call(live.b.url, agent, "POST", f"{DEMO}claims/{claim['id']}/reports/", report)[0] == 201
+
+    proposed = demo.get(f"{DEMO}changesets/?status=proposed")["results"][0]
+    status, applied = demo.request("POST", f"{DEMO}changesets/{proposed['number']}/apply/", {})
+    assert status == 200, applied
+    assert applied["status"] == "applied", applied
+
+    script.on("needs-humans", TextReply("The plan does not say; the project's humans will answer."))
+    status, asked = rest_call(
+        live.a.url, agent, "POST", f"{DEMO}questions/", {"text": "needs-humans: which CDN?"}
+    )
+    assert status == 201, asked
+    waited = rest_call(live.a.url, agent, "GET", f"{DEMO}questions/{asked['id']}/?wait=30")[1]
+    assert waited["status"] == "needs_human", waited
+
+    wanted = {"claim.taken", "report.added", "changeset.applied", "question.needs_human"}
+    bodies = wait_until(
+        lambda: (found := receiver.delivered(secret)) and wanted <= {b["type"] for b in found} and found,
+        "the four deliveries",
+    )
+    by_type = {body["type"]: body for body in bodies}
+    assert by_type["claim.taken"]["data"]["target"] == ticket
+    assert by_type["report.added"]["data"]["data"]["summary"].startswith("Wrote the handler")
+    assert by_type["changeset.applied"]["data"]["target"] == f"changeset:{proposed['number']}"
+    assert by_type["question.needs_human"]["data"]["target"] == f"question:{asked['id']}"
+    assert [body["type"] for body in bodies] == [
+        t for t in ("claim.taken", "report.added", "changeset.applied", "question.needs_human")
+    ]  # in order per endpoint, the first one after its retry
+
+    # The first delivery failed once and came again with the same webhook-id; the log shows both.
+    assert receiver.answered[0] == 500
+    first_id = receiver.received[0][0]["webhook-id"]
+    assert [headers["webhook-id"] for headers, _ in receiver.received].count(first_id) == 2
+    logged = demo.get(f"{DEMO}webhooks/{hook['id']}/deliveries/")
+    deliveries = logged["results"] if isinstance(logged, dict) else logged
+    retried = next(d for d in deliveries if d["msg_id"] == first_id)
+    assert [a["status_code"] for a in retried["attempts"]] == [500, 204]
+
+    # demo is told of the question: in the inbox at once, and by mail (questions: now by default).
+    inbox = demo.get("/api/v1/inbox/")
+    entries = inbox["results"] if isinstance(inbox, dict) else inbox
+    assert any("which CDN" in json.dumps(entry) for entry in entries), entries
+    mail = wait_until(
+        lambda: [p.read_text() for p in live.mail.glob("*") if "which CDN" in p.read_text()],
+        "the mail to demo",
+    )
+    assert "demo@example.com" in mail[0]
+    assert f"/projects/DEMO/questions/{asked['id']}" in mail[0] or "/projects/DEMO/" in mail[0]
+    assert "List-Unsubscribe" in mail[0]
+
+
+def test_an_agent_waiting_on_the_feed_hears_a_claim_made_elsewhere(live: Live):
+    key = agent_key(live.a)
+    agent = f"Bearer {key}"
+    head = rest_call(live.a.url, agent, "GET", f"{DEMO}events/?after=now")[1]["next"]
+    heard: dict[str, Any] = {}
+
+    def wait() -> None:
+        heard["answer"] = rest_call(
+            live.a.url, agent, "GET", f"{DEMO}events/?after={head}&types=claim.taken&wait=30"
+        )
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(1.0)  # the agent waits on A
+    assert "answer" not in heard
+    runnable = rest_call(live.b.url, agent, "GET", f"{DEMO}runnable/")[1]
+    ticket = (runnable["results"] if isinstance(runnable, dict) else runnable)[0]["key"]
+    status, claim = rest_call(live.b.url, agent, "POST", f"{DEMO}items/{ticket}/claim/")
+    assert status == 201, claim
+    waiter.join(35)
+
+    status, body = heard["answer"]
+    assert status == 200, body
+    # Woken by the claim: a wait that ran out would answer what it read before, nothing.
+    assert [(e["type"], e["target"]) for e in body["events"]] == [("claim.taken", ticket)]
