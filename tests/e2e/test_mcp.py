@@ -26,6 +26,7 @@ TOOLS = [
     *("search_project", "search_knowledge", "get_knowledge"),
     *("ask_question", "get_question"),
     *("claim_ticket", "get_brief", "report", "release_claim"),
+    "wait_for_events",
 ]
 
 

@@ -18,7 +18,7 @@ from tests.planner.conftest import sync
 from tests.planner.mcp.conftest import connected, http, token_of
 from tracker.models import ApiKey, Scope
 from tracker.services.activity import Actor
-from tracker.services.items import item_create
+from tracker.services.items import dependency_add
 from tracker.services.keys import key_create
 from tracker.services.work import claim_take
 
@@ -71,15 +71,12 @@ async def test_a_wait_is_answered_by_a_claim_made_during_it(project, member, mak
 
 
 async def test_an_event_of_another_type_does_not_end_the_wait(project, owner, member, make_item):
+    blocker, blocked = await sync(make_item)(title="API"), await sync(make_item)(title="Checkout")
     client = await client_for(member)
     head = (await client.get(f"{FEED}?after=now")).json()["next"]
     waiting = asyncio.create_task(client.get(f"{FEED}?after={head}&types=claim.taken&wait=1"))
     await listening(events_topic(project.pk))
-    on_another_thread(
-        lambda: item_create(
-            actor=Actor(user=owner), project=project, kind="ticket", fields={"title": "Later"}
-        )
-    )
+    on_another_thread(lambda: depend(owner, blocker, blocked))
     answered = await waiting
     assert answered.json()["events"] == []
     assert answered.json()["next"] > head  # the item's event was read past, not again
@@ -201,31 +198,34 @@ class Stream:
         return found
 
 
+def depend(owner, blocker, blocked) -> None:
+    """A write whose commit wakes the stream and writes nothing after (an item's creation or edit
+    indexes it for search as it commits, which the tests' in-memory SQLite would have the stream's
+    read wait for)."""
+    dependency_add(actor=Actor(user=owner), blocker=blocker, blocked=blocked)
+
+
 async def test_the_stream_sends_events_as_they_come_and_resumes_from_last_event_id(
     project, owner, member, make_item
 ):
-    first = await sync(make_item)(title="One")
+    api, checkout, receipt = [await sync(make_item)(title=title) for title in ("API", "Checkout", "Receipt")]
+    await sync(depend)(owner, api, checkout)
     token = await sync(token_of)(member)
     auth = {"Authorization": f"Token {token}", "Accept": "text/event-stream"}  # as EventSource asks
-    async with Stream(f"{FEED}stream/?after=0&types=item.created", auth) as stream:
+    async with Stream(f"{FEED}stream/?after=0&types=item.updated", auth) as stream:
         assert stream.status == 200
         headers = {name.lower(): value for name, value in stream.start.result()["headers"]}
         assert headers[b"content-type"].startswith(b"text/event-stream")
         sent = await asyncio.wait_for(stream.events(1), 10)
         await listening(events_topic(project.pk))
-        on_another_thread(
-            lambda: item_create(
-                actor=Actor(user=owner), project=project, kind="ticket", fields={"title": "Two"}
-            )
-        )
+        on_another_thread(lambda: depend(owner, api, receipt))
         sent += await asyncio.wait_for(stream.events(1), 10)
-    assert [e["data"]["data"]["title"] for e in sent] == ["One", "Two"]
-    assert sent[0]["data"]["target"] == first.key
-    assert sent[0]["event"] == "item.created"
+    assert [e["data"]["data"]["blocked"] for e in sent] == [checkout.key, receipt.key]
+    assert sent[0]["event"] == "item.updated"
 
-    async with Stream(f"{FEED}stream/?types=item.created", {**auth, "Last-Event-ID": sent[0]["id"]}) as again:
+    async with Stream(f"{FEED}stream/?types=item.updated", {**auth, "Last-Event-ID": sent[0]["id"]}) as again:
         resumed = await asyncio.wait_for(again.events(1), 10)
-    assert resumed[0]["data"]["data"]["title"] == "Two"
+    assert resumed[0]["data"]["data"]["blocked"] == receipt.key
 
 
 async def test_a_refusal_before_the_stream_starts_is_the_error_shape(project, users):
@@ -237,20 +237,17 @@ async def test_a_refusal_before_the_stream_starts_is_the_error_shape(project, us
     assert json.loads(body)["error"]["code"] == "not_found"
 
 
-async def test_the_stream_ends_with_an_error_when_the_reader_is_removed(project, owner, member):
+async def test_the_stream_ends_with_an_error_when_the_reader_is_removed(project, owner, member, make_item):
+    blocker, blocked = await sync(make_item)(title="API"), await sync(make_item)(title="Secret plan")
     token = await sync(token_of)(member)
     async with Stream(f"{FEED}stream/?after=now", {"Authorization": f"Token {token}"}) as stream:
         await listening(events_topic(project.pk))
         await sync(lambda: member.memberships.all().delete())()
-        on_another_thread(
-            lambda: item_create(
-                actor=Actor(user=owner), project=project, kind="ticket", fields={"title": "Secret"}
-            )
-        )
+        on_another_thread(lambda: depend(owner, blocker, blocked))
         text = b""
         while b"event: error" not in text:
             text += await asyncio.wait_for(stream.chunks.get(), 10)
-    assert b"Secret" not in text
+    assert blocked.key.encode() not in text
     assert b"not_found" in text
 
 
