@@ -9,8 +9,6 @@ woken. No poll: with the channel layer down, a wait hears only this process and 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -44,10 +42,7 @@ async def events_await(
         # Listening from before the first read: an event committed meanwhile is read, or wakes it.
         page = await db(read)(after)
         while not page.events and (remaining := deadline - time.monotonic()) > 0:
-            timeout = min(remaining, DEAF_READ_SECONDS) if listener.deaf else remaining
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(listener.heard.wait(), timeout=timeout)
-            listener.heard.clear()
+            await listener.heard_within(remaining, deaf_every=DEAF_READ_SECONDS)
             page = await db(read)(page.next)
     return page
 
@@ -70,8 +65,4 @@ async def events_follow(
                 if page.events:
                     continue
             idle = max(0.0, idle_seconds - (time.monotonic() - quiet_since))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    listener.heard.wait(), timeout=min(idle, DEAF_READ_SECONDS) if listener.deaf else idle
-                )
-            listener.heard.clear()
+            await listener.heard_within(idle, deaf_every=DEAF_READ_SECONDS)

@@ -85,6 +85,17 @@ class Listener:
     def wake(self) -> None:
         self.loop.call_soon_threadsafe(self.heard.set)
 
+    async def heard_within(self, seconds: float, *, deaf_every: float) -> bool:
+        """Wait up to ``seconds`` for news, or only ``deaf_every`` when deaf (the waiter reads
+        again then, for what this process could not hear); whether news came. It is taken: the
+        next wait waits for more."""
+        timeout = min(seconds, deaf_every) if self.deaf else seconds
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.heard.wait(), timeout=max(0.0, timeout))
+        heard = self.heard.is_set()
+        self.heard.clear()
+        return heard
+
 
 HAND_OVER_SECONDS = 5.0
 LOST = "This server lost its link to the other servers for a moment; reconnect to catch up."

@@ -9,8 +9,6 @@ woken. No poll: with the channel layer down it hears only this process and reads
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -45,11 +43,7 @@ async def inbox_follow(
         quiet_since = time.monotonic()
         while (remaining := deadline - time.monotonic()) > 0:
             idle = max(0.0, idle_seconds - (time.monotonic() - quiet_since))
-            wait = min(remaining, idle, DEAF_READ_SECONDS) if listener.deaf else min(remaining, idle)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(listener.heard.wait(), timeout=wait)
-            heard = listener.heard.is_set()
-            listener.heard.clear()
+            heard = await listener.heard_within(min(remaining, idle), deaf_every=DEAF_READ_SECONDS)
             if heard or listener.deaf:
                 current = await db(count)()
                 if heard or current != last:

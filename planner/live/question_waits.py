@@ -11,8 +11,6 @@ string (docs/architecture.md#one-bridge).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -43,9 +41,6 @@ async def question_await(*, question_id: int, status: Callable[[], str], seconds
         # Listening from before the first read: an outcome committed meanwhile is read, or wakes it.
         current = await db(status)()
         while current == OPEN and (remaining := deadline - time.monotonic()) > 0:
-            timeout = min(remaining, DEAF_READ_SECONDS) if listener.deaf else remaining
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(listener.heard.wait(), timeout=timeout)
-            listener.heard.clear()
+            await listener.heard_within(remaining, deaf_every=DEAF_READ_SECONDS)
             current = await db(status)()
     return current
