@@ -4,7 +4,6 @@ loop for the first event, as ``GET …/events/?wait=`` does."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from planner.domain.tools.base import JsonObject, ToolContext, ToolOutcome, ToolSpec
@@ -18,11 +17,11 @@ DEFAULT_WAIT_SECONDS = 30
 
 def _events(ctx: ToolContext, args: JsonObject) -> JsonObject:
     after = event_head(user=ctx.user, project=ctx.project) if args["after"] == "now" else int(args["after"])
-    page = events_after(user=ctx.user, project=ctx.project, after=after, types=_types(args))
+    page = events_after(user=ctx.user, project=ctx.project, after=after, types=event_types(args))
     return {"events": page.events, "next": page.next}
 
 
-def _types(args: JsonObject) -> tuple[str, ...]:
+def event_types(args: JsonObject) -> tuple[str, ...]:
     return tuple(dict.fromkeys(args.get("types", ())))
 
 
@@ -60,23 +59,18 @@ async def events_waited(
     *,
     project_id: int,
     arguments: JsonObject,
-    read: Callable[[int, tuple[str, ...]], EventPage],
+    read: Callable[[int], EventPage],
 ) -> ToolOutcome:
     """``outcome`` of the first read if it found events (or failed); else the events once some are
-    recorded, or none after ``wait_seconds``. ``read(after, types)`` reads as the caller, anew."""
+    recorded, or none after ``wait_seconds``. ``read(after)`` reads the call's types as the
+    caller, anew."""
     seconds = arguments.get("wait_seconds", DEFAULT_WAIT_SECONDS)
     if outcome.is_error or outcome.output["events"] or not seconds:
         return outcome
     page = await events_await(
         project_id=project_id,
-        read=functools.partial(_after_first, read, _types(arguments)),
+        read=read,
         after=outcome.output["next"],
         seconds=seconds,
     )
     return ToolOutcome({"events": page.events, "next": page.next}, False)
-
-
-def _after_first(
-    read: Callable[[int, tuple[str, ...]], EventPage], types: tuple[str, ...], after: int
-) -> EventPage:
-    return read(after, types)

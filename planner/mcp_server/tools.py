@@ -54,7 +54,7 @@ from planner.domain.tools.plan import ITEM_KEY
 from planner.ground.bridge import db
 from planner.live.question_waits import MAX_WAIT_SECONDS, question_await
 from planner.live.runner import runner
-from planner.mcp_server.events import WAIT_FOR_EVENTS, events_waited
+from planner.mcp_server.events import WAIT_FOR_EVENTS, event_types, events_waited
 from planner.mcp_server.work import RELEASE_CLAIM, WORK_SPECS, release_spec
 from planner.models import Question, QuestionStatus
 from planner.web.serializers import QuestionSerializer
@@ -301,9 +301,9 @@ async def _events(user_id: int, arguments: JsonObject, key: KeyScopes | None) ->
     ran = await _run(user_id, WAIT_FOR_EVENTS, arguments, key)
     if ran.project_id is None:
         return ran.outcome
-    project_id = ran.project_id
+    project_id, types = ran.project_id, event_types(arguments)
 
-    def read(after: int, types: tuple[str, ...]) -> EventPage:
+    def read(after: int) -> EventPage:
         with access_scope():
             user = _user(user_id, key)
             return events_after(user=user, project=project_by_id(project_id), after=after, types=types)
