@@ -17,8 +17,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from tests.e2e.conftest import Script, agent_key
 from tests.fakes.client import Client, rest_call
 from tests.fakes.messages_api import FakeMessagesAPI, TextReply
 from tests.fakes.servers import PASSWORD, Server, Worker, production_mode, served
+from tests.fakes.webhook_receiver import Received, Receiver, Reply
 
 pytestmark = pytest.mark.e2e
 
@@ -35,49 +35,38 @@ DEMO = "/api/v1/projects/DEMO/"
 TOLD_SECONDS = 60  # a delivery (with one retry after about 5 s) or a mail arrives within this
 
 
-@dataclass
-class Receiver:
-    """A webhook receiver on 127.0.0.1 that answers 500 to the first ``fail_first`` requests."""
+class Told:
+    """A webhook receiver on 127.0.0.1 (``tests/fakes/webhook_receiver.py``) that answers 500 to its
+    first ``fail_first`` requests, and the status it gave each."""
 
-    fail_first: int = 1
-    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
-    answered: list[int] = field(default_factory=list)
+    def __init__(self, fail_first: int = 1) -> None:
+        self.fail_first = fail_first
+        self.answered: list[int] = []
+        self.receiver = Receiver(self.answer).start()
+        self.url = self.receiver.url("/hooks/ballet")
 
-    def __post_init__(self) -> None:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                code = 500 if len(receiver.answered) < receiver.fail_first else 204
-                receiver.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                receiver.answered.append(code)
-                self.send_response(code)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def answer(self, receiver: Receiver, request: Received) -> Reply:
+        status = 500 if len(self.answered) < self.fail_first else 204
+        self.answered.append(status)
+        return Reply(status)
 
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hooks/ballet"
+    def received(self) -> list[Received]:
+        return self.receiver.received
 
     def delivered(self, secret: str) -> list[dict[str, Any]]:
         """The bodies answered 2xx, each verified as a receiver would with the standard library."""
         key = base64.b64decode(secret.removeprefix("whsec_"))
         bodies = []
-        for (headers, body), code in zip(self.received, self.answered, strict=False):
-            signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+        for request, code in zip(self.received, self.answered, strict=False):
+            headers = request.headers
+            signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + request.body
             expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
             signatures = [part.split(",", 1)[1] for part in headers["webhook-signature"].split()]
             assert any(hmac.compare_digest(expected, given) for given in signatures), headers
             assert abs(time.time() - int(headers["webhook-timestamp"])) < 300
             if 200 <= code < 300:
-                bodies.append({**json.loads(body), "webhook-id": headers["webhook-id"]})
+                bodies.append({**json.loads(request.body), "webhook-id": headers["webhook-id"]})
         return bodies
 
 
@@ -123,7 +112,7 @@ def wait_until(condition: Any, what: str, timeout: float = TOLD_SECONDS) -> Any:
 
 def test_a_receiver_gets_signed_deliveries_of_what_the_team_and_agents_do(live: Live, script: Script):
     demo = Client(live.a.url, "demo", PASSWORD)
-    receiver = Receiver(fail_first=1)
+    receiver = Told(fail_first=1)
     status, hook = demo.request(
         "POST",
         f"{DEMO}webhooks/",
@@ -175,8 +164,8 @@ def test_a_receiver_gets_signed_deliveries_of_what_the_team_and_agents_do(live: 
 
     # The first delivery failed once and came again with the same webhook-id; the log shows both.
     assert receiver.answered[0] == 500
-    first_id = receiver.received[0][0]["webhook-id"]
-    assert [headers["webhook-id"] for headers, _ in receiver.received].count(first_id) == 2
+    first_id = receiver.received[0].msg_id
+    assert [request.msg_id for request in receiver.received].count(first_id) == 2
     logged = demo.get(f"{DEMO}webhooks/{hook['id']}/deliveries/")
     deliveries = logged["results"] if isinstance(logged, dict) else logged
     retried = next(d for d in deliveries if d["msg_id"] == first_id)

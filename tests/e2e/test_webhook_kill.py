@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from tests.e2e.test_events_live import Receiver, wait_until
+from tests.e2e.test_events_live import Told, wait_until
 from tests.fakes.client import Client
 from tests.fakes.messages_api import FakeMessagesAPI
 from tests.fakes.servers import PASSWORD, Server, Worker, production_mode, served
+from tests.fakes.webhook_receiver import Received, Receiver, Reply
 
 pytestmark = [
     pytest.mark.e2e,
@@ -25,28 +25,21 @@ DEMO = "/api/v1/projects/DEMO/"
 LEASE_SECONDS = 30  # a dead worker's hold on its endpoint runs out within this (tracker/services/webhooks.py)
 
 
-class HoldingReceiver(Receiver):
+class HoldingReceiver(Told):
     """A receiver that holds its first request open until released: the worker is mid-delivery."""
 
-    def __post_init__(self) -> None:
+    def __init__(self) -> None:
         self.holding = threading.Event()
         self.release = threading.Event()
-        super().__post_init__()
-        handler_class: Any = self.server.RequestHandlerClass
-        answer = handler_class.do_POST
-        receiver = self
+        super().__init__(fail_first=0)
 
-        def do_post(handler: Any) -> None:
-            if not receiver.holding.is_set():
-                body = handler.rfile.read(int(handler.headers.get("Content-Length", "0")))
-                receiver.received.append(({k.lower(): v for k, v in handler.headers.items()}, body))
-                receiver.answered.append(0)  # nobody hears an answer: the worker is killed meanwhile
-                receiver.holding.set()
-                receiver.release.wait(60)
-                return
-            answer(handler)
-
-        handler_class.do_POST = do_post
+    def answer(self, receiver: Receiver, request: Received) -> Reply:
+        if self.holding.is_set():
+            return super().answer(receiver, request)
+        self.answered.append(0)  # nobody hears an answer: the worker is killed meanwhile
+        self.holding.set()
+        self.release.wait(60)
+        return Reply(204)
 
 
 @pytest.fixture
@@ -62,7 +55,7 @@ def deployment_up(tmp_path, fake_api: FakeMessagesAPI) -> Iterator[tuple[Server,
 def test_a_worker_killed_mid_delivery_loses_no_delivery(deployment_up):
     server, worker = deployment_up
     demo = Client(server.url, "demo", PASSWORD)
-    receiver = HoldingReceiver(fail_first=0)
+    receiver = HoldingReceiver()
     status, hook = demo.request(
         "POST", f"{DEMO}webhooks/", {"name": "Kill test", "url": receiver.url, "types": ["item.updated"]}
     )
@@ -77,7 +70,7 @@ def test_a_worker_killed_mid_delivery_loses_no_delivery(deployment_up):
     assert receiver.holding.wait(60), "the worker never delivered"
     worker.kill()  # mid-delivery: the receiver holds the first request open
     receiver.release.set()
-    held_id = receiver.received[0][0]["webhook-id"]
+    held_id = receiver.received[0].msg_id
 
     worker.start()
     bodies = wait_until(
