@@ -21,6 +21,7 @@ from tracker.db.sql import (
     placeholders,
     queued,
     row,
+    rows,
     send,
     vendor,
     write,
@@ -113,6 +114,20 @@ def insert(objs: Sequence[Model]) -> None:
     fields, head, row_sql = _insert_into(type(objs[0]), vendor())
     params = [value for obj in objs for value in _insert_values(fields, obj)]
     write(head + "VALUES " + ", ".join([row_sql] * len(objs)), params)
+
+
+def insert_returning(objs: Sequence[Model]) -> None:
+    """:func:`insert`, now (never queued: it answers), with the ids the database made set on
+    ``objs`` as ``bulk_create`` sets them (``RETURNING``, which both databases have)."""
+    model = type(objs[0])
+    fields, head, row_sql = _insert_into(model, vendor())
+    params = [value for obj in objs for value in _insert_values(fields, obj)]
+    key = quoted(model._meta.pk.column)
+    made = rows(f"{head}VALUES {', '.join([row_sql] * len(objs))} RETURNING {key}", params)
+    for obj, (pk,) in zip(objs, made, strict=True):
+        obj.pk = pk
+        obj._state.adding = False
+        obj._state.db = connection.alias
 
 
 def update(model: type[Model], values: Mapping[str, Any], where: str, params: Sequence[Any]) -> int:

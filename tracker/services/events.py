@@ -22,16 +22,15 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from django.contrib.auth.models import User
-from django.db.models import Exists, OuterRef
-from django.utils import timezone
 
 from tracker.commit_hooks import on_commit_robust
-from tracker.models import ActivityEvent, Claim, Dependency, Event, Item, ItemKind, Organization, Project
+from tracker.db import event_rows, model_rows, sql
+from tracker.db.event_rows import Candidates
+from tracker.models import ActivityEvent, Event, Organization, Project
 from tracker.models.plan import RESOLVED_STATES
-from tracker.selectors import unresolved_blockers
 from tracker.services import notifications, webhooks
+from tracker.services.notify_audience import tickets_asked
 from tracker.signals import events_recorded
-from tracker.work_selectors import held
 
 # The catalogue (docs/events.md#the-catalogue), in the order the docs list it.
 EVENT_TYPES: Final = (
@@ -83,6 +82,7 @@ VERB_TYPES: Final[dict[str, str]] = {
 
 # Tickets that may have become runnable inside a block that changes many at once (a changeset's
 # apply): checked once, at its end, rather than after each of its operations.
+NONE: Final = Candidates()  # no ticket to check
 _deferred: contextvars.ContextVar[set[int] | None] = contextvars.ContextVar("runnable_deferred", default=None)
 
 
@@ -105,10 +105,16 @@ def events_from_activity(activity: ActivityEvent) -> list[Event]:
         events = _knowledge_events(base, data, activity.organization_id)
     else:
         events = [Event(project=project, data=data, **base)]
-    recorded = _recorded(events)
-    if project is not None:
-        _runnable_after(activity, project, actor)
-    return recorded
+    candidates = _candidates(activity, project) if project is not None else NONE
+    deferred = _deferred.get()
+    runnable = _record(events, runnable=candidates if deferred is None else NONE)
+    if candidates and deferred is not None:
+        deferred.update(event_rows.candidate_ids(candidates))
+    if runnable:
+        _record(
+            _runnable_events(runnable, actor=actor, on_behalf_of_id=activity.on_behalf_of_id, project=project)
+        )
+    return events
 
 
 def event_record(
@@ -137,7 +143,8 @@ def event_record(
         data={"target": target, **data},
         private_to=private_to,
     )
-    return _recorded([event])[0]
+    _record([event])
+    return event
 
 
 @contextlib.contextmanager
@@ -156,14 +163,31 @@ def runnable_deferred(*, actor: str, on_behalf_of: User) -> Iterator[None]:
     _runnable_record(candidates, actor=actor, on_behalf_of_id=on_behalf_of.pk)
 
 
-def _recorded(events: list[Event]) -> list[Event]:
-    created = Event.objects.bulk_create(events)
-    webhooks.deliveries_queue(created)
-    notifications.notifications_queue(created)
-    project_ids = {event.project_id for event in created if event.project_id is not None}
-    organization_ids = {event.organization_id for event in created if event.project_id is None}
+def _record(events: list[Event], *, runnable: Candidates = NONE) -> list[event_rows.RunnableTicket]:
+    """INSERT ``events`` and queue what they cause (the outbox: webhooks' deliveries, people's
+    notifications); once committed, wake the feeds' waiters. On PostgreSQL one round trip: the
+    reads of what they cause go with the INSERT (read ahead), and so does, given ``runnable``, the
+    read of which of those tickets are runnable now (its answer returned)."""
+    statements = _caused_reads(events)
+    if runnable:
+        statements.append(event_rows.runnable_statement(runnable))
+    with sql.reading_ahead(statements, with_next=True):
+        model_rows.insert_returning(events)
+        webhooks.deliveries_queue(events)
+        notifications.notifications_queue(events)
+        found = event_rows.runnable_among(runnable)
+    project_ids = {event.project_id for event in events if event.project_id is not None}
+    organization_ids = {event.organization_id for event in events if event.project_id is None}
     on_commit_robust(_tell, project_ids, organization_ids)
-    return created
+    return found
+
+
+def _caused_reads(events: list[Event]) -> list[sql.Statement]:
+    """What queuing the outbox of ``events`` reads: the projects' webhooks, the tickets' audiences."""
+    project_ids = {event.project_id for event in events if event.project_id is not None}
+    statements = [event_rows.webhooks_enabled_statement(project_ids)] if project_ids else []
+    statements += [event_rows.ticket_audiences_statement(asked) for asked in tickets_asked(events)]
+    return statements
 
 
 def _tell(project_ids: set[int], organization_ids: set[int]) -> None:
@@ -186,66 +210,58 @@ def _knowledge_events(base: dict[str, Any], data: dict[str, Any], organization_i
     return [Event(project=project, data=data, requires=requires, **base) for project in projects]
 
 
-def _runnable_after(activity: ActivityEvent, project: Project, actor: str) -> None:
-    """Tickets that ``activity`` may have made runnable, checked now (or at the end of the block
-    that defers them)."""
-    candidates = _candidates(activity, project)
-    if not candidates:
-        return
-    deferred = _deferred.get()
-    if deferred is not None:
-        deferred.update(candidates)
-        return
-    _runnable_record(candidates, actor=actor, on_behalf_of_id=activity.on_behalf_of_id)
-
-
-def _candidates(activity: ActivityEvent, project: Project) -> set[int]:
+def _candidates(activity: ActivityEvent, project: Project) -> Candidates:
     """The tickets ``activity`` may have made runnable: one created or made ready, the blocked one of
     a dependency removed, the dependents of one resolved."""
     verb, data = activity.verb, activity.data
     state = (data.get("changes") or {}).get("state") if verb == "item.updated" else None
     made_ready = (verb == "item.created" and data.get("state") == "ready") or (state and state[1] == "ready")
-    if made_ready or verb == "dependency.removed":
-        return _ids(project, [activity.target])
-    if state and state[1] in RESOLVED_STATES:
-        resolved = _ids(project, [activity.target])
-        return set(Dependency.objects.filter(blocker_id__in=resolved).values_list("blocked_id", flat=True))
-    return set()
+    numbers = tuple(sorted(_numbers([activity.target])))
+    if numbers and (made_ready or verb == "dependency.removed"):
+        return Candidates(project_id=project.pk, numbers=numbers)
+    if numbers and state and state[1] in RESOLVED_STATES:
+        return Candidates(project_id=project.pk, numbers=numbers, dependents=True)
+    return NONE
 
 
-def _ids(project: Project, keys: Iterable[str]) -> set[int]:
-    numbers = [int(key.rsplit("-", 1)[1]) for key in keys if key.rsplit("-", 1)[-1].isdigit()]
-    return set(Item.objects.filter(project=project, number__in=numbers).values_list("pk", flat=True))
+def _numbers(keys: Iterable[str]) -> set[int]:
+    tails = (key.rsplit("-", 1)[-1] for key in keys)
+    return {int(tail) for tail in tails if tail.isascii() and tail.isdigit() and len(tail) < 10}
 
 
 def _runnable_record(candidates: set[int], *, actor: str, on_behalf_of_id: int | None) -> None:
     """An ``item.runnable`` event for each of ``candidates`` that is runnable now."""
-    if not candidates:
-        return
-    claimed = Claim.objects.filter(held(timezone.now()), item=OuterRef("pk"))
-    runnable = (
-        Item.objects.filter(pk__in=candidates, kind=ItemKind.TICKET, state="ready")
-        .exclude(Exists(unresolved_blockers(blocked=OuterRef("pk"))))
-        .exclude(Exists(claimed))
-        .select_related("project")
-        .order_by("pk")
-    )
-    events = [
+    runnable = event_rows.runnable_among(Candidates(ids=tuple(sorted(candidates))))
+    if runnable:
+        _record(_runnable_events(runnable, actor=actor, on_behalf_of_id=on_behalf_of_id))
+
+
+def _runnable_events(
+    runnable: list[event_rows.RunnableTicket],
+    *,
+    actor: str,
+    on_behalf_of_id: int | None,
+    project: Project | None = None,
+) -> list[Event]:
+    """An ``item.runnable`` event for each of ``runnable`` (``project``: the one they are known to
+    be of, if any)."""
+    projects = {project.pk: project} if project is not None else {}
+    if missing := {ticket.project_id for ticket in runnable} - projects.keys():
+        projects |= Project.objects.in_bulk(missing)
+    return [
         Event(
-            organization_id=item.project.organization_id,
-            project=item.project,
+            organization_id=ticket.organization_id,
+            project=projects[ticket.project_id],
             type="item.runnable",
             actor=actor,
             on_behalf_of_id=on_behalf_of_id,
-            target=item.key,
+            target=ticket.key,
             data={
-                "target": item.key,
-                "title": item.title,
-                "priority": item.priority,
-                "labels": list(item.labels),
+                "target": ticket.key,
+                "title": ticket.title,
+                "priority": ticket.priority,
+                "labels": ticket.labels,
             },
         )
-        for item in runnable
+        for ticket in runnable
     ]
-    if events:
-        _recorded(events)

@@ -25,7 +25,8 @@ from typing import Any, Final
 
 from django.contrib.auth.models import User
 
-from tracker.models import Claim, ClaimStatus, Comment, Event, Item, Membership, NotifyKind, Watch
+from tracker.db.event_rows import TicketsAsked, ticket_audiences
+from tracker.models import Comment, Event, Membership, NotifyKind
 from tracker.page_links import changeset_url, item_url
 from tracker.trust.permissions import (
     CHANGESET_APPLY,
@@ -144,41 +145,13 @@ class _Reading:
     def tickets(self) -> dict[tuple[int, int], _Ticket]:
         """(project id, number) → the item, for the items of this batch's ticket events that
         concern someone: watched, claimed, or mentioning someone."""
-        numbers: dict[int, set[int]] = {}
-        claims: dict[int, set[int]] = {}
-        for e in self.events:
-            number = _number(e.target) if e.type in TICKET_TYPES and e.project_id else None
-            if e.project_id is None or number is None:
-                continue
-            numbers.setdefault(e.project_id, set()).add(number)
-            if (claim := _int(e.data.get("claim"))) is not None:
-                claims.setdefault(e.project_id, set()).add(claim)
-        found: dict[tuple[int, int], _Ticket] = {}
-        for project_id, wanted in numbers.items():
-            found |= self._tickets_of(project_id, wanted, claims.get(project_id, set()))
-        return found
-
-    def _tickets_of(
-        self, project_id: int, numbers: set[int], claims: set[int]
-    ) -> dict[tuple[int, int], _Ticket]:
-        items = {"item__project_id": project_id, "item__number__in": numbers}
-        watching = Watch.objects.filter(**items).order_by().values_list("item__number", "user_id")
-        holding = Claim.objects.filter(**items, status=ClaimStatus.ACTIVE).order_by()
-        named = Claim.objects.filter(pk__in=claims, project_id=project_id).order_by()
-        rows = watching.union(
-            holding.values_list("item__number", "holder_id"),
-            named.values_list("item__number", "holder_id"),
-            all=True,
-        )
-        audience: dict[int, set[int]] = {}
-        for number, user_id in rows:
-            audience.setdefault(number, set()).add(user_id)
-        if not audience and not self.mentions:
-            return {}
-        titled = Item.objects.filter(project_id=project_id, number__in=numbers).select_related("project")
+        keys = {e.project_id: _project_key(e) for e in self.events if e.project_id is not None}
         return {
-            (project_id, item.number): _Ticket(item.key, item.title, frozenset(audience.get(item.number, ())))
-            for item in titled
+            (asked.project_id, number): _Ticket(
+                f"{keys[asked.project_id]}-{number}", ticket.title, ticket.audience
+            )
+            for asked in tickets_asked(self.events)
+            for number, ticket in ticket_audiences(asked).items()
         }
 
     def ticket(self, event: Event) -> _Ticket | None:
@@ -197,6 +170,28 @@ class _Reading:
             .first()
         )
         return str(asked.get("text") or "") if isinstance(asked, dict) else None
+
+
+def tickets_asked(events: list[Event]) -> list[TicketsAsked]:
+    """The tickets whose audience :func:`told_of` reads for ``events``, per project (what
+    ``tracker/services/events.py`` reads ahead, in the round trip of their INSERT)."""
+    numbers: dict[int, set[int]] = {}
+    claims: dict[int, set[int]] = {}
+    for e in events:
+        number = _number(e.target) if e.type in TICKET_TYPES and e.project_id else None
+        if e.project_id is None or number is None:
+            continue
+        numbers.setdefault(e.project_id, set()).add(number)
+        if (claim := _int(e.data.get("claim"))) is not None:
+            claims.setdefault(e.project_id, set()).add(claim)
+    # A mention, or an expired claim's holder, is told whoever else hears of the ticket.
+    every = any(
+        (e.type == "comment.added" and e.data.get("mentions")) or e.type == "claim.expired" for e in events
+    )
+    return [
+        TicketsAsked(project_id, tuple(sorted(wanted)), tuple(sorted(claims.get(project_id, ()))), every)
+        for project_id, wanted in sorted(numbers.items())
+    ]
 
 
 def told_of(events: list[Event]) -> tuple[list[Told], set[int]]:
