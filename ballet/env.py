@@ -172,6 +172,33 @@ class WebhooksTable:
     allow_private: Annotated[bool, Env("BALLET_WEBHOOKS_ALLOW_PRIVATE")] = False
 
 
+def _origins(origins: tuple[str, ...]) -> tuple[str, ...]:
+    """Origins as a browser sends them: ``scheme://host[:port]``, compared in lower case."""
+    origins = tuple(origin.rstrip("/").lower() for origin in origins)
+    for origin in origins:
+        scheme, _, rest = origin.partition("://")
+        if scheme not in ("http", "https") or not rest or any(c in rest for c in "/?#@ "):
+            raise PydanticCustomError(
+                "ballet",
+                "expected an origin such as https://app.example.com, got {value}",
+                {"value": repr(origin)},
+            )
+    return tuple(dict.fromkeys(origins))
+
+
+@dataclass(frozen=True, config=SECTION)
+class McpTable:
+    """``[mcp]`` (docs/agents.md#mcp)."""
+
+    # Browser origins besides Ballet's own that may call /mcp; a client that is no browser sends none.
+    allowed_origins: Annotated[
+        tuple[Text, ...],
+        BeforeValidator(_comma_separated),
+        AfterValidator(_origins),
+        Env("BALLET_MCP_ALLOWED_ORIGINS"),
+    ] = ()
+
+
 EMAIL_BACKENDS = ("console", "smtp", "file")
 
 
@@ -288,7 +315,7 @@ class ServerConfig:
 
 
 # The tables of ballet.toml; the server's settings come from the environment only.
-FILE_TABLES = ("planner", "limits", "work", "questions", "tracker", "webhooks", "email", "prices")
+FILE_TABLES = ("planner", "limits", "work", "questions", "tracker", "webhooks", "email", "mcp", "prices")
 
 
 class BalletSettings(BaseSettings):
@@ -303,6 +330,7 @@ class BalletSettings(BaseSettings):
     tracker: TrackerTable = TrackerTable()
     webhooks: WebhooksTable = WebhooksTable()
     email: EmailTable = EmailTable()
+    mcp: McpTable = McpTable()
     # A table for a model with a default price may give only the prices it changes.
     prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
     server: ServerConfig = ServerConfig()

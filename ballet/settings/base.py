@@ -256,6 +256,7 @@ EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = SERVER_EMAIL = EMAIL.from_
 BALLET_BASE_URL = EMAIL.base_url.rstrip("/")
 BALLET_WEBHOOKS = config.webhooks
+BALLET_MCP = config.mcp
 
 # Celery: eager in the embedded mode, Redis broker in production.
 # An eager task still takes a producer; a memory broker named without a host makes kombu warn

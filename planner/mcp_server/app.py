@@ -29,6 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import mcp_types as types
 from django.conf import settings
@@ -36,6 +37,8 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from starlette.types import Receive, Scope, Send
 
 from planner.domain.tools.base import ToolOutcome, error_output
@@ -114,6 +117,9 @@ async def _call_tool(
     user_id = scope.get(USER_KEY)
     assert isinstance(user_id, int), "every request is authenticated before the SDK sees it"
     key = ctx.request.scope[API_KEY] if ctx.request is not None else None
+    if params.name not in SCHEMAS:  # a protocol error, not a tool's (the specification's -32602)
+        message = f"There is no tool named {params.name[:100]!r}; there are {', '.join(SCHEMAS)}."
+        raise MCPError(INVALID_PARAMS, message, {"code": "unknown_tool"})
     try:
         if params.name in WRITES and not scope.get(COUNTED_KEY):
             outcome = ToolOutcome(error_output(UnavailableError.code, LIMITER_UNAVAILABLE), True)
@@ -226,6 +232,18 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def origin_allowed(origin: str, scope: Scope) -> bool:
+    """A browser's ``Origin`` may call: the server's own (the Host it was reached at, whatever the
+    scheme a proxy in front ended; or the address of ``[email] base_url``), or one of ``[mcp]
+    allowed_origins``. Clients that are no browser send none, and are not asked."""
+    given = origin.strip().rstrip("/").lower()
+    _, _, host = given.partition("://")
+    own = {(_header(scope, b"host") or "").lower(), urlsplit(settings.BALLET_BASE_URL).netloc.lower()}
+    return (
+        given.startswith(("http://", "https://")) and host in own
+    ) or given in settings.BALLET_MCP.allowed_origins
+
+
 class McpApp:
     """The ASGI app of ``/mcp``."""
 
@@ -236,6 +254,14 @@ class McpApp:
         domain, _ = split_domain_port(_header(scope, b"host") or "")
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
             await refuse(send, Refusal(400, "bad_host", "Invalid Host header."))
+            return
+        origin = _header(scope, b"origin")
+        if origin is not None and not origin_allowed(origin, scope):
+            # A page of another site: the transport's specification has servers refuse it (403).
+            message = (
+                f"The origin {origin[:100]} may not call Ballet's MCP server; see [mcp] allowed_origins."
+            )
+            await refuse(send, Refusal(403, "bad_origin", message))
             return
         if scope["method"] != "POST":
             # Stateless: no stream for the server to talk on (a GET would hold one open, idle, forever).

@@ -3,6 +3,7 @@ planner's, their answers against REST's, and refusals that reveal nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 
@@ -138,6 +139,51 @@ async def test_a_host_outside_allowed_hosts_is_refused(users):
 
     assert status == 400
     assert body["error"]["message"] == "Invalid Host header."
+
+
+@pytest.mark.parametrize("origin", ["https://evil.example", "null", "http://testserver.evil.example"])
+async def test_a_browser_page_of_another_origin_is_refused_403(users, origin):
+    token = await sync(token_of)(users["viewer"])
+
+    status, body, _ = await refusal({"Authorization": f"Bearer {token}", "Origin": origin})
+
+    assert status == 403
+    assert body["error"]["data"] == {"code": "bad_origin"}
+    assert "[mcp] allowed_origins" in body["error"]["message"]
+
+
+async def test_the_servers_own_origin_an_allowed_one_and_none_are_served(users, settings):
+    settings.BALLET_MCP = dataclasses.replace(settings.BALLET_MCP, allowed_origins=("https://tools.example",))
+    token = await sync(token_of)(users["viewer"])
+
+    served = [
+        await refusal({"Authorization": f"Bearer {token}", **origin})
+        for origin in (
+            {"Origin": "http://testserver"},
+            {"Origin": "https://testserver"},  # behind a proxy that ends TLS
+            {"Origin": "https://tools.example/"},
+            {},
+        )
+    ]
+
+    assert [status for status, _, _ in served] == [200, 200, 200, 200]
+    assert all("tools" in body["result"] for _, body, _ in served)
+
+
+async def test_an_unknown_tool_is_a_protocol_error_naming_the_tools(users):
+    token = await sync(token_of)(users["viewer"])
+    headers = {"Authorization": f"Bearer {token}", **ACCEPT}
+
+    async with http(headers) as client:
+        response = await client.post("/mcp", json=rpc("tools/call", {"name": "drop_tables", "arguments": {}}))
+    async with connected(token) as session:
+        messages = await refusals(lambda: session.call_tool("drop_tables", {}))
+
+    error = response.json()["error"]
+    assert error["code"] == -32602  # invalid params, as the specification has it
+    assert error["data"] == {"code": "unknown_tool"}
+    assert "There is no tool named 'drop_tables'; there are list_runnable" in error["message"]
+    assert messages == [error["message"]]
 
 
 # --- the request limit -----------------------------------------------------------------------
@@ -293,7 +339,6 @@ async def test_a_removed_member_is_refused_at_the_next_call(users, project):
         ("list_runnable", {"project": "BA\u0000L"}, "Project not found."),
         ("search_project", {"project": "BAL", "query": "x" * 501}, "is too long"),
         ("get_knowledge", {"project": "BAL", "id": 12345}, "not found"),
-        ("propose_changeset", {"project": "BAL", "title": "x", "operations": []}, "There is no tool named"),
         ("list_items", {"project": "BAL", "offset": nested(30)}, "offset"),
     ],
 )
