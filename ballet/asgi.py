@@ -1,5 +1,6 @@
-"""The ASGI application daphne serves: Django over HTTP, the MCP server at ``/mcp``, Channels
-over WebSocket, with the process's live side started first (``ballet/lifespan.py``)."""
+"""The ASGI application daphne serves: Django over HTTP, the MCP server at ``/mcp``, the events
+feed's waits and streams in front of Django (``planner/web/event_route.py``), Channels over
+WebSocket, with the process's live side started first (``ballet/lifespan.py``)."""
 
 import gc
 import os
@@ -17,6 +18,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 import planner.agent.gateway  # noqa: E402, F401
 from ballet.lifespan import Lifespan  # noqa: E402
 from planner.mcp_server.app import mcp_app, with_mcp  # noqa: E402
+from planner.web.event_route import with_event_route  # noqa: E402
 from planner.web.routing import websocket_urlpatterns  # noqa: E402
 from planner.web.ws_auth import SessionUserMiddleware  # noqa: E402
 
@@ -24,7 +26,7 @@ from planner.web.ws_auth import SessionUserMiddleware  # noqa: E402
 application = Lifespan(
     ProtocolTypeRouter(
         {
-            "http": with_mcp(django_asgi_app, mcp_app),
+            "http": with_mcp(with_event_route(django_asgi_app), mcp_app),
             "websocket": AllowedHostsOriginValidator(SessionUserMiddleware(URLRouter(websocket_urlpatterns))),
         }
     )

@@ -9,7 +9,7 @@ every read, so someone removed from the project reads nothing more from the next
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from django.db.models import Max, Q
 
@@ -41,7 +41,18 @@ def event_json(event: Event) -> dict[str, Any]:
     }
 
 
-def event_readable(event: Event, *, user: Principal | None, readable: set[int]) -> bool:
+class Visibility(Protocol):
+    """What decides who may read an event: an :class:`Event`, or a :class:`FeedRow` of it."""
+
+    @property
+    def project_id(self) -> int | None: ...
+    @property
+    def private_to_id(self) -> int | None: ...
+    @property
+    def requires(self) -> list[int]: ...
+
+
+def event_readable(event: Visibility, *, user: Principal | None, readable: set[int]) -> bool:
     """Whether ``user``, who reads the projects ``readable``, may read ``event``."""
     if event.private_to_id is not None and getattr(user, "pk", user) != event.private_to_id:
         return False
@@ -73,6 +84,44 @@ def events_after(
     if len(rows) < limit:  # read to the end: on from the organization's newest event
         last = max(last, _organization_head(project))
     return EventPage(visible, last)
+
+
+@dataclass(frozen=True)
+class FeedRow:
+    """An event as plain data, with what decides who may read it (:func:`event_readable`)."""
+
+    id: int
+    type: str
+    project_id: int | None
+    private_to_id: int | None
+    requires: list[int]
+    json: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FeedRead:
+    """The events of a project after an id, for every reader at once (``planner/live/event_feed.py``),
+    unfiltered: each reader's types and visibility are applied to them afterwards. ``through``: every
+    event of the project up to this id is among ``rows`` (or before the id read after)."""
+
+    rows: list[FeedRow]
+    through: int
+
+
+def events_read_for_all(*, project: Project, after: int, limit: int) -> FeedRead:
+    """Every event of ``project`` (and of its organization alone) after ``after``, at most
+    ``limit``, whoever may read them: no access check here, the caller filters per reader."""
+    head = _organization_head(project)  # first: an event at or below it is committed, so read below
+    found = Event.objects.filter(
+        Q(project=project) | Q(project__isnull=True, organization_id=project.organization_id), id__gt=after
+    )
+    events = list(found.select_related("project").order_by("id")[:limit])
+    rows = [
+        FeedRow(e.pk, e.type, e.project_id, e.private_to_id, list(e.requires), event_json(e)) for e in events
+    ]
+    last = rows[-1].id if rows else after
+    through = last if len(rows) == limit else max(last, head)
+    return FeedRead(rows, through)
 
 
 def _organization_head(project: Project) -> int:

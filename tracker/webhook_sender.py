@@ -8,6 +8,12 @@ host name: a DNS answer that changes between the check and the connection (rebin
 nothing. Redirects are not followed (a 3xx is a failure), and a request takes at most
 :data:`TIMEOUT_SECONDS` from the connection to the first KB of the answer, however slowly the
 receiver drips it. Nothing here touches the database.
+
+An endpoint's batch of deliveries goes out in order on one :class:`Session` (:func:`post_in_order`):
+each request is checked as above, but a connection the receiver keeps open (HTTP/1.1 keep-alive, an
+answer read whole within its first KB) serves the next request to the same host and port if its
+address is one of those that request's check allowed: every request still goes to an address
+checked for it, and has its own time.
 """
 
 from __future__ import annotations
@@ -207,16 +213,46 @@ class _Deadline:
         self._timer.cancel()
 
 
+Connection = _PinnedHTTP | _PinnedHTTPS
+# What a connection kept since its last answer raises when the receiver closed it meanwhile.
+_CLOSED_MEANWHILE: Final = (
+    http.client.RemoteDisconnected,
+    BrokenPipeError,
+    ConnectionResetError,
+    ConnectionAbortedError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
+
+
+@dataclass(frozen=True)
+class _Exchanged:
+    status: int
+    text: str  # the first KB of the answer
+    location: str
+    reusable: bool  # the answer was read whole and the receiver keeps the connection open
+
+
 def _exchange(
-    endpoint: Endpoint, address: IPAddress, body: bytes, headers: dict[str, str], timeout: float
-) -> tuple[int, str, str]:
-    """One POST to ``address``: the status, the first KB of the answer, and its Location."""
-    kind = _PinnedHTTPS if endpoint.scheme == "https" else _PinnedHTTP
-    connection = kind(endpoint.host, endpoint.port, address=str(address), timeout=timeout)
-    deadline = _Deadline(connection, timeout)
+    connection: Connection, target: str, body: bytes, headers: dict[str, str], seconds: float
+) -> _Exchanged:
+    """One POST on ``connection`` (opened now if it is not yet), cut after ``seconds``."""
+    deadline = _Deadline(connection, seconds)
     try:
-        connection.request("POST", endpoint.target, body=body, headers=headers)
-        answer = connection.getresponse()
+        try:
+            connection.timeout = seconds
+            if connection.sock is None:
+                connection.connect()
+                if deadline.passed:  # the cut came while it connected, and could not stop it
+                    raise TimeoutError
+            else:  # kept from an earlier request, which had its own time
+                connection.sock.settimeout(seconds)
+            connection.request("POST", target, body=body, headers=headers)
+            answer = connection.getresponse()
+        except Exception as exc:
+            if deadline.passed:  # the cut made it fail
+                raise TimeoutError from exc
+            raise
         if deadline.passed:  # what it read was cut short
             raise TimeoutError
         try:
@@ -225,10 +261,129 @@ def _exchange(
             if not deadline.passed:
                 raise
             kept = b""  # the status came in time; the answer's body did not
-        return answer.status, kept.decode("utf-8", "replace"), answer.getheader("Location") or ""
+        location = answer.getheader("Location") or ""
     finally:
         deadline.cancel()
-        connection.close()
+    reusable = answer.isclosed() and not answer.will_close and not deadline.passed
+    return _Exchanged(answer.status, kept.decode("utf-8", "replace"), location, reusable)
+
+
+def _origin(endpoint: Endpoint) -> tuple[str, str, int]:
+    return endpoint.scheme, endpoint.host, endpoint.port
+
+
+class Session:
+    """Requests made one after the other, as an endpoint's batch of deliveries goes out. Each is
+    checked as :func:`post`'s is (its host resolved and every address allowed, at every request),
+    has its own ``timeout`` and follows no redirect; but the connection of an answer that allows
+    it (HTTP/1.1 keep-alive, its body read whole within the first KB) is kept for the next request
+    to the same scheme, host name and port, if its address is still one of those just checked. A
+    kept connection the receiver closed meanwhile is replaced by a new one, within the request's
+    time (a repeat is possible then; ``webhook-id`` lets the receiver drop it)."""
+
+    def __init__(self, *, allow_private: bool, timeout: float = TIMEOUT_SECONDS) -> None:
+        self.allow_private = allow_private
+        self.timeout = timeout
+        self._kept: tuple[Endpoint, IPAddress, Connection] | None = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection kept, if any."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            kept[2].close()
+
+    def post(self, url: str, *, body: bytes, headers: dict[str, str]) -> Answer:
+        """POST ``body`` to ``url``: resolved and checked now, sent to an address checked, within
+        the session's timeout, no redirect followed. Never raises."""
+        started = time.monotonic()
+        sent = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **headers}
+        try:
+            endpoint = endpoint_of(url)
+            addresses = addresses_checked(endpoint, allow_private=self.allow_private)
+            done = self._sent(endpoint, addresses, body, sent, time.monotonic())
+        except Exception as exc:  # every failure is the attempt's, logged for the owners
+            self.close()
+            elapsed = time.monotonic() - started
+            return Answer(None, round(elapsed * 1000), "", _failure(exc, elapsed, self.timeout)[:MAX_ERROR])
+        duration = round((time.monotonic() - started) * 1000)
+        error = ""
+        if 300 <= done.status < 400:
+            where = done.location or "nowhere"
+            error = f"A redirect ({done.status}) to {where}: redirects are not followed."[:MAX_ERROR]
+        elif not 200 <= done.status < 300:
+            error = f"The receiver answered {done.status}."
+        return Answer(done.status, duration, done.text, error)
+
+    def _sent(
+        self,
+        endpoint: Endpoint,
+        addresses: list[IPAddress],
+        body: bytes,
+        headers: dict[str, str],
+        started: float,
+    ) -> _Exchanged:
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            if _origin(kept[0]) == _origin(endpoint) and kept[1] in addresses:
+                try:
+                    return self._keeping(
+                        endpoint,
+                        address=kept[1],
+                        connection=kept[2],
+                        body=body,
+                        headers=headers,
+                        started=started,
+                    )
+                except _CLOSED_MEANWHILE:
+                    pass  # closed by the receiver since its last answer: a new connection
+            kept[2].close()
+        for index, address in enumerate(addresses):
+            kind = _PinnedHTTPS if endpoint.scheme == "https" else _PinnedHTTP
+            connection = kind(endpoint.host, endpoint.port, address=str(address), timeout=self.timeout)
+            try:
+                return self._keeping(
+                    endpoint,
+                    address=address,
+                    connection=connection,
+                    body=body,
+                    headers=headers,
+                    started=started,
+                )
+            except ConnectionRefusedError:
+                if index == len(addresses) - 1:
+                    raise
+        raise AddressError(f"The host {endpoint.host} does not resolve.")  # no address: checked before
+
+    def _keeping(
+        self,
+        endpoint: Endpoint,
+        *,
+        address: IPAddress,
+        connection: Connection,
+        body: bytes,
+        headers: dict[str, str],
+        started: float,
+    ) -> _Exchanged:
+        """The exchange on ``connection``, kept afterwards if it may be; closed if not."""
+        left = self.timeout - (time.monotonic() - started)
+        try:
+            if left <= 0:
+                raise TimeoutError
+            done = _exchange(connection, endpoint.target, body, headers, left)
+        except BaseException:
+            connection.close()
+            raise
+        if done.reusable:
+            self._kept = (endpoint, address, connection)
+        else:
+            connection.close()
+        return done
 
 
 def _failure(exc: BaseException, elapsed: float, timeout: float) -> str:
@@ -253,27 +408,30 @@ def post(
 ) -> Answer:
     """POST ``body`` to ``url``: resolved and checked now, connected to the address checked,
     within ``timeout`` seconds, no redirect followed. Never raises."""
-    started = time.monotonic()
-    sent = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **headers}
-    status, text, location = None, "", ""
-    try:
-        endpoint = endpoint_of(url)
-        addresses = addresses_checked(endpoint, allow_private=allow_private)
-        for index, address in enumerate(addresses):
-            try:
-                status, text, location = _exchange(endpoint, address, body, sent, timeout)
+    with Session(allow_private=allow_private, timeout=timeout) as session:
+        return session.post(url, body=body, headers=headers)
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A request ready to go: where, what, and the headers."""
+
+    url: str
+    body: bytes
+    headers: dict[str, str]
+
+
+def post_in_order(
+    batch: list[Outgoing], *, allow_private: bool, timeout: float, until: float
+) -> list[Answer]:
+    """Post ``batch`` in order, on one :class:`Session`, up to its first failure; after the first,
+    no request starts once ``until`` (``time.monotonic``) has come. What each request sent got."""
+    answers: list[Answer] = []
+    with Session(allow_private=allow_private, timeout=timeout) as session:
+        for outgoing in batch:
+            if answers and time.monotonic() >= until:
                 break
-            except ConnectionRefusedError:
-                if index == len(addresses) - 1:
-                    raise
-    except Exception as exc:  # every failure is the attempt's, logged for the owners
-        elapsed = time.monotonic() - started
-        return Answer(None, round(elapsed * 1000), "", _failure(exc, elapsed, timeout)[:MAX_ERROR])
-    assert status is not None  # a last refused address raised
-    duration = round((time.monotonic() - started) * 1000)
-    error = ""
-    if 300 <= status < 400:
-        error = f"A redirect ({status}) to {location or 'nowhere'}: redirects are not followed."[:MAX_ERROR]
-    elif not 200 <= status < 300:
-        error = f"The receiver answered {status}."
-    return Answer(status, duration, text, error)
+            answers.append(session.post(outgoing.url, body=outgoing.body, headers=outgoing.headers))
+            if not answers[-1].delivered:
+                break
+    return answers

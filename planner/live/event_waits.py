@@ -5,12 +5,15 @@ project's news through the hub, which the tracker's ``events_recorded`` signal t
 are committed, in this process or any other (through the relay), and reads the feed again when
 woken. No poll: with the channel layer down, a wait hears only this process and reads again every
 ``DEAF_READ_SECONDS``. Each read runs on the database threads and checks the reader's access anew.
+
+A waiter here reads for itself (MCP's ``wait_for_events``, whose read is the tool's); REST's waits
+and streams share one read per wake among the waiters of a project (``event_feed.py``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from planner.ground.bridge import db
@@ -45,24 +48,3 @@ async def events_await(
             await listener.heard_within(remaining, deaf_every=DEAF_READ_SECONDS)
             page = await db(read)(page.next)
     return page
-
-
-async def events_follow(
-    *, project_id: int, read: Callable[[int], EventPage], after: int, idle_seconds: float
-) -> AsyncGenerator[EventPage, None]:
-    """Every page of events after ``after``, for as long as the caller iterates (a stream), and an
-    empty page whenever ``idle_seconds`` pass without any, for the caller to keep its connection
-    alive. Each read checks the reader's access: a reader removed from the project is refused at
-    the next event, or within ``idle_seconds``."""
-    async with hub.listening(events_topic(project_id)) as listener:
-        quiet_since = time.monotonic()
-        while True:
-            page = await db(read)(after)
-            after = page.next
-            if page.events or time.monotonic() - quiet_since >= idle_seconds:
-                quiet_since = time.monotonic()
-                yield page
-                if page.events:
-                    continue
-            idle = max(0.0, idle_seconds - (time.monotonic() - quiet_since))
-            await listener.heard_within(idle, deaf_every=DEAF_READ_SECONDS)

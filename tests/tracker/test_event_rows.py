@@ -4,8 +4,10 @@ databases: a ticket's audience, runnable tickets, items by number, dependents, e
 from __future__ import annotations
 
 import datetime
+from typing import cast
 
 import pytest
+from django.contrib.auth.models import User
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
@@ -81,9 +83,8 @@ def test_a_tickets_audience_is_its_watchers_and_claim_holders_as_the_orm_reads_t
     Watch.objects.create(item=watched, user=member)
     claim(claimed, member)
     ended = claim(nobody, owner, status=ClaimStatus.EXPIRED)
-    numbers = {watched.number, claimed.number, nobody.number}
 
-    numbers = tuple(sorted(numbers))
+    numbers = tuple(sorted([watched.number, claimed.number, nobody.number]))
     found = event_rows.ticket_audiences(TicketsAsked(project.pk, numbers))
     named = event_rows.ticket_audiences(TicketsAsked(project.pk, numbers, claims=(ended.pk,)))
     every = event_rows.ticket_audiences(TicketsAsked(project.pk, numbers, every=True))
@@ -152,7 +153,7 @@ def test_enabled_webhooks_are_those_the_orm_finds(project, other_project, owner)
 
 
 def test_events_inserted_in_sql_read_back_as_the_orm_writes_them(project, owner):
-    reader = UserFactory()
+    reader = cast(User, UserFactory())
     events = [
         Event(
             organization_id=project.organization_id,

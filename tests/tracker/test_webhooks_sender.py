@@ -1,19 +1,24 @@
 """One webhook request (``tracker/webhook_sender.py``): which addresses are refused, and a POST that
-never takes longer than its time, however the receiver behaves, keeping the first KB it answers."""
+never takes longer than its time, however the receiver behaves, keeping the first KB it answers;
+then a batch of them: in order on one session, up to the first failure, its connection kept only
+to an address checked for the request at hand."""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
 from tests.fakes.webhook_receiver import Reply, always, receiving
 from tracker import webhook_sender
-from tracker.webhook_sender import address_refusal, post, url_refusal
+from tracker.webhook_sender import Outgoing, Session, address_refusal, post, post_in_order, url_refusal
 
 
 @pytest.mark.parametrize(
@@ -211,3 +216,125 @@ def test_an_international_host_name_is_resolved_and_sent_as_its_a_label(monkeypa
     assert answer.delivered
     assert resolved[0] == "xn--bcher-kva.example"
     assert receiver.received[0].headers["host"] == f"xn--bcher-kva.example:{receiver.port}"
+
+
+@contextmanager
+def keeping_alive(*, hang_up: bool = False, hang_on: str = "") -> Iterator[tuple[int, list[str]]]:
+    """An HTTP/1.1 server on 127.0.0.1 that answers 204 and keeps the connection open; its log:
+    ``connect`` for each connection, and each request's path. ``hang_up``: it closes the connection
+    after each answer all the same, without saying so; ``hang_on``: that path gets no answer."""
+    log: list[str] = []
+    released = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            log.append("connect")
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            log.append(self.path)
+            if self.path == hang_on:
+                released.wait(10)
+                self.close_connection = True
+                return
+            self.send_response(204)
+            self.end_headers()
+            self.close_connection = hang_up
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], log
+    finally:
+        released.set()
+        server.shutdown()
+        server.server_close()
+
+
+def resolving_to(monkeypatch, *addresses: str) -> list[str]:
+    """The host names asked for; each name resolves to the next of ``addresses`` (the last one
+    for ever), a literal address to itself."""
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def resolve(host: str, port: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(host)
+        if webhook_sender._literal(host) is not None:
+            return real(host, port, *args, **kwargs)
+        answer = addresses[min(asked.count(host), len(addresses)) - 1]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answer, port))]
+
+    monkeypatch.setattr(webhook_sender.socket, "getaddrinfo", resolve)
+    return asked
+
+
+def test_a_session_keeps_a_connection_the_receiver_keeps_open_and_checks_the_host_at_every_request(
+    monkeypatch,
+):
+    asked = resolving_to(monkeypatch, "127.0.0.1")
+    with keeping_alive() as (port, log), Session(allow_private=True) as session:
+        answers = [
+            session.post(f"http://hooks.example.test:{port}/{n}", body=b"{}", headers={}) for n in range(3)
+        ]
+
+    assert [answer.status_code for answer in answers] == [204, 204, 204]
+    assert log == ["connect", "/0", "/1", "/2"]
+    assert asked.count("hooks.example.test") == 3
+
+
+@pytest.mark.parametrize(
+    ("elsewhere", "why"), [("127.0.0.2", "Could not connect"), ("0.0.0.0", "unspecified")]
+)
+def test_a_kept_connection_is_not_used_once_the_host_resolves_elsewhere(monkeypatch, elsewhere, why):
+    resolving_to(monkeypatch, "127.0.0.1", elsewhere)  # nothing listens on 127.0.0.2
+    with keeping_alive() as (port, log), Session(allow_private=True) as session:
+        first = session.post(f"http://hooks.example.test:{port}/0", body=b"{}", headers={})
+        second = session.post(f"http://hooks.example.test:{port}/1", body=b"{}", headers={})
+
+    assert first.delivered
+    assert not second.delivered
+    assert why in second.error
+    assert log == ["connect", "/0"]
+
+
+def test_a_kept_connection_the_receiver_closed_is_replaced_by_a_new_one():
+    with keeping_alive(hang_up=True) as (port, log), Session(allow_private=True) as session:
+        answers = [session.post(f"http://127.0.0.1:{port}/{n}", body=b"{}", headers={}) for n in range(2)]
+
+    assert [answer.delivered for answer in answers] == [True, True]
+    assert log == ["connect", "/0", "connect", "/1"]
+
+
+def test_a_request_on_a_kept_connection_has_its_own_time_and_a_cut_connection_is_not_kept():
+    with keeping_alive(hang_on="/1") as (port, log), Session(allow_private=True, timeout=0.5) as session:
+        answers = [session.post(f"http://127.0.0.1:{port}/{n}", body=b"{}", headers={}) for n in range(3)]
+
+    assert [answer.error for answer in answers] == ["", "No answer within 0.5 s.", ""]
+    assert log == ["connect", "/0", "/1", "connect", "/2"]
+
+
+def test_a_batch_goes_in_order_on_one_session_and_stops_at_its_first_failure():
+    down_at_two = lambda _r, request: Reply(500 if request.path == "/2" else 204)  # noqa: E731
+    with receiving(down_at_two) as receiver:
+        batch = [Outgoing(receiver.url(f"/{n}"), b"{}", {}) for n in range(5)]
+        answers = post_in_order(batch, allow_private=True, timeout=5.0, until=time.monotonic() + 60)
+
+    assert [answer.status_code for answer in answers] == [204, 204, 500]
+    assert [request.path for request in receiver.received] == ["/0", "/1", "/2"]
+
+
+def test_a_batch_whose_time_has_come_sends_its_first_request_only():
+    with receiving() as receiver:
+        batch = [Outgoing(receiver.url(f"/{n}"), b"{}", {}) for n in range(3)]
+        answers = post_in_order(batch, allow_private=True, timeout=5.0, until=time.monotonic())
+
+    assert [answer.delivered for answer in answers] == [True]
+    assert [request.path for request in receiver.received] == ["/0"]

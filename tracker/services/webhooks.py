@@ -9,10 +9,15 @@ publish that fails is logged and only delays the deliveries.
 
 :func:`deliveries_send` sends what is due. Per endpoint one sender at a time, in order: it takes
 the endpoint's lease (a conditional UPDATE; a sender killed mid-way leaves a lease that simply
-runs out), sends the oldest pending delivery, logs the attempt, and goes on with the next until
-one fails; later deliveries wait behind it. Endpoints are sent to at once, on a small pool of
-threads, so a receiver that hangs holds up only itself. The database is touched on the calling
-thread only; the pool's threads only talk HTTP (``tracker/webhook_sender.py``).
+runs out) and sends its due deliveries oldest first in batches (up to ``BATCH_DELIVERIES``, one
+after the other on one HTTP session, stopping at the first failure: later deliveries wait behind
+it). After its first, no request of a batch starts later than ``BATCH_SECONDS`` after the lease
+was renewed, so a batch ends well within the lease. A batch's attempts are logged together (one
+INSERT, one UPDATE of the delivered; the failure counters written only when not zero), then the
+lease is renewed for the next batch. Endpoints are sent to at once, one batch per thread of a
+small pool, taking turns when more are due than threads, so a receiver that hangs holds up only
+itself. The database is touched on the calling thread only; the pool's threads only talk HTTP
+(``tracker/webhook_sender.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import os
 import threading
 import time
 import uuid
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,6 +45,8 @@ from django.utils import timezone
 
 from tracker import webhook_sender
 from tracker.commit_hooks import on_commit_robust
+from tracker.db import event_rows
+from tracker.db.event_rows import WebhookWanting
 from tracker.event_selectors import event_json, event_readable
 from tracker.models import (
     DeliveryStatus,
@@ -75,6 +83,8 @@ LEASE: Final = timedelta(seconds=30)
 SENDING_THREADS: Final = 8
 RUN_SECONDS: Final = 60.0  # a run takes new deliveries for this long, then finishes what is on its way
 LOOK_AGAIN_SECONDS: Final = 1.0  # while deliveries are on their way, new ones are looked for this often
+BATCH_DELIVERIES: Final = 50  # an endpoint's due deliveries sent one after the other under one look
+BATCH_SECONDS: Final = 1.0  # after which a batch starts no new request: its outcomes are recorded
 NOTICE_KIND: Final = "webhook_disabled"  # planner/domain/inbox.py's words for it
 
 
@@ -87,11 +97,7 @@ def deliveries_queue(events: list[Event]) -> None:
     events = [event for event in events if event.project_id is not None]
     if not events:
         return
-    hooks = list(
-        Webhook.objects.filter(project_id__in={event.project_id for event in events}, enabled=True).only(
-            "pk", "project_id", "types", "created_by_id"
-        )
-    )
+    hooks = event_rows.webhooks_enabled({event.project_id for event in events if event.project_id})
     if not hooks:
         return
     now = timezone.now()
@@ -107,9 +113,9 @@ def deliveries_queue(events: list[Event]) -> None:
                 if hook.project_id == event.project_id and _wants(hook, event, readable):
                     rows.append(
                         WebhookDelivery(
-                            webhook=hook,
+                            webhook_id=hook.id,
                             event=event,
-                            msg_id=f"msg_{event.pk}_{hook.pk}",
+                            msg_id=f"msg_{event.pk}_{hook.id}",
                             type=event.type,
                             next_attempt_at=now,
                         )
@@ -119,7 +125,7 @@ def deliveries_queue(events: list[Event]) -> None:
         on_commit_robust(deliveries_kick)
 
 
-def _wants(hook: Webhook, event: Event, readable: dict[int, set[int]]) -> bool:
+def _wants(hook: WebhookWanting, event: Event, readable: dict[int, set[int]]) -> bool:
     """The endpoint takes the event's type, and its creator may read the event (as the feed would
     show it to them: ``tracker/event_selectors.py``)."""
     if hook.types and event.type not in hook.types:
@@ -216,21 +222,15 @@ def slack_text(event: Event) -> str:
     return f"{_slack_escaped(line[:500])} <{_page_of(event)}|open>"
 
 
-@dataclass(frozen=True)
-class Outgoing:
-    """A delivery ready to go: where, what, and the headers."""
-
-    url: str
-    body: bytes
-    headers: dict[str, str]
+KEY_CHANGED: Final = (
+    "The webhook's secret cannot be decrypted (the credential key changed): make a new webhook."
+)
 
 
-def _outgoing(delivery: WebhookDelivery, now: datetime) -> Outgoing | str:
-    """What to send for ``delivery`` now, or why it cannot be sent."""
-    hook = delivery.webhook
-    secret = crypto.decrypt(hook.secret)
-    if secret is None:
-        return "The webhook's secret cannot be decrypted (the credential key changed): make a new webhook."
+def _outgoing(
+    delivery: WebhookDelivery, hook: Webhook, secret: str, now: datetime
+) -> webhook_sender.Outgoing:
+    """What to send for ``delivery`` to ``hook`` now, signed with its ``secret``."""
     event = delivery.event
     if hook.format == WebhookFormat.SLACK:
         text = slack_text(event) if event is not None else f"Ballet: a test ping for “{hook.name}”."
@@ -245,7 +245,7 @@ def _outgoing(delivery: WebhookDelivery, now: datetime) -> Outgoing | str:
         }
     body = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
     headers = webhook_sender.signed_headers(secret=secret, msg_id=delivery.msg_id, at=now, body=body)
-    return Outgoing(hook.url, body.encode(), headers)
+    return webhook_sender.Outgoing(hook.url, body.encode(), headers)
 
 
 # --- leases -------------------------------------------------------------------------------------
@@ -276,10 +276,11 @@ def _head_due() -> Subquery:
     return Subquery(pending.order_by("id").values("next_attempt_at")[:1])
 
 
-def _due_endpoints(now: datetime, held: set[int]) -> list[int]:
+def _due_endpoints(now: datetime, known: set[int]) -> list[int]:
+    """The endpoints, but ``known``, whose oldest pending delivery is due and whose lease is free."""
     free = Q(leased_until__isnull=True) | Q(leased_until__lte=now)
     due = Webhook.objects.filter(free, enabled=True).annotate(head_due=_head_due()).filter(head_due__lte=now)
-    return list(due.exclude(pk__in=held).order_by("pk").values_list("pk", flat=True))
+    return list(due.exclude(pk__in=known).order_by("pk").values_list("pk", flat=True))
 
 
 def deliveries_next_due() -> datetime | None:
@@ -297,43 +298,86 @@ def deliveries_next_due() -> datetime | None:
 # --- attempts -----------------------------------------------------------------------------------
 
 
-def _head(webhook_id: int) -> WebhookDelivery | None:
+def _batch_due(webhook_id: int, now: datetime) -> tuple[Webhook | None, list[WebhookDelivery]]:
+    """The endpoint, and its oldest pending deliveries that are due, in order, up to a batch: none
+    after one that is not due yet."""
+    hook = Webhook.objects.filter(pk=webhook_id).first()
+    if hook is None:
+        return None, []
     pending = WebhookDelivery.objects.filter(webhook_id=webhook_id, status=DeliveryStatus.PENDING)
-    return pending.select_related("webhook", "event__project").order_by("id").first()
+    batch = []
+    for delivery in pending.select_related("event__project").order_by("id")[:BATCH_DELIVERIES]:
+        if delivery.next_attempt_at > now:
+            break
+        batch.append(delivery)
+    return hook, batch
+
+
+Outcome = tuple[int, webhook_sender.Answer]  # a delivery's id, and what its attempt got
 
 
 def attempt_record(*, delivery_id: int, answer: webhook_sender.Answer, now: datetime | None = None) -> bool:
     """Log one attempt of the delivery and move it on: delivered, due again after its backoff, or
     failed after its last retry; an endpoint failing too long or too often is disabled. Whether
     it was delivered."""
+    return attempts_record([(delivery_id, answer)], now=now) == 1
+
+
+def attempts_record(
+    outcomes: list[Outcome], *, counters_clear: bool = False, now: datetime | None = None
+) -> int:
+    """Log the attempts of a batch, sent in this order, and move each delivery on as
+    :func:`attempt_record` does, in one transaction: the attempts in one INSERT, the deliveries
+    delivered in one UPDATE (their endpoints' failure counters reset unless ``counters_clear``,
+    known to be zero already), a failure as one attempt. How many were delivered (a delivery
+    deleted meanwhile with its webhook is not logged)."""
     now = now or timezone.now()
     with transaction.atomic():
-        delivery = WebhookDelivery.objects.select_for_update().filter(pk=delivery_id).first()
-        if delivery is None:  # its webhook was deleted meanwhile
-            return False
-        WebhookAttempt.objects.create(
-            delivery=delivery,
-            status_code=answer.status_code,
-            duration_ms=answer.duration_ms,
-            response=answer.response[: webhook_sender.RESPONSE_KEPT],
-            error=answer.error[: webhook_sender.MAX_ERROR],
+        rows = WebhookDelivery.objects.select_for_update().filter(pk__in=[pk for pk, _ in outcomes])
+        present = {
+            pk: (webhook_id, attempts)
+            for pk, webhook_id, attempts in rows.values_list("pk", "webhook_id", "attempts")
+        }
+        outcomes = [(pk, answer) for pk, answer in outcomes if pk in present]
+        WebhookAttempt.objects.bulk_create(
+            WebhookAttempt(
+                delivery_id=pk,
+                status_code=answer.status_code,
+                duration_ms=answer.duration_ms,
+                response=answer.response[: webhook_sender.RESPONSE_KEPT],
+                error=answer.error[: webhook_sender.MAX_ERROR],
+            )
+            for pk, answer in outcomes
         )
-        delivery.attempts += 1
-        hooks = Webhook.objects.filter(pk=delivery.webhook_id)
-        if answer.delivered:
-            delivery.status, delivery.delivered_at = DeliveryStatus.DELIVERED, now
-            delivery.save(update_fields=["attempts", "status", "delivered_at"])
-            hooks.update(failing_since=None, failures_in_row=0)
-            return True
-        if delivery.attempts > len(RETRY_DELAYS):
-            delivery.status = DeliveryStatus.FAILED
-        else:
-            delivery.next_attempt_at = now + RETRY_DELAYS[delivery.attempts - 1]
-        delivery.save(update_fields=["attempts", "status", "next_attempt_at"])
-        since = Coalesce("failing_since", Value(now, output_field=DateTimeField()))
-        hooks.update(failures_in_row=F("failures_in_row") + 1, failing_since=since)
-        _disable_if_failing(hooks.get(), now)
-    return False
+        delivered = [pk for pk, answer in outcomes if answer.delivered]
+        if delivered:
+            WebhookDelivery.objects.filter(pk__in=delivered).update(
+                status=DeliveryStatus.DELIVERED, delivered_at=now, attempts=F("attempts") + 1
+            )
+            if not counters_clear:
+                hooks = Webhook.objects.filter(pk__in={present[pk][0] for pk in delivered})
+                hooks.filter(Q(failures_in_row__gt=0) | Q(failing_since__isnull=False)).update(
+                    failing_since=None, failures_in_row=0
+                )
+        for pk, answer in outcomes:
+            if not answer.delivered:
+                webhook_id, attempts = present[pk]
+                _failure_record(pk, webhook_id, attempts + 1, now)
+    return len(delivered)
+
+
+def _failure_record(delivery_id: int, webhook_id: int, attempts: int, now: datetime) -> None:
+    """The delivery's ``attempts``-th attempt failed: due again after its backoff, or failed after
+    its last retry; its endpoint one failure further, disabled if it fails too long or too often."""
+    rows = WebhookDelivery.objects.filter(pk=delivery_id)
+    if attempts > len(RETRY_DELAYS):
+        rows.update(attempts=attempts, status=DeliveryStatus.FAILED)
+    else:
+        rows.update(attempts=attempts, next_attempt_at=now + RETRY_DELAYS[attempts - 1])
+    hooks = Webhook.objects.filter(pk=webhook_id)
+    since = Coalesce("failing_since", Value(now, output_field=DateTimeField()))
+    hooks.update(failures_in_row=F("failures_in_row") + 1, failing_since=since)
+    _disable_if_failing(hooks.get(), now)
 
 
 def _disable_if_failing(hook: Webhook, now: datetime) -> None:
@@ -403,11 +447,12 @@ def _sending_pool() -> ThreadPoolExecutor:
 
 @dataclass(frozen=True)
 class Flight:
-    """A delivery on its way, under its endpoint's lease."""
+    """A batch of an endpoint's deliveries on its way, under the endpoint's lease."""
 
     webhook_id: int
     token: str
-    delivery_id: int
+    delivery_ids: tuple[int, ...]
+    counters_clear: bool  # the endpoint's failure counters were zero when the batch was read
 
 
 @dataclass
@@ -420,57 +465,86 @@ class SendRun:
 
 
 class _Sender:
+    """The run's state: the batches on their way (one a thread at most), the leases held, and the
+    due endpoints found but not yet sent to (their turn comes as threads come free)."""
+
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self.allow_private = settings.BALLET_WEBHOOKS.allow_private
-        self.flights: dict[Future[webhook_sender.Answer], Flight] = {}
+        self.flights: dict[Future[list[webhook_sender.Answer]], Flight] = {}
         self.leases: dict[int, str] = {}
+        self.waiting: deque[int] = deque()
+        self.looked_at = -LOOK_AGAIN_SECONDS  # time.monotonic of the last look for due endpoints
+        self.freed = True  # a thread came free since then
         self.run = SendRun()
 
-    def take_due(self) -> None:
-        now = timezone.now()
-        for webhook_id in _due_endpoints(now, set(self.leases)):
-            token = _lease_take(webhook_id, now)
+    def look(self) -> None:
+        """Find the due endpoints: when a thread came free and no endpoint waits for one, and
+        every LOOK_AGAIN_SECONDS (new deliveries, retries come due)."""
+        idle = len(self.flights) < SENDING_THREADS and self.freed and not self.waiting
+        if not idle and time.monotonic() - self.looked_at < LOOK_AGAIN_SECONDS:
+            return
+        self.looked_at, self.freed = time.monotonic(), False
+        self.waiting.extend(_due_endpoints(timezone.now(), {*self.leases, *self.waiting}))
+
+    def fill(self) -> None:
+        """Send to the waiting endpoints while a thread is free, each under its lease."""
+        while self.waiting and len(self.flights) < SENDING_THREADS:
+            webhook_id = self.waiting.popleft()
+            token = _lease_take(webhook_id, timezone.now())
             if token is not None:
                 self.leases[webhook_id] = token
-                self.launch(webhook_id)
+                self.launch(webhook_id, renew=False)
 
-    def launch(self, webhook_id: int) -> None:
-        """Send the endpoint's oldest pending delivery if it is due; else give its lease back."""
+    def launch(self, webhook_id: int, *, renew: bool = True) -> None:
+        """Send the endpoint's due deliveries, a batch, in order; if none is due, give its lease back."""
         token, now = self.leases[webhook_id], timezone.now()
-        head = _head(webhook_id) if _lease_renewed(webhook_id, token, now) else None
-        if head is None or head.next_attempt_at > now:
+        held_from = time.monotonic()
+        if renew and not _lease_renewed(webhook_id, token, now):
             self.release(webhook_id)
             return
-        outgoing = _outgoing(head, now)
-        future: Future[webhook_sender.Answer]
-        if isinstance(outgoing, str):
+        hook, batch = _batch_due(webhook_id, now)
+        if hook is None or not batch:
+            self.release(webhook_id)
+            return
+        future: Future[list[webhook_sender.Answer]]
+        secret = crypto.decrypt(hook.secret)
+        if secret is None:
+            batch = batch[:1]
             future = Future()
-            future.set_result(webhook_sender.Answer(None, 0, "", outgoing))
+            future.set_result([webhook_sender.Answer(None, 0, "", KEY_CHANGED)])
         else:
             future = _sending_pool().submit(
-                webhook_sender.post,
-                outgoing.url,
-                body=outgoing.body,
-                headers=outgoing.headers,
+                webhook_sender.post_in_order,
+                [_outgoing(delivery, hook, secret, now) for delivery in batch],
                 allow_private=self.allow_private,
                 timeout=self.timeout,
+                until=held_from + BATCH_SECONDS,
             )
-        self.flights[future] = Flight(webhook_id, token, head.pk)
+        clear = hook.failures_in_row == 0 and hook.failing_since is None
+        self.flights[future] = Flight(webhook_id, token, tuple(d.pk for d in batch), clear)
 
-    def land(self, future: Future[webhook_sender.Answer], *, go_on: bool) -> None:
+    def land(self, future: Future[list[webhook_sender.Answer]], *, go_on: bool) -> None:
+        """Record a batch's attempts; go on with the endpoint's next batch if every one was
+        delivered (after the endpoints waiting for a thread, if any)."""
         flight = self.flights.pop(future)
-        if attempt_record(delivery_id=flight.delivery_id, answer=future.result()):
-            self.run.delivered += 1
-            if go_on:
-                self.launch(flight.webhook_id)
-                return
-        else:
-            self.run.failed += 1
+        answers = future.result()
+        delivered = attempts_record(
+            list(zip(flight.delivery_ids, answers, strict=False)), counters_clear=flight.counters_clear
+        )
+        self.run.delivered += delivered
+        self.run.failed += len(answers) - delivered
+        whole = delivered == len(answers)
+        if go_on and whole and not self.waiting:
+            self.launch(flight.webhook_id)
+            return
         self.release(flight.webhook_id)
+        if go_on and whole:
+            self.waiting.append(flight.webhook_id)
 
     def release(self, webhook_id: int) -> None:
         token = self.leases.pop(webhook_id, None)
+        self.freed = True
         if token is not None:
             _lease_release(webhook_id, token)
 
@@ -490,7 +564,8 @@ def deliveries_send(
         while True:
             taking = time.monotonic() - started < within and not (stop is not None and stop.is_set())
             if taking:
-                sender.take_due()
+                sender.look()
+                sender.fill()
             if not sender.flights:
                 break
             done, _ = wait(list(sender.flights), timeout=LOOK_AGAIN_SECONDS, return_when=FIRST_COMPLETED)

@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import pytest
+from django.db import connections
 
 from planner.live.event_waits import events_topic
 from planner.live.hub import hub
@@ -36,8 +37,16 @@ async def listening(topic: str) -> None:
 
 
 def on_another_thread(work) -> None:
-    """What another request does: write and commit on a thread of its own."""
-    thread = threading.Thread(target=work)
+    """What another request does: write and commit on a thread of its own (and close its
+    connection, as a request's end does: the test database is dropped after)."""
+
+    def request() -> None:
+        try:
+            work()
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=request)
     thread.start()
     thread.join()
 
