@@ -218,7 +218,16 @@ class Question(models.Model):
     text = models.TextField()
     status = models.CharField(max_length=20, choices=QuestionStatus.choices, default=QuestionStatus.OPEN)
     answer = models.TextField(blank=True)
-    answered_by = models.CharField(max_length=200, blank=True)  # planner:SESSION or user:NAME
+    # Whose answer it is: user:NAME, the human who answered, or on whose reply the planner answered
+    # (then ``answered_via`` is planner:SESSION); planner:SESSION, the planner's own.
+    answered_by = models.CharField(max_length=200, blank=True)
+    answered_via = models.CharField(max_length=200, blank=True)
+    # The human of ``answered_by``; and whether they confirmed the planner's wording of their reply
+    # (docs/domain.md#agents-questions: only a human's own words, or words they confirmed, are kept).
+    human = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    confirmed = models.BooleanField(default=False)
     # Why the question waits for the project's humans (needs_human): how its sub-chat ended.
     reason = models.TextField(blank=True)
     # False while the running-turn limits keep its sub-chat's first turn waiting (docs/domain.md).

@@ -97,6 +97,7 @@ def _questions(project: Project, item: Item) -> list[JsonObject]:
             "text": question.text,
             "answer": question.answer,
             "answered_by": question.answered_by,
+            "answered_via": question.answered_via,
             "answered_at": question.answered_at.isoformat() if question.answered_at else None,
             "asker": question.asker.get_username(),
         }

@@ -54,11 +54,13 @@ from tracker.trust.permissions import (
 
 MAX_ENTRIES: Final = 200  # the inbox shows the newest this many
 EXPIRED_CLAIM_DAYS: Final = 7  # an expired claim stays in its holder's inbox this long
+CONFIRM_DAYS: Final = 7  # the planner's words of a reply wait this long for their human to confirm them
 MAX_TITLE: Final = 200  # a question's text is cut to this many characters for its title
 
 # An entry's kind, in words: what the page and the header say.
 KIND_WORDS: Final[dict[str, str]] = {
     "question": "Question from an agent",
+    "confirm": "Confirm the planner's answer",
     "request": "The planner asks you",
     "approval": "Approval waiting for you",
     "changeset": "Changeset to review",
@@ -160,6 +162,23 @@ def _questions(reach: _Reach) -> QuerySet[Question]:
         )
         .exclude(asker=reach.user)
         .annotate(entry=_id("question", _text("pk")), at=F("created_at"))
+    )
+
+
+def _confirmations(reach: _Reach) -> QuerySet[Question]:
+    """Answers the planner worded from the user's reply, for the week after: theirs to confirm (only
+    then are they kept: docs/domain.md#agents-questions), or to dismiss."""
+    return (
+        Question.objects.filter(
+            status=QuestionStatus.ANSWERED,
+            human=reach.user,
+            confirmed=False,
+            project_id__in=sorted(set(reach.chat) & set(reach.readable)),
+            session__isnull=False,
+            answered_at__gte=reach.now - timedelta(days=CONFIRM_DAYS),
+        )
+        .exclude(answered_via="")
+        .annotate(entry=_id("confirm", _text("pk")), at=F("answered_at"))
     )
 
 
@@ -279,6 +298,20 @@ def _question_entries(rows: QuerySet[Any]) -> list[InboxEntry]:
     ]
 
 
+def _confirm_entries(rows: QuerySet[Any]) -> list[InboxEntry]:
+    return [
+        InboxEntry(
+            q.entry,
+            "confirm",
+            q.project.key,
+            _cut(f"The planner answered “{q.text}” from your reply: {q.answer}"),
+            _chat_url(q.project.key, q.session.pk),
+            q.at,
+        )
+        for q in rows.select_related("project", "session")
+    ]
+
+
 def _request_entries(rows: QuerySet[Any]) -> list[InboxEntry]:
     entries = []
     for r in rows.select_related("session__project"):
@@ -368,6 +401,7 @@ class _Source:
 # By an id's prefix: where its entries come from.
 SOURCES: Final[dict[str, _Source]] = {
     "question": _Source(_questions, _question_entries),
+    "confirm": _Source(_confirmations, _confirm_entries),
     "request": _Source(_requests, _request_entries),
     "changeset": _Source(_changesets, _changeset_entries),
     "review": _Source(_reviews, _review_entries),

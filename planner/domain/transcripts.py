@@ -145,6 +145,7 @@ def session_about(*, session: Session) -> dict[str, Any] | None:
         "asker": question.asker.username,
         "answer": question.answer,
         "answered_by": question.answered_by,
+        "answered_via": question.answered_via,
         "reason": question.reason,
         "joined": questions_joined(question_id=question.pk),
     }

@@ -16,6 +16,11 @@ urlpatterns: list[URLPattern] = [
         name="planner-question-answer",
     ),
     path(
+        "projects/<str:key>/chat/<uuid:session>/confirm/",
+        pages.question_confirm_page,
+        name="planner-question-confirm",
+    ),
+    path(
         "projects/<str:key>/chat/<uuid:session>/unarchive/",
         pages.chat_unarchive,
         name="planner-chat-unarchive",

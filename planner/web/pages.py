@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from planner.domain.refs import refs_resolve
 from planner.domain.selectors import project_provider, session_get, session_list, session_waiting_count
 from planner.domain.services.agent_questions import question_answer_human
+from planner.domain.services.answer_confirm import awaiting_confirmation, question_confirm
 from planner.domain.services.chats import session_unarchive
 from planner.domain.services.human_requests import may_decide
 from planner.domain.services.sessions import MAX_TITLE, session_create
@@ -33,6 +34,7 @@ from tracker.errors import (
     BalletError,
     InvalidStateError,
     NotFoundError,
+    PermissionDeniedError,
     ValidationError,
 )
 from tracker.models import Project
@@ -102,6 +104,10 @@ def chat(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
         "can_answer_question": can_chat
         and found.question is not None
         and found.question.status == QuestionStatus.NEEDS_HUMAN,
+        "can_confirm": can_chat
+        and found.question is not None
+        and found.question.human_id == user.pk
+        and awaiting_confirmation(found.question),
         "can_send": can_chat and found.user_id == user.pk and found.archived_at is None,
         "can_manage": can_chat and found.user_id == user.pk,  # rename, archive: the owner's
         "approves": _approvable(found, user),
@@ -176,6 +182,29 @@ def question_answer(request: HttpRequest, key: str, session: uuid.UUID) -> HttpR
             one_off=request.POST.get("one_off") == "on",  # the form's checkbox
         )
     except (ValidationError, InvalidStateError) as exc:
+        return render(
+            request,
+            "planner/question_refused.html",
+            {"project": project, "message": _first_error(exc), "back": back},
+            status=exc.status,
+        )
+    return HttpResponseRedirect(back)
+
+
+@require_POST
+@login_required
+def question_confirm_page(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
+    """The human the planner answered for confirms its words, from the sub-chat (kept as their
+    decision, docs/domain.md#agents-questions); back to the sub-chat."""
+    user = page_user(request)
+    project = page_project(user, key, PLANNER_CHAT)
+    found = _session(user, project, session)
+    if found.question_id is None:
+        raise Http404("This chat answers no question.")
+    back = reverse("planner-chat", args=[project.key, found.pk])
+    try:
+        question_confirm(user=user, project=project, question_id=found.question_id)
+    except (PermissionDeniedError, InvalidStateError) as exc:
         return render(
             request,
             "planner/question_refused.html",

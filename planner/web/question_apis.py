@@ -30,6 +30,7 @@ from planner.domain.services.agent_questions import (
     question_status,
     question_withdraw,
 )
+from planner.domain.services.answer_confirm import question_confirm
 from planner.ground.bridge import db
 from planner.live.question_waits import question_await
 from planner.live.runner import runner
@@ -196,6 +197,23 @@ class QuestionAnswerApi(BalletApi):
         return Response(QuestionSerializer(answered).data)
 
 
+class QuestionConfirmApi(BalletApi):
+    scopes = {"POST": Scope.ASK}
+
+    @extend_schema(
+        summary="Confirm the planner's words of your reply as your answer (answered_via, not confirmed)",
+        description="Only the human the answer names (answered_by) confirms it; it is then kept as their "
+        "decision (decision: its id), their reply quoted as theirs and the planner's words as the planner's, "
+        "and given to later questions meaning the same. Confirming again changes nothing.",
+        request=None,
+        responses=with_errors({200: QuestionSerializer}, *WRITE_ERRORS, 409, 429),
+    )
+    def post(self, request: Request, key: str, question: str) -> Response:
+        project = project_for(request, key, PLANNER_CHAT)
+        confirmed = question_confirm(user=caller(request), project=project, question_id=question)
+        return Response(QuestionSerializer(confirmed).data)
+
+
 class QuestionWithdrawApi(AsyncBalletApi):
     scopes = {"POST": Scope.ASK}
 
@@ -217,6 +235,7 @@ def _withdrawing(request: Request, key: str, question: str) -> Withdrawn:
 
 __all__ = [
     "QuestionAnswerApi",
+    "QuestionConfirmApi",
     "QuestionDetailApi",
     "QuestionListApi",
     "QuestionWithdrawApi",

@@ -119,7 +119,17 @@ class QuestionSerializer(serializers.Serializer[Question]):
     item = serializers.SerializerMethodField()
     status = serializers.CharField()
     answer = serializers.CharField()
-    answered_by = serializers.CharField()
+    answered_by = serializers.CharField(
+        help_text="Whose answer it is: user:NAME, the human who answered or on whose reply the planner "
+        "answered (then answered_via names the planner); planner:SESSION, the planner's own."
+    )
+    answered_via = serializers.CharField(
+        help_text="planner:SESSION when the planner worded the answer from answered_by's reply; else empty."
+    )
+    confirmed = serializers.BooleanField(
+        help_text="The human of answered_by confirmed the planner's words (only then is such an answer kept "
+        "as a decision and given to later questions)."
+    )
     reason = serializers.CharField(
         help_text="needs_human: why the planner left it to the project's humans (how its sub-chat ended)."
     )

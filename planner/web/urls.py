@@ -18,6 +18,7 @@ from planner.web.event_apis import EventListApi, EventStreamApi
 from planner.web.inbox_apis import InboxApi, InboxDismissApi
 from planner.web.question_apis import (
     QuestionAnswerApi,
+    QuestionConfirmApi,
     QuestionDetailApi,
     QuestionListApi,
     QuestionWithdrawApi,
@@ -43,6 +44,11 @@ urlpatterns = [
         "projects/<str:key>/questions/<str:question>/answer/",
         QuestionAnswerApi.as_view(),
         name="question-answer",
+    ),
+    path(
+        "projects/<str:key>/questions/<str:question>/confirm/",
+        QuestionConfirmApi.as_view(),
+        name="question-confirm",
     ),
     path(
         "projects/<str:key>/questions/<str:question>/withdraw/",

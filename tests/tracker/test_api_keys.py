@@ -312,6 +312,7 @@ SCOPES = {
     "planner-api:event-list GET": R,
     "planner-api:event-stream GET": R,
     "planner-api:question-answer POST": A,
+    "planner-api:question-confirm POST": A,
     "planner-api:question-withdraw POST": A,
     "planner-api:project-usage GET": R,
     "planner-api:item-brief GET": R,

@@ -248,6 +248,9 @@ def _reused(asking: _Asking, match: answer_reuse.Match) -> Question:
         status=QuestionStatus.ANSWERED,
         answer=earlier.answer,
         answered_by=earlier.answered_by,
+        answered_via=earlier.answered_via,
+        human_id=earlier.human_id,
+        confirmed=earlier.confirmed,
         answered_at=earlier.answered_at,
         reused_from=earlier,
     )
@@ -398,13 +401,12 @@ def question_answer(*, session_id: uuid.UUID, user: User, answer: str) -> Questi
             "This session answers no question: answer_question is for question sub-chats."
         )
     own = session.question.pk  # a sub-chat's question is the first of its group
-    answered = _answer_group(_group_locked(own), own, Actor(user=user, planner_session=session_id), answer)
+    actor = Actor(user=user, planner_session=session_id)
     request = answer_reuse.human_of_session(session_id)
-    if request is not None and request.answered_by is not None:  # the planner passes on a human's word
-        answer_reuse.decision_record(
-            question=answered[0], human=request.answered_by, session_id=session_id, request=request
-        )
-    return answered[0]
+    # The planner passes on a human's reply in its own words: the answer stands on that human's
+    # word, but is kept (a decision, given to later questions) only once they confirm the wording.
+    human = request.answered_by if request is not None else None
+    return _answer_group(_group_locked(own), own, actor, answer, human=human)[0]
 
 
 UNSETTLED = (QuestionStatus.OPEN, QuestionStatus.NEEDS_HUMAN)
@@ -426,26 +428,32 @@ def _first_of(question: Question) -> int:
     return question.joined_to_id or question.pk
 
 
-def _answer_group(group: list[Question], question_id: int, actor: Actor, answer: str) -> list[Question]:
-    """Answer the unsettled questions of the locked ``group``; those answered, ``question_id``'s
-    own first when it was unsettled. An InvalidStateError when none was."""
+def _answer_group(
+    group: list[Question], question_id: int, actor: Actor, answer: str, *, human: User | None
+) -> list[Question]:
+    """Answer the unsettled questions of the locked ``group`` (``human``: whose answer it is, or on
+    whose reply the planner answered); those answered, ``question_id``'s own first when it was
+    unsettled. An InvalidStateError when none was."""
     unsettled = sorted((q for q in group if q.status in UNSETTLED), key=lambda q: (q.pk != question_id, q.pk))
     if not unsettled:
         status = next((q.status for q in group if q.pk == question_id), "settled")
         raise InvalidStateError(f"The question is {status}; it takes no answer.")
     for question in unsettled:
-        _answer(question, actor, answer)
+        _answer(question, actor, answer, human=human)
     return unsettled
 
 
-def _answer(question: Question, actor: Actor, answer: str) -> None:
+def _answer(question: Question, actor: Actor, answer: str, *, human: User | None) -> None:
     """Record ``actor``'s answer to the locked, unsettled ``question`` and wake its waiters once
-    committed."""
+    committed: ``human``'s (the planner's words of it when the planner acts), or the planner's own."""
+    relayed = human is not None and actor.planner_session is not None
     question.status = QuestionStatus.ANSWERED
     question.answer = answer
-    question.answered_by = actor.label
+    question.answered_by = f"user:{human.get_username()}" if human is not None else actor.label
+    question.answered_via = actor.label if relayed else ""
+    question.human = human
     question.answered_at = timezone.now()
-    question.save(update_fields=["status", "answer", "answered_by", "answered_at"])
+    question.save(update_fields=["status", "answer", "answered_by", "answered_via", "human", "answered_at"])
     answer_reuse.vector_store(question)
     _record(question, actor, "question.answered", {"answer": answer[:200], "item": _key(question)})
     transaction.on_commit(_waking(question.pk))
@@ -468,7 +476,7 @@ def question_answer_human(
             "The planner is still on this question; answer its request in the sub-chat, or wait until "
             "the question needs a human."
         )
-    answered = _answer_group(group, found.pk, Actor(user=user), _text(answer, field="answer"))
+    answered = _answer_group(group, found.pk, Actor(user=user), _text(answer, field="answer"), human=user)
     question = answered[0]
     if one_off:
         Question.objects.filter(pk__in=[q.pk for q in answered]).update(one_off=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.contrib.auth.models import User
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from knowledge.models import KnowledgeEntry, KnowledgeKind
@@ -92,11 +92,18 @@ class Match:
     similarity: float
 
 
+def first_hand() -> Q:
+    """Answers that are a human's own words, or the planner's words of a human's reply that the
+    human confirmed: the only ones kept and given to later questions (never the planner's own, nor
+    its unconfirmed words, which whoever steers the sub-chat could have put in its mouth)."""
+    return Q(human__isnull=False) & (Q(answered_via="") | Q(confirmed=True))
+
+
 def reusable_answer(*, project: Project, item: Item | None, vector: Vector) -> Match | None:
     """The answered question of ``project`` about ``item`` (None: about no item) that means the
     same as the question of ``vector``: the most similar at or above the project's threshold."""
     answered = Question.objects.filter(
-        project=project, status=QuestionStatus.ANSWERED, one_off=False, reused_from__isnull=True
+        first_hand(), project=project, status=QuestionStatus.ANSWERED, one_off=False, reused_from__isnull=True
     )
     return _best(answered.order_by("-answered_at", "-pk"), project=project, item=item, vector=vector)
 
@@ -185,23 +192,26 @@ def decision_title(question: Question) -> str:
 
 
 def decision_body(question: Question, human: User, request: HumanRequest | None) -> str:
-    """The question and its answer, quoted, with who answered, when, and which question."""
+    """The question and its answer, quoted, with who answered, when, and which question; an answer
+    the planner worded from ``human``'s reply (``request``) quotes the reply as theirs and the
+    planner's words as the planner's, which ``human`` confirmed."""
     about = f" about {question.item.key}" if question.item is not None else ""
     when = (question.answered_at or timezone.now()).strftime("%Y-%m-%d %H:%M UTC")
+    name = human.get_username()
     parts = [
         f"Question {question.pk}{about}, asked by {question.asker.get_username()}:",
         _quoted(question.text),
-        "Answer:",
-        _quoted(question.answer),
     ]
     if request is None:
-        parts.append(f"Answered by {human.get_username()} on {when}.")
+        parts += ["Answer:", _quoted(question.answer), f"Answered by {name} on {when}."]
     else:
         parts += [
-            f"The planner answered on {when} after asking {human.get_username()}:",
+            f"The planner asked {name}:",
             _quoted(request.question),
-            f"{human.get_username()} replied:",
+            f"{name} replied:",
             _quoted(request.answer),
+            f"The planner answered on {when}, in words {name} confirmed:",
+            _quoted(question.answer),
         ]
     return "\n\n".join(parts) + "\n"
 
@@ -210,8 +220,8 @@ def decision_record(
     *, question: Question, human: User, session_id: uuid.UUID | None, request: HumanRequest | None = None
 ) -> KnowledgeEntry | None:
     """Keep the answered ``question`` as a decision entry linked to its project and item,
-    attributed to ``human`` through the sub-chat's planner session; call in the answer's
-    transaction. None when the human may no longer write the project's knowledge (logged)."""
+    attributed to ``human`` (through the sub-chat's planner session when given); call in the
+    answer's transaction. None when the human may no longer write the project's knowledge (logged)."""
     if not has_permission(human, question.project, KNOWLEDGE_WRITE):
         logger.info("question %s: %s may not write knowledge; no decision kept", question.pk, human.pk)
         return None

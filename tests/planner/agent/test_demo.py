@@ -322,10 +322,11 @@ async def test_an_agents_question_is_escalated_and_the_humans_answer_reaches_the
     assert answered.status_code == 200, answered.content
     body = (await waiting).json()
     await runner.wait(sub)
-    assert (body["status"], body["answer"], body["answered_by"]) == (
+    assert (body["status"], body["answer"], body["answered_by"], body["answered_via"]) == (
         "answered",
         "Leave them out.",
-        f"planner:{sub}",
+        "user:maintainer",  # on whose reply
+        f"planner:{sub}",  # in the planner's words
     )
     assert (await calls_of_session(sub))[2:] == [("answer_question", {"answer": "Leave them out."})]
     assert demo.requests == []

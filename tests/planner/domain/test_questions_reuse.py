@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from knowledge.models import KnowledgeEntry
@@ -40,11 +41,13 @@ async def left_to_humans(client, text=TEXT, **extra):
 
 
 def answered(project, asker, text=TEXT, item=None, **fields) -> Question:
-    """An answered question, as stored before answers were remembered (no vector yet)."""
+    """A human's answered question, as stored before answers were remembered (no vector yet)."""
+    human = User.objects.filter(username="maintainer").first() or asker
     values = {
         "status": QuestionStatus.ANSWERED,
         "answer": "PostgreSQL 17.",
-        "answered_by": "user:maintainer",
+        "answered_by": f"user:{human.username}",
+        "human": human,
         "answered_at": timezone.now(),
         "started": True,
         **fields,
@@ -182,30 +185,120 @@ async def test_the_planners_own_answer_is_no_decision(scripted, chat_project, me
     assert question.embedding_model == embedding_backend().name  # kept for later questions
 
 
-async def test_the_planner_passing_on_a_humans_answer_keeps_it_as_that_humans_decision(
-    scripted, chat_project, member, maintainer
-):
+async def relayed(scripted, asker_client, human_client, reply: str, worded: str, text: str = TEXT) -> dict:
+    """A question whose sub-chat asks a human (``ask_human``), who replies ``reply``; then the planner
+    answers in its own words, ``worded`` (what whoever steers the sub-chat may have it say)."""
     scripted.add(call("ask_human", {"question": "Postgres or SQLite for sessions?"}))
-    asked = await ask(await client_for(member))
+    asked = await ask(asker_client, text)
     sub = uuid.UUID(asked["session"])
     await runner.wait(sub)
     pending = await sync(lambda: HumanRequest.objects.get(session_id=sub).pk)()
-    scripted.add(call("answer_question", {"answer": "Postgres, says maintainer."}), say("Done."))
-
-    answered_request = await (await client_for(maintainer)).post(
-        f"/api/v1/planner/sessions/{sub}/answers/", {"request": str(pending), "text": "Postgres"}
+    scripted.add(call("answer_question", {"answer": worded}), say("Done."))
+    replied = await human_client.post(
+        f"/api/v1/planner/sessions/{sub}/answers/", {"request": str(pending), "text": reply}
     )
+    assert replied.status_code == 200, replied.content
     await runner.wait(sub)
+    return asked
 
-    assert answered_request.status_code == 200, answered_request.content
+
+async def test_the_planners_words_of_a_humans_reply_name_both_and_wait_for_the_human(
+    scripted, chat_project, member, maintainer
+):
+    asked = await relayed(
+        scripted,
+        await client_for(member),
+        await client_for(maintainer),
+        "Postgres",
+        "Postgres, says maintainer.",
+    )
+
+    got = (await (await client_for(member)).get(f"{QUESTIONS}{asked['id']}/")).json()
+
+    assert (got["status"], got["answer"]) == ("answered", "Postgres, says maintainer.")
+    assert got["answered_by"] == "user:maintainer"  # the human it stands on
+    assert got["answered_via"] == f"planner:{asked['session']}"  # in the planner's words
+    assert (got["confirmed"], got["decision"]) == (False, None)  # kept nowhere until confirmed
+    assert await sync(KnowledgeEntry.objects.count)() == 0
+
+
+async def test_an_asker_cannot_launder_her_answer_as_an_owners_decision(
+    scripted, chat_project, member, owner
+):
+    """The finding of issue 43: the owner replies "No" to the sub-chat's ask_human; the asker steers
+    her sub-chat to answer "Yes". Before, that "Yes" became a decision authored by the owner and was
+    given to every later asker."""
+    text = "May we drop the audit log table?"
+    asked = await relayed(scripted, await client_for(member), await client_for(owner), "No.", "Yes.", text)
+    scripted.add(say("Let me look into it."))  # the later question's own sub-chat
+
+    later = await ask(await client_for(owner), text)
+
+    assert await sync(KnowledgeEntry.objects.filter(author=owner).count)() == 0
+    got = (await (await client_for(member)).get(f"{QUESTIONS}{asked['id']}/")).json()
+    assert (got["answer"], got["answered_via"], got["confirmed"]) == (
+        "Yes.",
+        f"planner:{asked['session']}",
+        False,
+    )
+    assert (later["reused"], later["status"]) == (False, "open")  # asked afresh, not answered "Yes."
+    inbox = (await (await client_for(owner)).get("/api/v1/inbox/")).json()
+    confirm = [e for e in inbox["results"] if e["kind"] == "confirm"]
+    assert [(e["id"], e["url"]) for e in confirm] == [
+        (f"confirm-{asked['id']}", f"/projects/BAL/chat/{asked['session']}/")
+    ]
+    assert "from your reply: Yes." in confirm[0]["title"]
+
+
+async def test_the_human_confirms_the_planners_words_and_only_then_they_are_kept(
+    scripted, chat_project, member, maintainer, viewer
+):
+    human = await client_for(maintainer)
+    asked = await relayed(scripted, await client_for(member), human, "Postgres", "Postgres, says maintainer.")
+    confirm = f"{QUESTIONS}{asked['id']}/confirm/"
+
+    by_asker = await (await client_for(member)).post(confirm)
+    by_viewer = await (await client_for(viewer)).post(confirm)
+    confirmed = await human.post(confirm)
+    again = await human.post(confirm)
+
+    assert by_asker.status_code == 403, by_asker.content
+    assert (
+        "Only maintainer, on whose reply the planner answered, confirms its words."
+        in by_asker.json()["error"]["message"]
+    )
+    assert by_viewer.status_code == 403  # no planner.chat
+    assert confirmed.status_code == 200, confirmed.content
+    assert (confirmed.json()["confirmed"], again.json()) == (True, confirmed.json())
     entry = await sync(decision_of)(asked["id"])
     assert entry is not None
+    assert confirmed.json()["decision"] == entry.id
     assert entry.author == "maintainer"
-    assert entry.actors == [f"planner:{sub}"]
-    assert "> Postgres, says maintainer." in entry.body
-    assert "after asking maintainer:\n\n> Postgres or SQLite for sessions?" in entry.body
-    assert "maintainer replied:\n\n> Postgres" in entry.body
-    assert (entry.projects, entry.items) == (["BAL"], [])
+    assert entry.actors == ["user:maintainer"]  # their own act, not the planner's
+    assert "The planner asked maintainer:\n\n> Postgres or SQLite for sessions?" in entry.body
+    assert "maintainer replied:\n\n> Postgres\n" in entry.body
+    assert "in words maintainer confirmed:\n\n> Postgres, says maintainer." in entry.body
+    reused = await ask(await client_for(member))
+    assert (reused["reused"], reused["answer"]) == (True, "Postgres, says maintainer.")
+    assert (reused["answered_by"], reused["answered_via"]) == (
+        "user:maintainer",
+        f"planner:{asked['session']}",
+    )
+
+
+async def test_an_answer_that_is_no_relay_has_nothing_to_confirm(scripted, chat_project, member, maintainer):
+    scripted.add(say("I could not find it."))
+    asked = await left_to_humans(await client_for(member))
+    await (await client_for(maintainer)).post(
+        f"{QUESTIONS}{asked['id']}/answer/", {"answer": "PostgreSQL 17."}
+    )
+
+    refused = await (await client_for(maintainer)).post(f"{QUESTIONS}{asked['id']}/confirm/")
+    unknown = await (await client_for(maintainer)).post(f"{QUESTIONS}99999/confirm/")
+
+    assert refused.status_code == 409
+    assert "waits for confirmation" in refused.json()["error"]["message"]
+    assert unknown.status_code == 404
 
 
 # ---------------------------------------------------------------------- reuse

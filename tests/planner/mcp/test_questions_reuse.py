@@ -7,6 +7,7 @@ import json
 import uuid
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from planner.live.runner import runner
@@ -33,6 +34,7 @@ def answered(project, asker, item=None) -> Question:
         status=QuestionStatus.ANSWERED,
         answer="PostgreSQL 17.",
         answered_by="user:maintainer",
+        human=User.objects.get(username="maintainer"),
         answered_at=timezone.now(),
         started=True,
     )

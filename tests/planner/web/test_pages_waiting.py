@@ -288,3 +288,55 @@ def test_an_answer_from_the_sub_chat_is_kept_as_a_decision_unless_one_off(
     other.refresh_from_db()
     assert (other.status, other.one_off, other.decision_id) == ("answered", True, None)
     assertContains(browser.get(chat_url(other_chat)), "A one-off answer: not kept as a decision")
+
+
+def relayed_answer(sub_chat, human) -> Question:
+    """The sub-chat's question, answered by the planner in its words of ``human``'s reply."""
+    question = sub_chat.question
+    HumanRequest.objects.create(
+        session=sub_chat,
+        turn=1,
+        tool_use_id="toolu_relayed",
+        kind=RequestKind.QUESTION,
+        question="Replica or primary?",
+        status=RequestStatus.ANSWERED,
+        answer="The replica.",
+        answered_by=human,
+    )
+    Question.objects.filter(pk=question.pk).update(
+        status="answered",
+        answer="Use the replica, says maintainer.",
+        answered_by=f"user:{human.username}",
+        answered_via=f"planner:{sub_chat.pk}",
+        human=human,
+    )
+    question.refresh_from_db()
+    return question
+
+
+def test_the_human_confirms_the_planners_words_from_the_sub_chat(sub_chat, agent, maintainer, signed_in):
+    question = relayed_answer(sub_chat, maintainer)
+
+    asker = signed_in(agent)
+    to_asker = asker.get(chat_url(sub_chat))
+    refused = asker.post(chat_url(sub_chat) + "confirm/")
+    human = signed_in(maintainer)
+    shown = human.get(chat_url(sub_chat))
+    confirmed = human.post(chat_url(sub_chat) + "confirm/")
+    after = human.get(chat_url(sub_chat))
+
+    assertContains(shown, "Answer by the planner, from maintainer's reply: </span>", html=False)
+    assertContains(shown, "Confirm as my answer")
+    assertContains(
+        to_asker, "kept as a decision and given to later questions only once maintainer confirms them"
+    )
+    assertNotContains(to_asker, "Confirm as my answer")
+    message = "Only maintainer, on whose reply the planner answered, confirms its words."
+    assertContains(refused, message, status_code=403)
+    assert (confirmed.status_code, confirmed["Location"]) == (302, chat_url(sub_chat))
+    question.refresh_from_db()
+    assert question.confirmed
+    assert question.decision is not None
+    assert question.decision.author == maintainer
+    assertNotContains(after, "Confirm as my answer")
+    assertContains(after, f"Kept as a decision: knowledge:{question.decision_id}.")
