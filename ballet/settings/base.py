@@ -269,6 +269,8 @@ CELERY_TASK_ALWAYS_EAGER = not PRODUCTION_MODE
 # answer. With them it gives up within about 6 s, is logged, and the write answers
 # (docs/operations.md#a-redis-outage). The worker's BRPOP waits 1 s, well within them.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 3}
+# Celery's consumer, surviving a Redis lost while it holds fetched tasks (ballet/celery_consumer.py).
+CELERY_WORKER_CONSUMER = "ballet.celery_consumer:Consumer"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 # Task modules beside the apps' tasks.py that autodiscovery finds.
