@@ -10,6 +10,7 @@ carries its data in ``data-`` attributes and a strict Content-Security-Policy
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -167,28 +168,15 @@ def question_answer(request: HttpRequest, key: str, session: uuid.UUID) -> HttpR
     """A member answers, from its sub-chat, a question the planner left to the project's humans
     (kept as a decision unless "one-off" is ticked, docs/domain.md#agents-questions); back to the
     sub-chat, which shows the answer (or why it was refused)."""
-    user = page_user(request)
-    project = page_project(user, key, PLANNER_CHAT)
-    found = _session(user, project, session)
-    if found.question_id is None:
-        raise Http404("This chat answers no question.")
-    back = reverse("planner-chat", args=[project.key, found.pk])
-    try:
-        question_answer_human(
-            user=user,
-            project=project,
-            question_id=found.question_id,
-            answer=request.POST.get("answer"),
-            one_off=request.POST.get("one_off") == "on",  # the form's checkbox
-        )
-    except (ValidationError, InvalidStateError) as exc:
-        return render(
-            request,
-            "planner/question_refused.html",
-            {"project": project, "message": _first_error(exc), "back": back},
-            status=exc.status,
-        )
-    return HttpResponseRedirect(back)
+    answer, one_off = request.POST.get("answer"), request.POST.get("one_off") == "on"  # the checkbox
+    return _on_question(
+        request,
+        key,
+        session,
+        lambda user, project, question_id: question_answer_human(
+            user=user, project=project, question_id=question_id, answer=answer, one_off=one_off
+        ),
+    )
 
 
 @require_POST
@@ -196,6 +184,21 @@ def question_answer(request: HttpRequest, key: str, session: uuid.UUID) -> HttpR
 def question_confirm_page(request: HttpRequest, key: str, session: uuid.UUID) -> HttpResponse:
     """The human the planner answered for confirms its words, from the sub-chat (kept as their
     decision, docs/domain.md#agents-questions); back to the sub-chat."""
+    return _on_question(
+        request,
+        key,
+        session,
+        lambda user, project, question_id: question_confirm(
+            user=user, project=project, question_id=question_id
+        ),
+    )
+
+
+def _on_question(
+    request: HttpRequest, key: str, session: uuid.UUID, act: Callable[[User, Project, int], object]
+) -> HttpResponse:
+    """``act`` on the question of the sub-chat ``session`` as the member signed in; back to the
+    sub-chat, or a page saying why it was refused."""
     user = page_user(request)
     project = page_project(user, key, PLANNER_CHAT)
     found = _session(user, project, session)
@@ -203,8 +206,8 @@ def question_confirm_page(request: HttpRequest, key: str, session: uuid.UUID) ->
         raise Http404("This chat answers no question.")
     back = reverse("planner-chat", args=[project.key, found.pk])
     try:
-        question_confirm(user=user, project=project, question_id=found.question_id)
-    except (PermissionDeniedError, InvalidStateError) as exc:
+        act(user, project, found.question_id)
+    except (ValidationError, InvalidStateError, PermissionDeniedError) as exc:
         return render(
             request,
             "planner/question_refused.html",
