@@ -17,6 +17,7 @@ from tracker.errors import ValidationError
 
 MAX_INT = 2**31 - 1  # the largest value of the database's integer columns
 MAX_BIG_ID = 2**63 - 1  # the largest id of a BigAutoField
+MAX_IDEMPOTENCY_KEY = 200  # a client's own key for a write it may retry (a question, a report)
 NUL_MESSAGE = "NUL characters are not allowed."
 
 
@@ -90,3 +91,16 @@ class NulFreeJSONEncoder(json.JSONEncoder):
         # through a large tool result cost more than encoding it).
         text = super().encode(o)
         return super().encode(without_nul(o)) if "\\u0000" in text and nul_paths(o) else text
+
+
+def idempotency_key(key: Any) -> str:
+    """A client's key for a write it may send again (``""``: none), else a ValidationError naming
+    the ``idempotency_key`` field."""
+    if key in (None, ""):
+        return ""
+    printable = isinstance(key, str) and key.isascii() and key.isprintable()
+    if not printable or len(key) > MAX_IDEMPOTENCY_KEY:
+        raise ValidationError(
+            {"idempotency_key": [f"Expected printable ASCII of at most {MAX_IDEMPOTENCY_KEY} characters."]}
+        )
+    return key

@@ -31,7 +31,6 @@ import mcp_types as types
 from django.contrib.auth.models import User
 
 from planner.domain.services.agent_questions import (
-    MAX_IDEMPOTENCY_KEY,
     MAX_QUESTION_CHARS,
     Asked,
     question_ask,
@@ -60,6 +59,7 @@ from planner.models import Question, QuestionStatus
 from planner.web.serializers import QuestionSerializer
 from tracker.errors import BalletError, CredentialError
 from tracker.event_selectors import EventPage, events_after
+from tracker.inputs import MAX_IDEMPOTENCY_KEY
 from tracker.models import Project, Scope
 from tracker.selectors import project_by_id, project_get
 from tracker.trust.permissions import PLANNER_CHAT, TRACKER_READ, access_scope, key_bind, require

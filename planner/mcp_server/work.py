@@ -15,6 +15,7 @@ from functools import partial
 from planner.domain.briefs import brief_read
 from planner.domain.tools.base import JsonObject, ToolContext, ToolSpec
 from planner.domain.tools.plan import ITEM_KEY
+from tracker.inputs import MAX_IDEMPOTENCY_KEY
 from tracker.models import ReportKind
 from tracker.selectors import claim_get, item_get, reports_of
 from tracker.services.work import MAX_LINKS, MAX_SUMMARY_BYTES, claim_release, claim_take, report_add
@@ -56,6 +57,7 @@ def report(ctx: ToolContext, args: JsonObject) -> JsonObject:
         summary=args["summary"],
         links=args.get("links"),
         details=args.get("details"),
+        idempotency_key=args.get("idempotency_key"),
     )
     return {"report": dict(ReportSerializer(added).data), "claim": _claim(ctx, claim.pk)}
 
@@ -70,7 +72,8 @@ CLAIM_TICKET = ToolSpec(
     name="claim_ticket",
     description="Claim a runnable ticket (list_runnable) so no other worker takes it: it goes in_progress "
     "and the claim holds a lease (30 minutes unless the project says otherwise), renewed by every "
-    "report. Another worker's claim on it is refused, naming the holder. Needs tracker.write (members).",
+    "report. Another worker's claim on it is refused, naming the holder; claiming again a ticket you hold "
+    "returns your claim, renewed. Needs tracker.write (members).",
     input_schema=_schema({"item": ITEM_KEY}, ["item"]),
     permission=TRACKER_WRITE,
     handler=claim_ticket,
@@ -105,6 +108,13 @@ REPORT = ToolSpec(
                 "maxItems": MAX_LINKS,
             },
             "details": {"type": "object"},
+            "idempotency_key": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_IDEMPOTENCY_KEY,
+                "description": "Your own key for this report: reporting again with it (a retry after a "
+                "lost answer) returns the first report, even once the claim has ended.",
+            },
         },
         ["claim", "kind", "summary"],
     ),

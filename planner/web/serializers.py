@@ -6,10 +6,11 @@ from typing import Any
 
 from rest_framework import serializers
 
-from planner.domain.services.agent_questions import MAX_IDEMPOTENCY_KEY, MAX_QUESTION_CHARS
+from planner.domain.services.agent_questions import MAX_QUESTION_CHARS
 from planner.domain.services.sessions import MAX_MESSAGE_CHARS, MAX_TITLE
 from planner.live.question_waits import MAX_WAIT_SECONDS
 from planner.models import Question, QuestionStatus, Session
+from tracker.inputs import MAX_IDEMPOTENCY_KEY
 from tracker.web.serializers import (
     MAX_INT,
     StrictCharField,

@@ -52,6 +52,10 @@ class Claim(models.Model):
             models.Index(fields=["status", "expires_at"]),
         ]
 
+    # Not stored: set by ``claim_take`` when its holder claimed again what it holds (a retry):
+    # the claim renewed, not a new one.
+    retaken = False
+
     def __str__(self) -> str:
         return f"Claim {self.pk} on {self.item_id} ({self.status})"
 
@@ -84,11 +88,23 @@ class Report(models.Model):
     summary = models.TextField()
     links = models.JSONField(default=list, blank=True)  # http(s) URLs
     details = models.JSONField(default=dict, blank=True)
+    # The reporter's own key for the report: reporting again with it returns this report.
+    idempotency_key = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    # Not stored: set by ``report_add`` when the report came again with its idempotency key.
+    replayed = False
 
     class Meta:
         ordering = ["created_at", "pk"]
         indexes = [models.Index(fields=["item", "kind"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["claim", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="report_one_per_idempotency_key",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Report {self.pk} ({self.kind}) on claim {self.claim_id}"

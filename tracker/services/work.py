@@ -31,6 +31,7 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.inputs import NUL_MESSAGE, nul_paths, refuse_nul
+from tracker.inputs import idempotency_key as checked_key
 from tracker.models import Claim, ClaimStatus, Item, ItemKind, Project, Report, ReportKind, Sweep
 from tracker.selectors import (
     lapsed,
@@ -182,6 +183,8 @@ def claim_take(*, actor: Actor, project: Project, item: Item) -> Claim:
         .first()
     )
     if current is not None:
+        if current.expires_at > now and current.holder_id == actor.user.pk:
+            return _retaken(current, locked, now)
         if current.expires_at > now:
             raise _claimed_error(current, locked.key)
         locked = _expire(current, locked)
@@ -216,6 +219,17 @@ def claim_take(*, actor: Actor, project: Project, item: Item) -> Claim:
             "expires_at": claim.expires_at.isoformat(),
         },
     )
+    return claim
+
+
+def _retaken(claim: Claim, item: Item, now: datetime) -> Claim:
+    """The locked ``claim`` its holder claimed again (a retry after a lost answer, a restarted
+    worker): the same claim, its lease renewed from now; no activity."""
+    claim.renewed_at = now
+    claim.expires_at = now + _lease(item.project)
+    claim.save(update_fields=["renewed_at", "expires_at"])
+    claim.item = item
+    claim.retaken = True
     return claim
 
 
@@ -343,21 +357,34 @@ def _outcome(kind: str, item: Item) -> tuple[str | None, str | None]:
 
 
 def report_add(
-    *, actor: Actor, claim: Claim, kind: Any, summary: Any, links: Any = None, details: Any = None
+    *,
+    actor: Actor,
+    claim: Claim,
+    kind: Any,
+    summary: Any,
+    links: Any = None,
+    details: Any = None,
+    idempotency_key: Any = None,
 ) -> Report:
     """The holder reports on its claim: ``progress`` renews the lease; ``done`` ends the claim and
     sends the ticket to review (or to done, under the policy ``{"review": "none"}``); ``blocked`` and
-    ``failed`` end it and put the ticket back to ready. All of it or nothing."""
+    ``failed`` end it and put the ticket back to ready. All of it or nothing. Reported again with
+    its ``idempotency_key`` (a retry after a lost answer), the first report is returned
+    (``replayed``), even once the claim has ended; the same key for another report is a 409."""
     require(actor.user, claim.project, TRACKER_WRITE)
     _require_holder(actor, claim, "reports on it")
     kind, summary, links, details = _report_input(kind, summary, links, details)
+    key = checked_key(idempotency_key)
     with transaction.atomic():
         item, locked = _locked(claim)
+        earlier = Report.objects.filter(claim=locked, idempotency_key=key).first() if key else None
+        if earlier is not None:
+            return _replayed(earlier, locked, item, kind=kind, summary=summary)
         now = timezone.now()
         held = _open(locked, item, now)
         if held:
             report = _report_apply(
-                actor, locked, item, now, kind=kind, summary=summary, links=links, details=details
+                actor, locked, item, now, kind=kind, summary=summary, links=links, details=details, key=key
             )
     if not held:
         raise _ended_error(locked)
@@ -374,9 +401,17 @@ def _report_apply(
     summary: str,
     links: list[str],
     details: dict[str, Any],
+    key: str,
 ) -> Report:
     report = Report.objects.create(
-        claim=claim, item=item, author=actor.user, kind=kind, summary=summary, links=links, details=details
+        claim=claim,
+        item=item,
+        author=actor.user,
+        kind=kind,
+        summary=summary,
+        links=links,
+        details=details,
+        idempotency_key=key,
     )
     status, state = _outcome(kind, item)
     new_state: str | None = None
@@ -403,6 +438,19 @@ def _report_apply(
             "state": new_state,
         },
     )
+    return report
+
+
+def _replayed(report: Report, claim: Claim, item: Item, *, kind: str, summary: str) -> Report:
+    """The report first made with this idempotency key, as the claim and ticket stand now; a key
+    used for another report is refused, naming what it was used for."""
+    if (report.kind, report.summary) != (kind, summary):
+        raise ConflictError(
+            f"The idempotency key was used for another report on claim {claim.pk} (report {report.pk}, "
+            f"{report.kind}); send a new key with a new report."
+        )
+    report.claim, report.item = claim, item
+    report.replayed = True
     return report
 
 

@@ -81,6 +81,11 @@ class ReportCreateSerializer(StrictSerializer):
         help_text="At most 20 absolute http(s) URLs.",
     )
     details = serializers.DictField(required=False, help_text="Any JSON object, at most 20,000 bytes.")
+    idempotency_key = StrictCharField(
+        required=False,
+        help_text="Your own key for this report (or the Idempotency-Key header): reporting again with it "
+        "(a retry after a lost answer) returns the first report, 200, even once the claim has ended.",
+    )
 
 
 class ClaimReleaseSerializer(StrictSerializer):

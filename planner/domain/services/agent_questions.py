@@ -51,6 +51,7 @@ from tracker.errors import (
     PermissionDeniedError,
     ValidationError,
 )
+from tracker.inputs import idempotency_key as checked_key
 from tracker.inputs import one_line, refuse_nul
 from tracker.models import ActivityEvent, Item, Project
 from tracker.selectors import item_get
@@ -65,7 +66,6 @@ from tracker.trust.permissions import (
 )
 
 MAX_QUESTION_CHARS = 8_000
-MAX_IDEMPOTENCY_KEY = 200
 MAX_START_FAILURES = 3  # unexpected failures to start a question's sub-chat before the humans settle it
 
 
@@ -141,7 +141,7 @@ def question_ask(
     """:func:`question_create`, idempotent with ``idempotency_key``: asking again with the same
     key (a client retrying a request whose answer it lost) returns the question first asked with
     it and opens nothing; the same key for another question is a conflict."""
-    key = _idempotency_key(idempotency_key)
+    key = checked_key(idempotency_key)
     fresh = _fresh(fresh)
     asking = functools.partial(
         question_create,
@@ -292,21 +292,6 @@ def _without_sub_chat(
     said = {"text": asking.text[:200], "item": _key(question), "similarity": round(match.similarity, 3)}
     _record(question, Actor(user=asking.user), verb, {**said, **data})
     return question
-
-
-def _idempotency_key(key: Any) -> str:
-    if key in (None, ""):
-        return ""
-    if (
-        not isinstance(key, str)
-        or len(key) > MAX_IDEMPOTENCY_KEY
-        or not key.isascii()
-        or not key.isprintable()
-    ):
-        raise ValidationError(
-            {"idempotency_key": [f"Expected printable ASCII of at most {MAX_IDEMPOTENCY_KEY} characters."]}
-        )
-    return key
 
 
 def _item(project: Project, item_key: Any) -> Item | None:

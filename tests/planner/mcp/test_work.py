@@ -201,3 +201,34 @@ async def test_a_read_key_cannot_claim_and_a_viewer_cannot_either(users, tickets
     assert not brief.is_error
     assert output(no_role)["error"]["code"] == "permission_denied"
     assert await sync(_state)("BAL-1") == "ready"
+
+
+async def test_a_worker_retrying_every_call_over_mcp_ends_with_one_claim_and_one_done_report(users, tickets):
+    """Each call sent twice, as a client does whose answer was lost."""
+    await sync(tickets)()
+    key = await sync(make_key)(users["member"], "read", "work")
+
+    async with connected(key) as session:
+        claims = [
+            output(await session.call_tool("claim_ticket", {"project": "BAL", "item": "BAL-1"}))
+            for _ in range(2)
+        ]
+        done = {
+            "project": "BAL",
+            "claim": claims[0]["id"],
+            "kind": "done",
+            "summary": "Shipped.",
+            "idempotency_key": "d",
+        }
+        reports = [await session.call_tool("report", done) for _ in range(2)]
+        reused = await session.call_tool("report", {**done, "summary": "Something else."})
+
+    assert claims[1]["id"] == claims[0]["id"]
+    assert [r.is_error for r in reports] == [False, False]
+    assert output(reports[1])["report"] == output(reports[0])["report"]
+    assert output(reports[1])["claim"]["status"] == "done"
+    assert reused.is_error
+    assert output(reused)["error"]["code"] == "conflict"
+    assert await sync(Claim.objects.count)() == 1
+    assert await sync(lambda: list(Claim.objects.get().reports.values_list("kind", flat=True)))() == ["done"]
+    assert await sync(_state)("BAL-1") == "in_review"

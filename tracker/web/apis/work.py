@@ -34,6 +34,13 @@ from tracker.web.work_serializers import (
 
 WORK_ERRORS = (*WRITE_ERRORS, 409)
 CLAIM_ID = OpenApiParameter("claim_id", int, OpenApiParameter.PATH, description="The claim's id.")
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Your own key for this report, as the idempotency_key field.",
+)
 
 
 class ClaimTakeApi(BalletApi):
@@ -43,10 +50,11 @@ class ClaimTakeApi(BalletApi):
         summary="Claim a runnable ticket: it goes in_progress for the project's lease",
         description=(
             "Needs tracker.write. 409 if the ticket is not runnable (a ready ticket whose blockers "
-            "are done or cancelled) or another worker holds it; the message says which."
+            "are done or cancelled) or another worker holds it; the message says which. Claiming "
+            "again a ticket you hold (a retry) returns your claim, its lease renewed: 200."
         ),
         request=NoInputSerializer,
-        responses=with_errors({201: ClaimSerializer}, *WORK_ERRORS),
+        responses=with_errors({201: ClaimSerializer, 200: ClaimSerializer}, *WORK_ERRORS),
     )
     def post(self, request: Request, key: str, item_key: str) -> Response:
         project = project_for(request, key, TRACKER_WRITE)
@@ -54,7 +62,8 @@ class ClaimTakeApi(BalletApi):
         claim = claim_take(
             actor=actor_for(request), project=project, item=item_get(project=project, key=item_key)
         )
-        return Response(ClaimSerializer(claim).data, status=status.HTTP_201_CREATED)
+        made = status.HTTP_200_OK if claim.retaken else status.HTTP_201_CREATED
+        return Response(ClaimSerializer(claim).data, status=made)
 
 
 class ClaimListApi(BalletApi):
@@ -114,18 +123,24 @@ class ClaimReportsApi(BalletApi):
         summary="Report on a claim: progress renews the lease; done, blocked and failed end it",
         description=(
             "Only the claim's holder. done sends the ticket to in_review (to done under the policy "
-            '{"review": "none"}); blocked and failed put it back to ready. 409 if the claim has ended.'
+            '{"review": "none"}); blocked and failed put it back to ready. 409 if the claim has ended. '
+            "With an idempotency_key (the field, or the Idempotency-Key header), reporting again "
+            "returns the first report (200), even once the claim has ended; the same key with another "
+            "report is a 409."
         ),
-        parameters=[CLAIM_ID],
+        parameters=[CLAIM_ID, IDEMPOTENCY_KEY],
         request=ReportCreateSerializer,
-        responses=with_errors({201: ReportCreatedSerializer}, *WORK_ERRORS),
+        responses=with_errors({201: ReportCreatedSerializer, 200: ReportCreatedSerializer}, *WORK_ERRORS),
     )
     def post(self, request: Request, key: str, claim_id: str) -> Response:
         project = project_for(request, key, TRACKER_WRITE)
         claim = claim_get(project=project, claim_id=claim_id)
         data = parse(ReportCreateSerializer, request.data)
+        if "idempotency_key" not in data and request.headers.get("Idempotency-Key"):
+            data["idempotency_key"] = request.headers["Idempotency-Key"]
         report = report_add(actor=actor_for(request), claim=claim, **data)
-        return Response(ReportCreatedSerializer(report).data, status=status.HTTP_201_CREATED)
+        made = status.HTTP_200_OK if report.replayed else status.HTTP_201_CREATED
+        return Response(ReportCreatedSerializer(report).data, status=made)
 
 
 class ClaimReleaseApi(BalletApi):
