@@ -33,9 +33,12 @@ from django.contrib.auth.models import User
 from planner.domain.services.agent_questions import (
     MAX_QUESTION_CHARS,
     Asked,
+    Withdrawn,
     question_ask,
     question_get,
+    question_list,
     question_status,
+    question_withdraw,
 )
 from planner.domain.tools import TOOLS
 from planner.domain.tools.base import (
@@ -170,10 +173,63 @@ GET_QUESTION = ToolSpec(
     handler=_question,
 )
 
+MAX_LISTED = 100
+
+
+def _questions(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    asker = ctx.user.get_username() if args.get("mine") else None
+    rows = question_list(user=ctx.user, project=ctx.project, status=args.get("status"), asker=asker)
+    offset, limit = args.get("offset", 0), args.get("limit", 20)
+    return {
+        "count": rows.count(),
+        "results": [_serialized(q) for q in rows.order_by("-created_at", "-pk")[offset : offset + limit]],
+    }
+
+
+def _withdrawn_handler(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    raise ToolError("internal_error", "withdraw_question runs through the runner, never as a handler.")
+
+
+LIST_QUESTIONS = ToolSpec(
+    name="list_questions",
+    description="The project's questions, newest first: each with its status, answer and who answered "
+    "(as get_question reads it). status narrows to one status; mine true to your own; limit (at most "
+    f"{MAX_LISTED}) and offset page through them; count is how many there are in all.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "status": {"enum": list(QuestionStatus.values)},
+            "mine": {"type": "boolean"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LISTED},
+            "offset": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
+        },
+        "additionalProperties": False,
+    },
+    permission=TRACKER_READ,
+    handler=_questions,
+)
+
+WITHDRAW_QUESTION = ToolSpec(
+    name="withdraw_question",
+    description="Withdraw a question you asked that is still open or waits for a human (a project admin "
+    "may withdraw anyone's): it is settled as withdrawn and its sub-chat stops. Returns the question.",
+    input_schema={
+        "type": "object",
+        "properties": {"id": {"type": "integer", "minimum": 1}},
+        "required": ["id"],
+        "additionalProperties": False,
+    },
+    permission=TRACKER_READ,
+    handler=_withdrawn_handler,
+    writes=True,
+)
+
 SPECS: dict[str, ToolSpec] = {
     **{name: TOOLS[name] for name in READ_TOOLS},
     ASK_QUESTION.name: ASK_QUESTION,
     GET_QUESTION.name: GET_QUESTION,
+    LIST_QUESTIONS.name: LIST_QUESTIONS,
+    WITHDRAW_QUESTION.name: WITHDRAW_QUESTION,
     **{spec.name: spec for spec in WORK_SPECS},
     WAIT_FOR_EVENTS.name: WAIT_FOR_EVENTS,
 }
@@ -183,6 +239,8 @@ SCOPES: dict[str, Scope] = {
     **dict.fromkeys(READ_TOOLS, Scope.READ),
     ASK_QUESTION.name: Scope.ASK,
     GET_QUESTION.name: Scope.READ,
+    LIST_QUESTIONS.name: Scope.READ,
+    WITHDRAW_QUESTION.name: Scope.ASK,
     "claim_ticket": Scope.WORK,
     "get_brief": Scope.READ,
     "report": Scope.WORK,
@@ -296,6 +354,30 @@ def _read(user_id: int, project_id: int, question_id: int, key: KeyScopes | None
     return _serialized(found)
 
 
+def _withdrawing(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> Withdrawn:
+    """``withdraw_question``'s call on the database threads: the project, the input, the withdrawal."""
+    user = _user(user_id, key)
+    with access_scope():
+        project, args = project_named(user, arguments)
+    problem = input_problem(WITHDRAW_QUESTION, args)
+    if problem:
+        raise ToolError("invalid_input", problem)
+    return question_withdraw(user=user, project=project, question_id=args["id"])
+
+
+async def _withdraw(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> ToolOutcome:
+    try:
+        withdrawn = await runner.withdraw(functools.partial(_withdrawing, user_id, arguments, key))
+        project_id = await db(_project_of)(withdrawn.question_id)
+        return ToolOutcome(await db(_read)(user_id, project_id, withdrawn.question_id, key), False)
+    except BalletError as exc:
+        return refused(exc)
+
+
+def _project_of(question_id: int) -> int:
+    return int(Question.objects.values_list("project_id", flat=True).get(pk=question_id))
+
+
 async def _events(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> ToolOutcome:
     """``wait_for_events``: read as any tool; wait for the first event when there was none."""
     ran = await _run(user_id, WAIT_FOR_EVENTS, arguments, key)
@@ -314,7 +396,13 @@ async def _events(user_id: int, arguments: JsonObject, key: KeyScopes | None) ->
         return refused(exc)
 
 
-WAITING = {ASK_QUESTION.name: _ask, GET_QUESTION.name: _get, WAIT_FOR_EVENTS.name: _events}
+# The tools that run on the event loop: they wait, or stop a turn.
+WAITING = {
+    ASK_QUESTION.name: _ask,
+    GET_QUESTION.name: _get,
+    WITHDRAW_QUESTION.name: _withdraw,
+    WAIT_FOR_EVENTS.name: _events,
+}
 
 
 async def tool_call(user_id: int, name: str, arguments: Any, *, key: KeyScopes | None) -> ToolOutcome:

@@ -34,6 +34,8 @@ def test_every_tool_names_the_scope_a_key_needs():
         **dict.fromkeys(READ_TOOLS, "read"),
         "ask_question": "ask",
         "get_question": "read",
+        "list_questions": "read",
+        "withdraw_question": "ask",
         "claim_ticket": "work",
         "get_brief": "read",
         "report": "work",

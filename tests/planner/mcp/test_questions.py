@@ -231,3 +231,52 @@ async def test_while_requests_cannot_be_counted_reads_are_served_and_questions_r
     assert (asked.is_error, output(asked)["error"]["code"]) == (True, "unavailable")
     assert "Redis" in output(asked)["error"]["message"]
     assert scripted.requests == []  # nothing was asked
+
+
+async def test_an_agent_lists_its_questions_and_withdraws_one_whose_sub_chat_waits(
+    scripted, chat_project, member, viewer, owner
+):
+    scripted.add(call("ask_human", {"question": "Postgres or SQLite?"}))  # its sub-chat waits for a human
+    scripted.add(call("answer_question", {"answer": "Redis."}), say("Answered."))
+    token, other = await sync(token_of)(member), await sync(token_of)(viewer)
+
+    async with connected(token) as session:
+        waiting = output(
+            await session.call_tool(
+                "ask_question", {"project": "BAL", "text": "Which cache?", "wait_seconds": 0}
+            )
+        )
+        await runner.wait(uuid.UUID(waiting["session"]))
+        answered = output(
+            await session.call_tool(
+                "ask_question", {"project": "BAL", "text": "Which queue?", "wait_seconds": 30}
+            )
+        )
+        mine = output(await session.call_tool("list_questions", {"project": "BAL", "mine": True}))
+        open_ = output(
+            await session.call_tool("list_questions", {"project": "BAL", "status": "open", "limit": 1})
+        )
+        paged = output(await session.call_tool("list_questions", {"project": "BAL", "limit": 1, "offset": 1}))
+    async with connected(other) as session:
+        not_theirs = await session.call_tool("withdraw_question", {"project": "BAL", "id": waiting["id"]})
+    async with connected(token) as session:
+        withdrawn = output(
+            await session.call_tool("withdraw_question", {"project": "BAL", "id": waiting["id"]})
+        )
+        again = await session.call_tool("withdraw_question", {"project": "BAL", "id": waiting["id"]})
+        settled = await session.call_tool("withdraw_question", {"project": "BAL", "id": answered["id"]})
+        bad = await session.call_tool("list_questions", {"project": "BAL", "limit": 101})
+
+    assert answered["status"] == "answered"
+    assert (mine["count"], [q["id"] for q in mine["results"]]) == (2, [answered["id"], waiting["id"]])
+    assert (open_["count"], [q["id"] for q in open_["results"]]) == (1, [waiting["id"]])
+    assert [q["id"] for q in paged["results"]] == [waiting["id"]]
+    assert not_theirs.is_error
+    assert output(not_theirs)["error"]["code"] in ("permission_denied", "missing_scope")
+    assert (withdrawn["id"], withdrawn["status"]) == (waiting["id"], "withdrawn")
+    assert again.is_error
+    assert "already withdrawn" in output(again)["error"]["message"]
+    assert settled.is_error
+    assert bad.is_error
+    assert output(bad)["error"]["code"] == "invalid_input"
+    assert await sync(lambda: HumanRequest.objects.get(session_id=waiting["session"]).status)() == "cancelled"

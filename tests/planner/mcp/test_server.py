@@ -124,6 +124,8 @@ async def test_the_rest_token_authenticates_as_bearer_or_token(users, scheme):
         *READ_TOOLS,
         "ask_question",
         "get_question",
+        "list_questions",
+        "withdraw_question",
         "claim_ticket",
         "get_brief",
         "report",
