@@ -58,7 +58,18 @@ USER_KEY = "ballet.user"  # where the authenticated user's id rides in the ASGI 
 API_KEY = "ballet.key"  # and its API key (None: the legacy token)
 COUNTED_KEY = "ballet.counted"  # False when the request limiter could not count the request
 # Tools refused while requests cannot be counted.
-WRITES = frozenset({"ask_question", "withdraw_question", "claim_ticket", "report", "release_claim"})
+WRITES = frozenset(
+    {
+        "ask_question",
+        "withdraw_question",
+        "claim_ticket",
+        "report",
+        "release_claim",
+        "propose_changeset",
+        "create_knowledge",
+        "update_knowledge",
+    }
+)
 INSTRUCTIONS = (
     "Ballet's plan and knowledge base. Every tool names its project by key (such as DEMO): "
     "list_runnable for the tickets ready to work on, get_item for one ticket's description, "

@@ -76,6 +76,9 @@ READ_TOOLS = (
     "search_knowledge",
     "get_knowledge",
 )
+# The planner's planning tools, for keys with the plan scope (list_changesets reads): the planner's
+# own handlers and validation; a changeset proposed here waits for a human as any other (four eyes).
+PLAN_TOOLS = ("list_changesets", "propose_changeset", "create_knowledge", "update_knowledge")
 PROJECT_KEY_CHARS = Project._meta.get_field("key").max_length or 10
 PROJECT: JsonObject = {
     "type": "string",
@@ -226,6 +229,7 @@ WITHDRAW_QUESTION = ToolSpec(
 
 SPECS: dict[str, ToolSpec] = {
     **{name: TOOLS[name] for name in READ_TOOLS},
+    **{name: TOOLS[name] for name in PLAN_TOOLS},
     ASK_QUESTION.name: ASK_QUESTION,
     GET_QUESTION.name: GET_QUESTION,
     LIST_QUESTIONS.name: LIST_QUESTIONS,
@@ -237,6 +241,8 @@ DEFINITIONS: tuple[types.Tool, ...] = tuple(_definition(spec) for spec in SPECS.
 # The scope an API key needs for each tool.
 SCOPES: dict[str, Scope] = {
     **dict.fromkeys(READ_TOOLS, Scope.READ),
+    "list_changesets": Scope.READ,
+    **dict.fromkeys(PLAN_TOOLS[1:], Scope.PLAN),
     ASK_QUESTION.name: Scope.ASK,
     GET_QUESTION.name: Scope.READ,
     LIST_QUESTIONS.name: Scope.READ,

@@ -32,6 +32,10 @@ def output(result) -> dict:
 def test_every_tool_names_the_scope_a_key_needs():
     assert {
         **dict.fromkeys(READ_TOOLS, "read"),
+        "list_changesets": "read",
+        "propose_changeset": "plan",
+        "create_knowledge": "plan",
+        "update_knowledge": "plan",
         "ask_question": "ask",
         "get_question": "read",
         "list_questions": "read",

@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 
 from planner.domain.tools import TOOLS
 from planner.domain.tools.base import ToolContext
-from planner.mcp_server.tools import DEFINITIONS, PROJECT_HINT, READ_TOOLS, SPECS
+from planner.mcp_server.tools import DEFINITIONS, PLAN_TOOLS, PROJECT_HINT, READ_TOOLS, SPECS
 from tests.factories import MembershipFactory
 from tests.planner.conftest import sync
 from tests.planner.mcp.conftest import ACCEPT, connected, http, rpc, token_of
@@ -122,6 +122,7 @@ async def test_the_rest_token_authenticates_as_bearer_or_token(users, scheme):
 
     assert [tool.name for tool in listed.tools] == [
         *READ_TOOLS,
+        *PLAN_TOOLS,
         "ask_question",
         "get_question",
         "list_questions",
