@@ -44,8 +44,9 @@ from starlette.types import Receive, Scope, Send
 from planner.domain.tools.base import ToolOutcome, error_output
 from planner.ground import ending
 from planner.ground.bridge import db
+from planner.mcp_server.resources import PROMPTS, TEMPLATES, prompt_get, resource_read, resources_listed
 from planner.mcp_server.tools import DEFINITIONS, tool_call
-from tracker.errors import CredentialError, RateLimitedError, UnavailableError
+from tracker.errors import BalletError, CredentialError, RateLimitedError, UnavailableError
 from tracker.models import ApiKey
 from tracker.trust.limits import LIMITER_UNAVAILABLE, agent_request_count
 from tracker.web.credentials import KeyScopes, credential_authenticate, credential_of
@@ -148,6 +149,55 @@ async def _call_tool(
     )
 
 
+def _caller(ctx: ServerRequestContext[Any]) -> tuple[int, KeyScopes | None]:
+    scope = ctx.request.scope if ctx.request is not None else {}
+    user_id = scope.get(USER_KEY)
+    assert isinstance(user_id, int), "every request is authenticated before the SDK sees it"
+    return user_id, scope.get(API_KEY)
+
+
+async def _list_resources(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListResourcesResult:
+    return await db(_or_refused(resources_listed))(*_caller(ctx))
+
+
+async def _list_resource_templates(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListResourceTemplatesResult:
+    return types.ListResourceTemplatesResult(resource_templates=list(TEMPLATES))
+
+
+async def _read_resource(
+    ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+) -> types.ReadResourceResult:
+    return await db(_or_refused(resource_read))(*_caller(ctx), params.uri)
+
+
+async def _list_prompts(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListPromptsResult:
+    return types.ListPromptsResult(prompts=list(PROMPTS))
+
+
+async def _get_prompt(
+    ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+) -> types.GetPromptResult:
+    return await db(_or_refused(prompt_get))(*_caller(ctx), params.name, params.arguments)
+
+
+def _or_refused(read: Callable[..., Any]) -> Callable[..., Any]:
+    """``read``, a key lacking its scope answered as the JSON-RPC error a client shows."""
+
+    def reading(*args: Any) -> Any:
+        try:
+            return read(*args)
+        except BalletError as exc:
+            raise MCPError(INVALID_PARAMS, exc.message, {"code": exc.code}) from None
+
+    return reading
+
+
 SCHEMAS = {tool.name: tool.input_schema for tool in DEFINITIONS}
 
 
@@ -158,6 +208,11 @@ def build_server() -> Server[Any]:
         instructions=INSTRUCTIONS,
         on_list_tools=_list_tools,
         on_call_tool=_call_tool,
+        on_list_resources=_list_resources,
+        on_list_resource_templates=_list_resource_templates,
+        on_read_resource=_read_resource,
+        on_list_prompts=_list_prompts,
+        on_get_prompt=_get_prompt,
         # What the 2026 transport checks Mcp-Param headers against; without it, it lists the tools
         # for every call.
         get_tool_input_schema=SCHEMAS.get,

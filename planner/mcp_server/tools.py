@@ -272,7 +272,7 @@ def refused(exc: BalletError) -> ToolOutcome:
     return ToolOutcome(domain_error(exc), True)
 
 
-def _user(user_id: int, key: KeyScopes | None) -> User:
+def user_of(user_id: int, key: KeyScopes | None) -> User:
     """The caller, loaded for the call at hand (the event loop holds its id alone), bound to the
     projects of its key: elsewhere every check answers as if the project did not exist."""
     user = User.objects.filter(pk=user_id, is_active=True).first()
@@ -293,7 +293,7 @@ class _Ran:
 def _run(user_id: int, spec: ToolSpec, arguments: JsonObject, key: KeyScopes | None) -> _Ran:
     with access_scope():
         try:
-            user = _user(user_id, key)
+            user = user_of(user_id, key)
             project, rest = project_named(user, arguments)
         except BalletError as exc:
             return _Ran(None, refused(exc))
@@ -302,7 +302,7 @@ def _run(user_id: int, spec: ToolSpec, arguments: JsonObject, key: KeyScopes | N
 
 def _asking(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> Asked:
     """``ask_question``'s call on the database threads: the project, the input, the question."""
-    user = _user(user_id, key)
+    user = user_of(user_id, key)
     with access_scope():
         project, args = project_named(user, arguments)
     problem = input_problem(ASK_QUESTION, args)
@@ -355,14 +355,14 @@ async def _awaited(
 
 def _read(user_id: int, project_id: int, question_id: int, key: KeyScopes | None) -> JsonObject:
     """The question serialized as it is now, for its reader."""
-    user = _user(user_id, key)
+    user = user_of(user_id, key)
     found = question_get(user=user, project=project_by_id(project_id), question_id=question_id)
     return _serialized(found)
 
 
 def _withdrawing(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> Withdrawn:
     """``withdraw_question``'s call on the database threads: the project, the input, the withdrawal."""
-    user = _user(user_id, key)
+    user = user_of(user_id, key)
     with access_scope():
         project, args = project_named(user, arguments)
     problem = input_problem(WITHDRAW_QUESTION, args)
@@ -393,7 +393,7 @@ async def _events(user_id: int, arguments: JsonObject, key: KeyScopes | None) ->
 
     def read(after: int) -> EventPage:
         with access_scope():
-            user = _user(user_id, key)
+            user = user_of(user_id, key)
             return events_after(user=user, project=project_by_id(project_id), after=after, types=types)
 
     try:
