@@ -5,7 +5,9 @@ the templates, the two prompts; and refusals a client shows."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -30,6 +32,23 @@ def plan(project, make_item, owner, other_project):
         return ticket, entry, theirs
 
     return build
+
+
+def body(read: types.ReadResourceResult) -> Any:
+    contents = read.contents[0]
+    assert isinstance(contents, types.TextResourceContents)
+    return json.loads(contents.text)
+
+
+def said(message: types.PromptMessage) -> str:
+    assert isinstance(message.content, types.TextContent)
+    return message.content.text
+
+
+def embedded(message: types.PromptMessage) -> types.TextResourceContents:
+    assert isinstance(message.content, types.EmbeddedResource)
+    assert isinstance(message.content.resource, types.TextResourceContents)
+    return message.content.resource
 
 
 async def refused(call) -> MCPError:
@@ -61,9 +80,10 @@ async def test_the_reader_lists_runnable_tickets_and_knowledge_and_reads_them_as
         "ballet://{project}/questions/{id}",
     ]
     assert item.contents[0].mime_type == "application/json"
-    assert json.loads(item.contents[0].text) == json.loads(tool.content[0].text)
-    assert json.loads(brief.contents[0].text)["ticket"]["acceptance_criteria"] == ["UTF-8"]
-    assert json.loads(knowledge.contents[0].text)["title"] == "CSV is UTF-8"
+    assert isinstance(tool.content[0], types.TextContent)
+    assert body(item) == json.loads(tool.content[0].text)
+    assert body(brief)["ticket"]["acceptance_criteria"] == ["UTF-8"]
+    assert body(knowledge)["title"] == "CSV is UTF-8"
 
 
 async def test_a_resource_out_of_reach_is_an_error_a_client_shows(users, plan):
@@ -99,12 +119,12 @@ async def test_work_on_ticket_embeds_the_brief_and_plan_change_names_the_way(use
         hidden = await refused(session.get_prompt("plan_change", {"project": "OTH", "goal": "x"}))
 
     assert [p.name for p in prompts] == ["work_on_ticket", "plan_change"]
-    steps, embedded = work.messages
-    assert f'claim_ticket {{"project": "BAL", "item": "{ticket.key}"}}' in steps.content.text
-    assert embedded.content.resource.uri == f"ballet://BAL/items/{ticket.key}/brief"
-    assert json.loads(embedded.content.resource.text)["ticket"]["key"] == ticket.key
-    assert "propose_changeset" in change.messages[0].content.text
-    assert "Split the export" in change.messages[0].content.text
+    steps, brief = work.messages
+    assert f'claim_ticket {{"project": "BAL", "item": "{ticket.key}"}}' in said(steps)
+    assert embedded(brief).uri == f"ballet://BAL/items/{ticket.key}/brief"
+    assert json.loads(embedded(brief).text)["ticket"]["key"] == ticket.key
+    assert "propose_changeset" in said(change.messages[0])
+    assert "Split the export" in said(change.messages[0])
     assert missing.message == "item: required, 1 to 30 characters."
     assert unknown.data == {"code": "not_found"}
     assert hidden.message == "Project OTH not found."
