@@ -213,7 +213,7 @@ def test_an_agents_question_escalates_to_another_member_who_answers_in_the_brows
     expect(assistant(page).last).to_have_text("I answered the agent's question.")
     expect(page.locator("#question-status")).to_have_text("Answered")
     expect(page.locator("#question-answer")).to_have_text(
-        "Answer by the planner: demo says: The replica, always."
+        "Answer by the planner, from demo's reply: demo says: The replica, always."
     )
     # The open chat's entry among the recent chats no longer says it waits, without a reload.
     expect(open_entry).not_to_contain_text("waiting for you")
@@ -224,10 +224,14 @@ def test_an_agents_question_escalates_to_another_member_who_answers_in_the_brows
     status, answered = answers[0]
     assert status == 200, answered
     assert (answered["status"], answered["answer"]) == ("answered", "demo says: The replica, always.")
-    assert answered["answered_by"] == f"planner:{asked['session']}"
+    assert answered["answered_by"] == "user:demo"  # on whose reply
+    assert answered["answered_via"] == f"planner:{asked['session']}"  # in the planner's words
 
     page.reload()
     expect(page.locator("#question-status")).to_have_text("Answered")
+    expect(page.locator("#question-answer")).to_have_text(
+        "Answer by the planner, from demo's reply: demo says: The replica, always."
+    )
     expect(card.locator(".request-outcome-line")).to_have_text("Answered by demo")
     assert waiting_count(page) == before
 

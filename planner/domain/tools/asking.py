@@ -30,7 +30,12 @@ def answer_question(ctx: ToolContext, args: JsonObject) -> JsonObject:
         question = question_answer(session_id=ctx.session_id, user=ctx.user, answer=args["answer"])
     except InvalidStateError as exc:
         raise ToolError("invalid_state", exc.message) from exc
-    return {"question": question.pk, "status": question.status}
+    return {
+        "question": question.pk,
+        "status": question.status,
+        "answered_by": question.answered_by,  # the human whose reply it stands on, or the planner
+        "answered_via": question.answered_via,  # the planner, when it worded a human's reply
+    }
 
 
 ASK_HUMAN = ToolSpec(

@@ -965,11 +965,13 @@
     return op;
   }
 
-  /** Who answered an agent's question, readably: ``planner:SESSION`` is this chat's planner. */
-  function answererName(by) {
+  /** Who answered an agent's question, readably: ``planner:SESSION`` is this chat's planner; a
+   * human's name with ``via`` set, the planner's words of that human's reply. */
+  function answererName(by, via) {
     if (typeof by !== "string" || !by) return "";
     if (by.startsWith("planner:")) return " by the planner";
-    return ` by ${by.replace(/^user:/, "")}`;
+    const name = by.replace(/^user:/, "");
+    return via ? ` by the planner, from ${name}'s reply` : ` by ${name}`;
   }
 
   function questionStatus(question) {
@@ -982,7 +984,8 @@
     const answer = document.getElementById("question-answer");
     if (answer && question.answer) {
       answer.hidden = false;
-      answer.replaceChildren(el("span", "request-answer-label", `Answer${answererName(question.answered_by)}: `), question.answer);
+      const label = `Answer${answererName(question.answered_by, question.answered_via)}: `;
+      answer.replaceChildren(el("span", "request-answer-label", label), question.answer);
     }
   }
 
@@ -1313,7 +1316,13 @@
       const fold = findFold(frame.id) || toolFold({ id: frame.id, name: frame.name, input: {} });
       setToolOutput(fold, frame.output, frame.is_error, frame.label);
       if (view.answering && view.answering.id === frame.id && !frame.is_error && typeof view.answering.answer === "string") {
-        questionStatus({ status: "answered", answer: view.answering.answer, answered_by: "planner:" });
+        const out = frame.output || {};
+        questionStatus({
+          status: "answered",
+          answer: view.answering.answer,
+          answered_by: out.answered_by || "planner:",
+          answered_via: out.answered_via || "",
+        });
       }
       if (view.activity !== "stopping") setActivity("thinking");
     },
