@@ -126,9 +126,7 @@ async def _call_tool(
     ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     scope = ctx.request.scope if ctx.request is not None else {}
-    user_id = scope.get(USER_KEY)
-    assert isinstance(user_id, int), "every request is authenticated before the SDK sees it"
-    key = ctx.request.scope[API_KEY] if ctx.request is not None else None
+    user_id, key = _caller(ctx)
     if params.name not in SCHEMAS:  # a protocol error, not a tool's (the specification's -32602)
         message = f"There is no tool named {params.name[:100]!r}; there are {', '.join(SCHEMAS)}."
         raise MCPError(INVALID_PARAMS, message, {"code": "unknown_tool"})

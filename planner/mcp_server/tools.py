@@ -300,14 +300,29 @@ def _run(user_id: int, spec: ToolSpec, arguments: JsonObject, key: KeyScopes | N
         return _Ran(project.pk, run_tool(spec, spec.name, rest, ToolContext(user=user, project=project)))
 
 
-def _asking(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> Asked:
-    """``ask_question``'s call on the database threads: the project, the input, the question."""
+def _checked(spec: ToolSpec, user_id: int, arguments: JsonObject, key: KeyScopes | None) -> _Checked:
+    """The caller, the project the call names and its input, checked against ``spec``'s schema: for
+    the tools that run through the runner rather than as handlers."""
     user = user_of(user_id, key)
     with access_scope():
         project, args = project_named(user, arguments)
-    problem = input_problem(ASK_QUESTION, args)
+    problem = input_problem(spec, args)
     if problem:
         raise ToolError("invalid_input", problem)
+    return _Checked(user, project, args)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    user: User
+    project: Project
+    args: JsonObject
+
+
+def _asking(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> Asked:
+    """``ask_question``'s call on the database threads: the project, the input, the question."""
+    checked = _checked(ASK_QUESTION, user_id, arguments, key)
+    user, project, args = checked.user, checked.project, checked.args
     return question_ask(
         user=user,
         project=project,
@@ -362,13 +377,8 @@ def _read(user_id: int, project_id: int, question_id: int, key: KeyScopes | None
 
 def _withdrawing(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> Withdrawn:
     """``withdraw_question``'s call on the database threads: the project, the input, the withdrawal."""
-    user = user_of(user_id, key)
-    with access_scope():
-        project, args = project_named(user, arguments)
-    problem = input_problem(WITHDRAW_QUESTION, args)
-    if problem:
-        raise ToolError("invalid_input", problem)
-    return question_withdraw(user=user, project=project, question_id=args["id"])
+    checked = _checked(WITHDRAW_QUESTION, user_id, arguments, key)
+    return question_withdraw(user=checked.user, project=checked.project, question_id=checked.args["id"])
 
 
 async def _withdraw(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> ToolOutcome:
