@@ -391,13 +391,13 @@ def question_answer(*, session_id: uuid.UUID, user: User, answer: str) -> Questi
     # The planner passes on a human's reply in its own words: the answer stands on that human's
     # word, but is kept (a decision, given to later questions) only once they confirm the wording.
     human = request.answered_by if request is not None else None
-    return _answer_group(_group_locked(own), own, actor, answer, human=human)[0]
+    return _answer_group(group_locked(own), own, actor, answer, human=human)[0]
 
 
 UNSETTLED = (QuestionStatus.OPEN, QuestionStatus.NEEDS_HUMAN)
 
 
-def _group_locked(first: int) -> list[Question]:
+def group_locked(first: int) -> list[Question]:
     """The group of the question ``first`` (one joined to no other: a sub-chat's), locked, in one
     order (by id: the first asked first): it and every question joined to it."""
     locked = (
@@ -408,7 +408,7 @@ def _group_locked(first: int) -> list[Question]:
     return list(locked)
 
 
-def _first_of(question: Question) -> int:
+def first_of(question: Question) -> int:
     """The question that ``question``'s group is joined to: the one with the sub-chat."""
     return question.joined_to_id or question.pk
 
@@ -455,7 +455,7 @@ def question_answer_human(
     if not isinstance(one_off, bool):
         raise ValidationError({"one_off": ["Expected true or false."]})
     found = question_get(user=user, project=project, question_id=question_id)
-    group = _group_locked(_first_of(found))
+    group = group_locked(first_of(found))
     if any(q.status == QuestionStatus.OPEN for q in group):
         raise InvalidStateError(
             "The planner is still on this question; answer its request in the sub-chat, or wait until "
@@ -467,7 +467,7 @@ def question_answer_human(
         Question.objects.filter(pk__in=[q.pk for q in answered]).update(one_off=True)
         question.one_off = True
         return question
-    session_id = Session.objects.filter(question_id=_first_of(found)).values_list("pk", flat=True).first()
+    session_id = Session.objects.filter(question_id=first_of(found)).values_list("pk", flat=True).first()
     answer_reuse.decision_record(question=question, human=user, session_id=session_id)
     return question
 
@@ -478,7 +478,7 @@ def question_unanswered(*, question_id: int, reason: str) -> bool:
     (``needs_human``) with ``reason``, and so do those joined to it; their waiters hear it at
     once. False if none was open (settled, or already waiting for the humans). ``question_id``:
     a sub-chat's question."""
-    opened = [q for q in _group_locked(question_id) if q.status == QuestionStatus.OPEN]
+    opened = [q for q in group_locked(question_id) if q.status == QuestionStatus.OPEN]
     for question in opened:
         question.status = QuestionStatus.NEEDS_HUMAN
         question.reason = reason
@@ -504,7 +504,7 @@ def question_withdraw(*, user: User, project: Project, question_id: Any) -> With
     found = question_get(user=user, project=project, question_id=question_id)
     if found.asker_id != user.pk and not has_permission(user, project, PROJECT_ADMIN):
         raise PermissionDeniedError("Only the asker or a project admin may withdraw a question.")
-    group = _group_locked(_first_of(found))
+    group = group_locked(first_of(found))
     question = next(q for q in group if q.pk == found.pk)
     if question.status not in UNSETTLED:
         raise InvalidStateError(f"The question is already {question.status}.")

@@ -16,12 +16,10 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Q
 
 from planner.domain.services import answer_reuse
-from planner.domain.services.agent_questions import question_get
+from planner.domain.services.agent_questions import first_of, group_locked, question_get
 from planner.models import Question, QuestionStatus
-from tracker.db.locks import locked as row_locked
 from tracker.errors import InvalidStateError, PermissionDeniedError
 from tracker.models import Project
 from tracker.services.activity import Actor, activity_record
@@ -42,12 +40,8 @@ def question_confirm(*, user: User, project: Project, question_id: Any) -> Quest
     changes nothing."""
     require(user, project, PLANNER_CHAT)
     found = question_get(user=user, project=project, question_id=question_id)
-    first = found.joined_to_id or found.pk
-    group = list(
-        row_locked(Question.objects.select_related("project", "asker", "item__project"))
-        .filter(Q(pk=first) | Q(joined_to_id=first))
-        .order_by("pk")
-    )
+    first = first_of(found)
+    group = group_locked(first)
     question = next(q for q in group if q.pk == found.pk)
     if question.confirmed:
         return question
