@@ -204,6 +204,7 @@ class ProjectFeed:
         self.loop = asyncio.get_running_loop()
         self.watches: set[Watch] = set()
         self._heard: asyncio.Event | None = None  # the listener's: set to read again now
+        self._waiting = False  # between reads, waiting for news
         self.task = self.loop.create_task(
             self._run(), name=f"events-feed-{project_id}", context=contextvars.Context()
         )
@@ -216,6 +217,11 @@ class ProjectFeed:
         self.watches.discard(watch)
         if not self.watches:
             self.poke()  # to end the task
+
+    @property
+    def idle(self) -> bool:
+        """Read for every waiter, and waiting for news with none heard yet."""
+        return self._waiting and self._heard is not None and not self._heard.is_set()
 
     def poke(self) -> None:
         """Read again soon: a waiter joined, or wants its access checked (a stream kept alive)."""
@@ -231,7 +237,11 @@ class ProjectFeed:
                     if not self.watches:
                         break
                     if not more:
-                        await listener.heard_within(FOREVER, deaf_every=DEAF_READ_SECONDS)
+                        self._waiting = True
+                        try:
+                            await listener.heard_within(FOREVER, deaf_every=DEAF_READ_SECONDS)
+                        finally:
+                            self._waiting = False
                     else:
                         listener.heard.clear()
                 self._retire()  # no waiter left: a waiter from now on starts another feed

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from typing import Any
 
 import pytest
-from django.db import connections
+from django.db import OperationalError, connections
 
+from planner.live.event_feed import _feeds
 from planner.live.event_waits import events_topic
 from planner.live.hub import hub
 from tests.planner.api_client import client_for
@@ -28,27 +30,49 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FEED = "/api/v1/projects/BAL/events/"
 
 
-async def listening(topic: str) -> None:
+async def feed_waiting(project_id: int, watches: int = 1) -> None:
+    """Until ``watches`` waiters joined the project's feed and it read for them and waits: a write
+    committed while the feed reads would find the tests' in-memory SQLite table locked (a file's
+    WAL lets both go on)."""
     for _ in range(500):
-        if topic in hub.listeners:
+        feed = _feeds.get(project_id)
+        here = feed is not None and feed.loop is asyncio.get_running_loop()
+        if here and feed.idle and len(feed.watches) >= watches:
             return
         await asyncio.sleep(0.01)
-    raise AssertionError(f"nobody listens to {topic}")
+    raise AssertionError(f"the feed of project {project_id} never waited")
 
 
 def on_another_thread(work) -> None:
     """What another request does: write and commit on a thread of its own (and close its
-    connection, as a request's end does: the test database is dropped after)."""
+    connection, as a request's end does: the test database is dropped after). A read on the
+    database threads at that moment locks the tests' in-memory SQLite table, which no busy timeout
+    waits out (a file's WAL lets both go on): the write, rolled back whole, is tried again."""
 
     def request() -> None:
         try:
-            work()
+            for attempt in range(50):
+                try:
+                    work()
+                    return
+                except OperationalError as exc:
+                    if "locked" not in str(exc) or attempt == 49:
+                        raise
+                    time.sleep(0.02)
         finally:
             connections.close_all()
 
     thread = threading.Thread(target=request)
     thread.start()
     thread.join()
+
+
+async def listening(topic: str) -> None:
+    for _ in range(500):
+        if topic in hub.listeners:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"nobody listens to {topic}")
 
 
 async def test_the_feed_answers_at_once_and_reads_on_from_next(project, owner, member, make_item):
@@ -69,7 +93,7 @@ async def test_a_wait_is_answered_by_a_claim_made_during_it(project, member, mak
     client = await client_for(member)
     head = (await client.get(f"{FEED}?after=now")).json()["next"]
     waiting = asyncio.create_task(client.get(f"{FEED}?after={head}&types=claim.taken&wait=20"))
-    await listening(events_topic(project.pk))
+    await feed_waiting(project.pk)
     assert not waiting.done()
 
     on_another_thread(lambda: claim_take(actor=Actor(user=member), project=project, item=ticket))
@@ -84,7 +108,7 @@ async def test_an_event_of_another_type_does_not_end_the_wait(project, owner, me
     client = await client_for(member)
     head = (await client.get(f"{FEED}?after=now")).json()["next"]
     waiting = asyncio.create_task(client.get(f"{FEED}?after={head}&types=claim.taken&wait=1"))
-    await listening(events_topic(project.pk))
+    await feed_waiting(project.pk)
     on_another_thread(lambda: depend(owner, blocker, blocked))
     answered = await waiting
     assert answered.json()["events"] == []
@@ -226,7 +250,7 @@ async def test_the_stream_sends_events_as_they_come_and_resumes_from_last_event_
         headers = {name.lower(): value for name, value in stream.start.result()["headers"]}
         assert headers[b"content-type"].startswith(b"text/event-stream")
         sent = await asyncio.wait_for(stream.events(1), 10)
-        await listening(events_topic(project.pk))
+        await feed_waiting(project.pk)
         on_another_thread(lambda: depend(owner, api, receipt))
         sent += await asyncio.wait_for(stream.events(1), 10)
     assert [e["data"]["data"]["blocked"] for e in sent] == [checkout.key, receipt.key]
@@ -250,7 +274,7 @@ async def test_the_stream_ends_with_an_error_when_the_reader_is_removed(project,
     blocker, blocked = await sync(make_item)(title="API"), await sync(make_item)(title="Secret plan")
     token = await sync(token_of)(member)
     async with Stream(f"{FEED}stream/?after=now", {"Authorization": f"Token {token}"}) as stream:
-        await listening(events_topic(project.pk))
+        await feed_waiting(project.pk)
         await sync(lambda: member.memberships.all().delete())()
         on_another_thread(lambda: depend(owner, blocker, blocked))
         text = b""

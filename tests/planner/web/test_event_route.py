@@ -10,13 +10,12 @@ import json
 import pytest
 from django.db import transaction
 
-from planner.live.event_waits import events_topic
 from planner.web.event_route import waits_here
 from tests.factories import MembershipFactory, ProjectFactory
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
 from tests.planner.mcp.conftest import http, token_of
-from tests.planner.web.test_event_feed import FEED, Stream, depend, listening, on_another_thread
+from tests.planner.web.test_event_feed import FEED, Stream, depend, feed_waiting, on_another_thread
 from tracker.models import Event, Role, Scope
 from tracker.services.activity import Actor
 from tracker.services.events import event_record
@@ -109,8 +108,7 @@ async def test_a_wait_is_answered_during_it_with_its_types_only(project, member,
         everything = asyncio.create_task(client.get(f"{FEED}?after={head}&wait=20"))
         claims = asyncio.create_task(client.get(f"{FEED}?after={head}&types=claim.taken&wait=20"))
         comments = asyncio.create_task(client.get(f"{FEED}?after={head}&types=comment.added&wait=1"))
-        await listening(events_topic(project.pk))
-        await asyncio.sleep(0.2)  # every waiter has joined (each joins after its own first read)
+        await feed_waiting(project.pk, watches=3)  # each joins after its own first read
         assert not everything.done()
         assert not claims.done()
         on_another_thread(lambda: claim_take(actor=Actor(user=member), project=project, item=ticket))
@@ -160,8 +158,7 @@ async def test_one_event_wakes_waiters_of_different_rights_each_with_what_they_m
         head = (await owners.get(f"{FEED}?after=now")).json()["next"]
         by_owner = asyncio.create_task(owners.get(f"{FEED}?after={head}&wait=20"))
         by_member = asyncio.create_task(members.get(f"{FEED}?after={head}&wait=20"))
-        await listening(events_topic(project.pk))
-        await asyncio.sleep(0.2)
+        await feed_waiting(project.pk, watches=2)
         on_another_thread(lambda: record_two(project, hidden, owner, member))
         seen_by_owner, seen_by_member = await asyncio.wait_for(asyncio.gather(by_owner, by_member), 10)
     assert [e["target"] for e in seen_by_owner.json()["events"]] == ["K-1"]
@@ -173,8 +170,7 @@ async def test_a_member_removed_while_waiting_is_refused(project, owner, member,
     blocker, blocked = await sync(make_item)(title="API"), await sync(make_item)(title="Secret plan")
     async with http(await _keys(member, Scope.READ)) as client:
         waiting = asyncio.create_task(client.get(f"{FEED}?after=now&wait=20"))
-        await listening(events_topic(project.pk))
-        await asyncio.sleep(0.2)
+        await feed_waiting(project.pk)
         await sync(lambda: member.memberships.all().delete())()
         on_another_thread(lambda: depend(owner, blocker, blocked))
         answered = await asyncio.wait_for(waiting, 10)
@@ -191,7 +187,7 @@ async def test_a_key_revoked_while_streaming_ends_the_stream(project, owner, mem
         headers = dict(stream.start.result()["headers"])
         assert headers[b"cache-control"] == b"no-cache"
         assert headers[b"x-accel-buffering"] == b"no"
-        await listening(events_topic(project.pk))
+        await feed_waiting(project.pk)
         await sync(lambda: type(key).objects.filter(pk=key.pk).update(revoked_at="2026-01-01T00:00:00Z"))()
         on_another_thread(lambda: depend(owner, blocker, blocked))
         text = b""
