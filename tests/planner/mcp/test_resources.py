@@ -128,3 +128,17 @@ async def test_work_on_ticket_embeds_the_brief_and_plan_change_names_the_way(use
     assert missing.message == "item: required, 1 to 30 characters."
     assert unknown.data == {"code": "not_found"}
     assert hidden.message == "Project OTH not found."
+
+
+async def test_an_unknown_prompt_is_named_unknown_whatever_its_arguments(users):
+    """The name is checked before the arguments: a client asking for a prompt Ballet does not have
+    (such as the conformance suite's ``test_simple_prompt``) is told so, not that ``project`` is missing."""
+    key = await sync(make_key)(users["member"], "read")
+
+    async with connected(key) as session:
+        bare = await refused(session.get_prompt("test_simple_prompt"))
+        other = await refused(session.get_prompt("test_prompt_with_arguments", {"arg1": "a", "arg2": "b"}))
+
+    assert bare.code == other.code == types.INVALID_PARAMS
+    assert bare.message == "Unknown prompt 'test_simple_prompt': see prompts/list."
+    assert other.data == {"code": "not_found"}
