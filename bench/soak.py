@@ -356,7 +356,7 @@ class Mcp:
 
     async def runnable(self) -> list[str]:
         body = await self.tool("runnable", "list_runnable", {})
-        return [row["key"] for row in body["tickets"]] if body else []
+        return [row["key"] for row in body["results"]] if body else []
 
     async def brief(self, key: str) -> None:
         await self.tool("brief", "get_brief", {"item": key})

@@ -104,3 +104,36 @@ def idempotency_key(key: Any) -> str:
             {"idempotency_key": [f"Expected printable ASCII of at most {MAX_IDEMPOTENCY_KEY} characters."]}
         )
     return key
+
+
+# How every list pages, over REST and MCP alike (docs/agents.md#one-shape): ``limit`` rows from
+# ``offset``.
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+MAX_OFFSET = 1_000_000
+
+
+def paging(limit: Any, offset: Any) -> tuple[int, int]:
+    """``limit`` and ``offset`` as given in a query (strings, or None when absent), checked: a
+    readable ValidationError names each bad one."""
+    errors: dict[str, list[str]] = {}
+    checked = []
+    for name, value, default, low, high in (
+        ("limit", limit, DEFAULT_LIMIT, 1, MAX_LIMIT),
+        ("offset", offset, 0, 0, MAX_OFFSET),
+    ):
+        if value is None or value == "":
+            checked.append(default)
+            continue
+        text = str(value).strip()
+        if (
+            not (text.isascii() and text.isdigit())
+            or len(text) > len(str(high))
+            or not low <= int(text) <= high
+        ):
+            errors[name] = [f"A whole number from {low} to {high:,}."]
+            continue
+        checked.append(int(text))
+    if errors:
+        raise ValidationError(errors, "Bad paging.")
+    return checked[0], checked[1]

@@ -57,6 +57,7 @@ from planner.ground.bridge import db
 from planner.live.question_waits import MAX_WAIT_SECONDS, question_await
 from planner.live.runner import runner
 from planner.mcp_server.events import WAIT_FOR_EVENTS, event_types, events_waited
+from planner.mcp_server.reads import LIMIT, OFFSET, PAGING, READS, paged
 from planner.mcp_server.work import RELEASE_CLAIM, WORK_SPECS, release_spec
 from planner.models import Question, QuestionStatus
 from planner.web.serializers import QuestionSerializer
@@ -176,17 +177,11 @@ GET_QUESTION = ToolSpec(
     handler=_question,
 )
 
-MAX_LISTED = 100
-
 
 def _questions(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    asker = ctx.user.get_username() if args.get("mine") else None
+    asker = ctx.user.get_username() if args.get("mine", True) else args.get("asker")
     rows = question_list(user=ctx.user, project=ctx.project, status=args.get("status"), asker=asker)
-    offset, limit = args.get("offset", 0), args.get("limit", 20)
-    return {
-        "count": rows.count(),
-        "results": [_serialized(q) for q in rows.order_by("-created_at", "-pk")[offset : offset + limit]],
-    }
+    return paged(rows, QuestionSerializer, args)
 
 
 def _withdrawn_handler(ctx: ToolContext, args: JsonObject) -> JsonObject:
@@ -196,15 +191,16 @@ def _withdrawn_handler(ctx: ToolContext, args: JsonObject) -> JsonObject:
 LIST_QUESTIONS = ToolSpec(
     name="list_questions",
     description="The project's questions, newest first: each with its status, answer and who answered "
-    "(as get_question reads it). status narrows to one status; mine true to your own; limit (at most "
-    f"{MAX_LISTED}) and offset page through them; count is how many there are in all.",
+    "(as get_question reads it). Your own unless mine is false (then everyone's, or asker's); status "
+    f"narrows to one status. {PAGING}",
     input_schema={
         "type": "object",
         "properties": {
             "status": {"enum": list(QuestionStatus.values)},
-            "mine": {"type": "boolean"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LISTED},
-            "offset": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
+            "mine": {"type": "boolean", "description": "Only your own questions (the default)."},
+            "asker": {"type": "string", "minLength": 1, "maxLength": 150, "description": "With mine false."},
+            "limit": LIMIT,
+            "offset": OFFSET,
         },
         "additionalProperties": False,
     },
@@ -228,8 +224,8 @@ WITHDRAW_QUESTION = ToolSpec(
 )
 
 SPECS: dict[str, ToolSpec] = {
-    **{name: TOOLS[name] for name in READ_TOOLS},
-    **{name: TOOLS[name] for name in PLAN_TOOLS},
+    **{name: READS.get(name, TOOLS[name]) for name in READ_TOOLS},
+    **{name: READS.get(name, TOOLS[name]) for name in PLAN_TOOLS},
     ASK_QUESTION.name: ASK_QUESTION,
     GET_QUESTION.name: GET_QUESTION,
     LIST_QUESTIONS.name: LIST_QUESTIONS,

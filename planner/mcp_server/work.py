@@ -17,10 +17,10 @@ from planner.domain.tools.base import JsonObject, ToolContext, ToolSpec
 from planner.domain.tools.plan import ITEM_KEY
 from tracker.inputs import MAX_IDEMPOTENCY_KEY
 from tracker.models import ReportKind
-from tracker.selectors import claim_get, item_get, reports_of
+from tracker.selectors import claim_get, item_get
 from tracker.services.work import MAX_LINKS, MAX_SUMMARY_BYTES, claim_release, claim_take, report_add
 from tracker.trust.permissions import TRACKER_READ, TRACKER_WRITE
-from tracker.web.work_serializers import ClaimDetailSerializer, ReportSerializer
+from tracker.web.work_serializers import ReportCreatedSerializer, claim_read
 
 CLAIM_ID: JsonObject = {"type": "integer", "minimum": 1, "description": "The claim's id (claim_ticket's id)."}
 
@@ -30,18 +30,13 @@ def _schema(properties: JsonObject, required: list[str]) -> JsonObject:
 
 
 def _claim(ctx: ToolContext, claim_id: int) -> JsonObject:
-    claim = claim_get(project=ctx.project, claim_id=claim_id)
-    return dict(ClaimDetailSerializer(claim, context={"reports": reports_of(claim=claim)}).data)
+    return claim_read(claim_get(project=ctx.project, claim_id=claim_id))
 
 
 def claim_ticket(ctx: ToolContext, args: JsonObject) -> JsonObject:
     item = item_get(project=ctx.project, key=args["item"])
     claim = claim_take(actor=ctx.actor, project=ctx.project, item=item)
-    return {
-        **_claim(ctx, claim.pk),
-        "next": "Read the ticket's brief with get_brief, report progress with report (it renews the "
-        "lease), and report done, blocked or failed when you stop.",
-    }
+    return _claim(ctx, claim.pk)
 
 
 def get_brief(ctx: ToolContext, args: JsonObject) -> JsonObject:
@@ -59,7 +54,7 @@ def report(ctx: ToolContext, args: JsonObject) -> JsonObject:
         details=args.get("details"),
         idempotency_key=args.get("idempotency_key"),
     )
-    return {"report": dict(ReportSerializer(added).data), "claim": _claim(ctx, claim.pk)}
+    return dict(ReportCreatedSerializer(added).data)
 
 
 def release(ctx: ToolContext, args: JsonObject, *, by_key: bool) -> JsonObject:
@@ -73,7 +68,8 @@ CLAIM_TICKET = ToolSpec(
     description="Claim a runnable ticket (list_runnable) so no other worker takes it: it goes in_progress "
     "and the claim holds a lease (30 minutes unless the project says otherwise), renewed by every "
     "report. Another worker's claim on it is refused, naming the holder; claiming again a ticket you hold "
-    "returns your claim, renewed. Needs tracker.write (members).",
+    "returns your claim, renewed. Then read the ticket's brief with get_brief, report progress with "
+    "report, and report done, blocked or failed when you stop. Needs tracker.write (members).",
     input_schema=_schema({"item": ITEM_KEY}, ["item"]),
     permission=TRACKER_WRITE,
     handler=claim_ticket,

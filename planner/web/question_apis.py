@@ -72,9 +72,9 @@ class QuestionListApi(AsyncBalletApi):
         project = project_for(request, key, TRACKER_READ)
         agent_request_count(user_id=caller(request).pk, write=False)
         filters = parse(QuestionFilterSerializer, request.query_params)
-        rows = question_list(
-            user=caller(request), project=project, status=filters.get("status"), asker=filters.get("asker")
-        )
+        user = caller(request)
+        asker = user.get_username() if filters["mine"] else filters.get("asker")
+        rows = question_list(user=user, project=project, status=filters.get("status"), asker=asker)
         return self.paginated(rows, QuestionSerializer)
 
     @extend_schema(

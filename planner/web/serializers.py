@@ -199,6 +199,9 @@ class QuestionAnswerSerializer(StrictSerializer):
 class QuestionFilterSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=QuestionStatus.choices, required=False)
     asker = serializers.CharField(required=False, max_length=150, help_text="Only this user's questions.")
+    mine = serializers.BooleanField(
+        required=False, default=False, help_text="Only your own questions (as MCP's list_questions lists)."
+    )
 
 
 class QuestionWaitSerializer(serializers.Serializer[Any]):

@@ -156,13 +156,13 @@ def test_a_team_leads_morning(browser: Any, server: Server, width: str) -> None:
     async def agents_day() -> tuple[dict[str, Any], dict[str, Any], bool]:
         async with mcp_session(server, secret) as session:
             runnable = body(await session.call_tool("list_runnable", {"project": "DEMO"}))
-            ticket = runnable["tickets"][0]["key"]
+            ticket = runnable["results"][0]["key"]
             claimed = body(await session.call_tool("claim_ticket", {"project": "DEMO", "item": ticket}))
             elsewhere = await session.call_tool("list_runnable", {"project": "WEB"})
             return runnable, claimed, elsewhere.is_error
 
     runnable, claimed, refused_elsewhere = in_thread(agents_day())
-    assert runnable["tickets"], runnable
+    assert runnable["results"], runnable
     assert claimed["status"] == "active", claimed
     assert refused_elsewhere
     lead.goto(f"/projects/DEMO/items/{runnable['tickets'][0]['key']}/")

@@ -73,7 +73,7 @@ async def test_an_agent_reads_the_plan_over_mcp(server, demo):
 
     assert tools == TOOLS
     assert not result.is_error
-    assert [t["key"] for t in body(result)["tickets"]] == [t["key"] for t in runnable]
+    assert [t["key"] for t in body(result)["results"]] == [t["key"] for t in runnable]
     assert [t["key"] for t in runnable] == ["DEMO-9", "DEMO-15", "DEMO-16"]
     assert body(first)["title"] == runnable[0]["title"]
 

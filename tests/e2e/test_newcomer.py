@@ -170,7 +170,7 @@ def test_a_newcomer_walks_the_readme_without_a_key(page, server):
 
     async def work() -> tuple[dict[str, Any], dict[str, Any]]:
         async with mcp_session(server, token) as session:
-            runnable = body(await session.call_tool("list_runnable", {"project": "DEMO"}))["tickets"]
+            runnable = body(await session.call_tool("list_runnable", {"project": "DEMO"}))["results"]
             claimed = body(
                 await session.call_tool("claim_ticket", {"project": "DEMO", "item": runnable[0]["key"]})
             )
@@ -190,7 +190,7 @@ def test_a_newcomer_walks_the_readme_without_a_key(page, server):
     assert len(done) == 1, "claiming and reporting over MCP did not finish"
     claimed, reported = done[0]
     assert claimed["status"] == "active", claimed
-    assert (reported["report"]["kind"], reported["claim"]["status"]) == ("done", "done"), reported
+    assert (reported["kind"], reported["claim_status"]) == ("done", "done"), reported
 
 
 def readme_paths() -> list[str]:

@@ -85,7 +85,7 @@ async def test_a_workers_day_over_mcp_reaches_the_plan_and_the_planner(
     )
 
     async with mcp_session(server, agent_token) as session:
-        runnable = body(await session.call_tool("list_runnable", {"project": "DEMO"}))["tickets"]
+        runnable = body(await session.call_tool("list_runnable", {"project": "DEMO"}))["results"]
         key = runnable[0]["key"]
         claimed = body(await session.call_tool("claim_ticket", {"project": "DEMO", "item": key}))
         brief = body(await session.call_tool("get_brief", {"project": "DEMO", "item": key}))
@@ -110,14 +110,14 @@ async def test_a_workers_day_over_mcp_reaches_the_plan_and_the_planner(
                 },
             )
         )
-        after = body(await session.call_tool("list_runnable", {"project": "DEMO"}))["tickets"]
+        after = body(await session.call_tool("list_runnable", {"project": "DEMO"}))["results"]
 
     assert claimed["holder"] == "agent"
     assert brief["ticket"]["key"] == key
     assert brief["claim"]["id"] == claimed["id"]
     assert (asked["status"], asked["answer"]) == ("answered", "UTF-8 with a BOM, for Excel.")
     assert not progress.is_error
-    assert (done["report"]["kind"], done["claim"]["status"]) == ("done", "done")
+    assert (done["kind"], done["claim_status"], done["item_state"]) == ("done", "done", "in_review")
     assert key not in [t["key"] for t in after]
     item = demo.get(f"/api/v1/projects/DEMO/items/{key}/")
     assert item["state"] == "in_review"

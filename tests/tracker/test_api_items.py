@@ -92,18 +92,49 @@ def test_runnable_follows_the_blockers(plan, viewer, owner, client_for):
     assert titles(client_for(viewer).get(BAL + "runnable/")) == ["T1", "T2", "T5"]
 
 
-def test_item_pages(project, viewer, make_item, client_for):
+def test_item_pages_by_limit_and_offset(project, viewer, make_item, client_for):
     for number in range(55):
         make_item(title=f"T{number}")
+    client = client_for(viewer)
 
-    first = client_for(viewer).get(BAL + "items/").json()
-    second = client_for(viewer).get(BAL + "items/?page=2").json()
+    first = client.get(BAL + "items/").json()
+    second = client.get(first["next"]).json()
+    two = client.get(BAL + "items/?limit=2&offset=3").json()
 
-    assert first["count"] == 55
-    assert len(first["results"]) == 50
-    assert first["next"].endswith("/api/v1/projects/BAL/items/?page=2")
+    assert (first["count"], first["limit"], first["offset"], len(first["results"])) == (55, 50, 0, 50)
+    assert first["next"].endswith("/api/v1/projects/BAL/items/?limit=50&offset=50")
+    assert first["previous"] is None
     assert [i["title"] for i in second["results"]] == [f"T{n}" for n in range(50, 55)]
-    assert client_for(viewer).get(BAL + "items/?page=3").status_code == 404
+    assert second["next"] is None
+    assert [i["title"] for i in two["results"]] == ["T3", "T4"]
+    assert two["previous"].endswith("/api/v1/projects/BAL/items/?limit=2&offset=1")
+    assert client.get(BAL + "items/?offset=60").json()["results"] == []
+
+
+def test_the_page_of_earlier_versions_still_reads_its_page(project, viewer, make_item, client_for):
+    for number in range(5):
+        make_item(title=f"T{number}")
+    second = client_for(viewer).get(BAL + "items/?page=2&limit=2").json()
+    assert [i["title"] for i in second["results"]] == ["T2", "T3"]
+    assert "page=" not in second["next"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("limit=0", "limit"),
+        ("limit=201", "limit"),
+        ("limit=x", "limit"),
+        ("offset=-1", "offset"),
+        ("offset=\u0663", "offset"),
+        ("limit=99999999999999999999", "limit"),
+        ("page=0", "page"),
+    ],
+)
+def test_bad_paging_is_a_400_naming_the_parameter(project, viewer, client_for, query, field):
+    answer = client_for(viewer).get(BAL + "items/?" + query)
+    assert answer.status_code == 400
+    assert field in answer.json()["error"]["fields"]
 
 
 def test_item_list_queries_do_not_grow_with_the_plan(

@@ -59,10 +59,14 @@ def test_list_answers_are_paginated(schema):
     name = ref["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
     assert set(schema["components"]["schemas"][name]["properties"]) == {
         "count",
+        "limit",
+        "offset",
         "next",
         "previous",
         "results",
     }
+    parameters = schema["paths"]["/api/v1/projects/{key}/items/"]["get"]["parameters"]
+    assert {"limit", "offset"} <= {parameter["name"] for parameter in parameters}
 
 
 def test_credential_is_write_only_in_the_schema(schema):

@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tracker.models import Claim, ClaimStatus, Report, ReportKind
-from tracker.selectors import claim_as_read
+from tracker.selectors import claim_as_read, reports_of
 from tracker.services.work import MAX_REASON as MAX_RELEASE_REASON
 from tracker.web.serializers import StrictCharField, StrictSerializer
 
@@ -57,6 +57,11 @@ class ClaimDetailSerializer(ClaimSerializer):
     @extend_schema_field(ReportSerializer(many=True))
     def get_reports(self, claim: Claim) -> list[dict[str, Any]]:
         return [dict(row) for row in ReportSerializer(self.context["reports"], many=True).data]
+
+
+def claim_read(claim: Claim) -> dict[str, Any]:
+    """A claim as every answer about one reads it, over REST and MCP: with its reports."""
+    return dict(ClaimDetailSerializer(claim, context={"reports": reports_of(claim=claim)}).data)
 
 
 class ClaimFilterSerializer(serializers.Serializer[Any]):

@@ -111,7 +111,7 @@ class ToolSpec:
         )
 
     def validator(self) -> Draft202012Validator:
-        return _validator(self.name, self.input_schema)
+        return _validator(self.input_schema)
 
 
 # Bounds and patterns the validator enforces and whose breach the model is told in a readable
@@ -153,14 +153,18 @@ def model_schema(schema: JsonObject) -> JsonObject:
     return lean_schema
 
 
-_VALIDATORS: dict[str, Draft202012Validator] = {}
+# By schema, not by name: two specs of one name (the planner's list_runnable and MCP's, which pages
+# by offset too) validate each by its own schema. The schema is kept, so its id is never reused.
+_VALIDATORS: dict[int, tuple[JsonObject, Draft202012Validator]] = {}
 
 
-def _validator(name: str, schema: JsonObject) -> Draft202012Validator:
-    validator = _VALIDATORS.get(name)
-    if validator is None:
-        Draft202012Validator.check_schema(schema)
-        validator = _VALIDATORS[name] = Draft202012Validator(schema)
+def _validator(schema: JsonObject) -> Draft202012Validator:
+    known = _VALIDATORS.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    Draft202012Validator.check_schema(schema)
+    validator = Draft202012Validator(schema)
+    _VALIDATORS[id(schema)] = (schema, validator)
     return validator
 
 

@@ -28,6 +28,6 @@ async def test_a_bound_key_reads_its_project_and_no_other(users, project, other_
         there = await session.call_tool("list_runnable", {"project": "OTH"})
 
     assert not here.is_error
-    assert [t["title"] for t in output(here)["tickets"]] == ["Export CSV"]
+    assert [t["title"] for t in output(here)["results"]] == ["Export CSV"]
     assert there.is_error
     assert output(there)["error"]["message"] == "Project OTH not found."

@@ -57,7 +57,7 @@ async def test_a_key_authenticates_mcp_as_its_user(users, make_item, scheme):
     async with connected(key, scheme=scheme) as session:
         listed = output(await session.call_tool("list_runnable", {"project": "BAL"}))
 
-    assert [ticket["title"] for ticket in listed["tickets"]] == ["Export CSV"]
+    assert [ticket["title"] for ticket in listed["results"]] == ["Export CSV"]
 
 
 async def test_a_read_key_cannot_ask_and_is_told_which_scope_it_lacks(users, chat_project):

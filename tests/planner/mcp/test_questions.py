@@ -265,7 +265,7 @@ async def test_an_agent_lists_its_questions_and_withdraws_one_whose_sub_chat_wai
         )
         again = await session.call_tool("withdraw_question", {"project": "BAL", "id": waiting["id"]})
         settled = await session.call_tool("withdraw_question", {"project": "BAL", "id": answered["id"]})
-        bad = await session.call_tool("list_questions", {"project": "BAL", "limit": 101})
+        bad = await session.call_tool("list_questions", {"project": "BAL", "limit": 201})
 
     assert answered["status"] == "answered"
     assert (mine["count"], [q["id"] for q in mine["results"]]) == (2, [answered["id"], waiting["id"]])

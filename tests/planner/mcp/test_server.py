@@ -12,6 +12,7 @@ from mcp.shared.exceptions import MCPError
 
 from planner.domain.tools import TOOLS
 from planner.domain.tools.base import ToolContext
+from planner.mcp_server.reads import READS
 from planner.mcp_server.tools import DEFINITIONS, PLAN_TOOLS, PROJECT_HINT, READ_TOOLS, SPECS
 from tests.factories import MembershipFactory
 from tests.planner.conftest import sync
@@ -231,8 +232,10 @@ async def test_each_tool_is_the_planners_with_a_required_project(users):
         listed = {tool.name: tool for tool in (await session.list_tools()).tools}
 
     assert [tool.name for tool in DEFINITIONS] == list(listed) == list(SPECS)
-    for name in READ_TOOLS:
-        assert SPECS[name] is TOOLS[name]  # the planner's own spec: schema, permission, handler
+    for name in READ_TOOLS:  # the planner's own name, input and permission; REST's read (one shape)
+        assert (SPECS[name].name, SPECS[name].permission) == (name, TOOLS[name].permission)
+        assert set(SPECS[name].input_schema["properties"]) >= set(TOOLS[name].input_schema["properties"])
+        assert SPECS[name].handler is (READS[name].handler if name in READS else TOOLS[name].handler)
     for name, spec in SPECS.items():
         schema = listed[name].input_schema
         assert listed[name].description == spec.description
@@ -270,14 +273,11 @@ async def test_list_runnable_answers_what_rest_lists(users, plan, client_for, di
         result = await session.call_tool("list_runnable", {"project": "BAL"})
 
     assert not result.is_error
-    fields = ("key", "kind", "title", "state", "version", "epic", "milestone")
-    assert [{f: t[f] for f in fields} for t in output(result)["tickets"]] == [
-        {f: t[f] for f in fields} for t in rest
-    ]
+    assert output(result)["results"] == rest
     assert [t["key"] for t in rest] == ["BAL-4", "BAL-5"]
 
 
-async def test_get_item_and_search_read_as_the_planner_does(users, plan):
+async def test_get_item_and_list_items_read_as_rest_does(users, plan):
     token = await sync(token_of)(users["viewer"])
 
     async with connected(token) as session:
@@ -285,8 +285,8 @@ async def test_get_item_and_search_read_as_the_planner_does(users, plan):
         listed = output(await session.call_tool("list_items", {"project": "BAL", "kind": "epic"}))
 
     assert item["title"] == "After the done one"
-    assert [blocker["key"] for blocker in item["blocked_by"]] == ["BAL-1"]
-    assert [row["title"] for row in listed["items"]] == ["An epic"]
+    assert [blocker["key"] for blocker in item["dependencies"]["blockers"]] == ["BAL-1"]
+    assert [row["title"] for row in listed["results"]] == ["An epic"]
 
 
 # --- refusals --------------------------------------------------------------------------------

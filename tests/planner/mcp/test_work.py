@@ -68,20 +68,20 @@ async def test_a_worker_claims_reads_the_brief_and_reports_over_mcp(users, ticke
                 },
             )
         )
-        item = output(await session.call_tool("get_item", {"project": "BAL", "key": "BAL-1"}))
+        item = output(await session.call_tool("get_brief", {"project": "BAL", "item": "BAL-1"}))
 
-    assert [t["key"] for t in runnable["tickets"]] == ["BAL-1"]
+    assert [t["key"] for t in runnable["results"]] == ["BAL-1"]
     assert (claimed["item"], claimed["holder"], claimed["status"]) == ("BAL-1", "member", "active")
     assert brief["ticket"]["acceptance_criteria"] == ["UTF-8"]
     assert brief["claim"]["id"] == claimed["id"]
     assert brief["blocks"] == [
         {"key": "BAL-2", "kind": "ticket", "title": "Email the export", "state": "ready"}
     ]
-    assert after["tickets"] == []  # claimed: in progress, runnable for nobody else
-    assert progress["claim"]["status"] == "active"
-    assert (done["report"]["kind"], done["claim"]["status"]) == ("done", "done")
-    assert done["report"]["summary"] == "All **columns**"
-    assert item["state"] == "in_review"
+    assert after["results"] == []  # claimed: in progress, runnable for nobody else
+    assert (progress["kind"], progress["claim_status"]) == ("progress", "active")
+    assert (done["kind"], done["claim_status"], done["item_state"]) == ("done", "done", "in_review")
+    assert done["summary"] == "All **columns**"
+    assert item["ticket"]["state"] == "in_review"
     assert [r["kind"] for r in item["reports"]] == ["done", "progress"]
     assert item["claim"] is None
     assert await sync(_state)("BAL-1") == "in_review"
@@ -133,7 +133,7 @@ async def test_a_worker_takes_over_a_ticket_whose_lease_ran_out_before_any_sweep
             )
         )
 
-    assert [t["key"] for t in runnable["tickets"]] == ["BAL-1"]
+    assert [t["key"] for t in runnable["results"]] == ["BAL-1"]
     assert brief["claim"] is None
     assert (taken["holder"], taken["status"]) == ("maintainer", "active")
     assert late["error"]["code"] == "invalid_state"
@@ -225,8 +225,8 @@ async def test_a_worker_retrying_every_call_over_mcp_ends_with_one_claim_and_one
 
     assert claims[1]["id"] == claims[0]["id"]
     assert [r.is_error for r in reports] == [False, False]
-    assert output(reports[1])["report"] == output(reports[0])["report"]
-    assert output(reports[1])["claim"]["status"] == "done"
+    assert output(reports[1]) == output(reports[0])
+    assert output(reports[1])["claim_status"] == "done"
     assert reused.is_error
     assert output(reused)["error"]["code"] == "conflict"
     assert await sync(Claim.objects.count)() == 1

@@ -28,7 +28,7 @@ def outcome(result: Any) -> tuple[str, Any]:
     body = _body(result)
     if result.is_error:
         return "error", body["error"]["code"]
-    return "ok", body.get("status") or body["report"]["kind"]
+    return "ok", body.get("status") or body["kind"]
 
 
 def _written() -> dict[str, list[Any]]:

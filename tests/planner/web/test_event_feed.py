@@ -36,8 +36,8 @@ async def feed_waiting(project_id: int, watches: int = 1) -> None:
     WAL lets both go on)."""
     for _ in range(500):
         feed = _feeds.get(project_id)
-        here = feed is not None and feed.loop is asyncio.get_running_loop()
-        if here and feed.idle and len(feed.watches) >= watches:
+        settled = feed is not None and feed.loop is asyncio.get_running_loop() and feed.idle
+        if settled and feed is not None and len(feed.watches) >= watches:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"the feed of project {project_id} never waited")

@@ -30,6 +30,7 @@ from tracker.web.work_serializers import (
     ReportCreatedSerializer,
     ReportCreateSerializer,
     ReportSerializer,
+    claim_read,
 )
 
 WORK_ERRORS = (*WRITE_ERRORS, 409)
@@ -54,7 +55,7 @@ class ClaimTakeApi(BalletApi):
             "again a ticket you hold (a retry) returns your claim, its lease renewed: 200."
         ),
         request=NoInputSerializer,
-        responses=with_errors({201: ClaimSerializer, 200: ClaimSerializer}, *WORK_ERRORS),
+        responses=with_errors({201: ClaimDetailSerializer, 200: ClaimDetailSerializer}, *WORK_ERRORS),
     )
     def post(self, request: Request, key: str, item_key: str) -> Response:
         project = project_for(request, key, TRACKER_WRITE)
@@ -63,7 +64,7 @@ class ClaimTakeApi(BalletApi):
             actor=actor_for(request), project=project, item=item_get(project=project, key=item_key)
         )
         made = status.HTTP_200_OK if claim.retaken else status.HTTP_201_CREATED
-        return Response(ClaimSerializer(claim).data, status=made)
+        return Response(claim_read(claim), status=made)
 
 
 class ClaimListApi(BalletApi):
@@ -90,20 +91,20 @@ class ClaimDetailApi(BalletApi):
     def get(self, request: Request, key: str, claim_id: str) -> Response:
         project = project_for(request, key, TRACKER_READ)
         claim = claim_get(project=project, claim_id=claim_id)
-        return Response(ClaimDetailSerializer(claim, context={"reports": reports_of(claim=claim)}).data)
+        return Response(claim_read(claim))
 
     @extend_schema(
         summary="Heartbeat: the holder renews the claim's lease from now",
         description="Only the claim's holder. 409 if the claim has ended (or its lease ran out).",
         parameters=[CLAIM_ID],
         request=NoInputSerializer,
-        responses=with_errors({200: ClaimSerializer}, *WORK_ERRORS),
+        responses=with_errors({200: ClaimDetailSerializer}, *WORK_ERRORS),
     )
     def post(self, request: Request, key: str, claim_id: str) -> Response:
         project = project_for(request, key, TRACKER_WRITE)
         parse(NoInputSerializer, request.data)
         claim = claim_renew(actor=actor_for(request), claim=claim_get(project=project, claim_id=claim_id))
-        return Response(ClaimSerializer(claim).data)
+        return Response(claim_read(claim))
 
 
 class ClaimReportsApi(BalletApi):
@@ -155,7 +156,7 @@ class ClaimReleaseApi(BalletApi):
         ),
         parameters=[CLAIM_ID],
         request=ClaimReleaseSerializer,
-        responses=with_errors({200: ClaimSerializer}, *WORK_ERRORS),
+        responses=with_errors({200: ClaimDetailSerializer}, *WORK_ERRORS),
     )
     def post(self, request: Request, key: str, claim_id: str) -> Response:
         project = project_for(request, key, TRACKER_WRITE)
@@ -167,4 +168,4 @@ class ClaimReleaseApi(BalletApi):
             reason=data.get("reason", ""),
             by_key=isinstance(request.auth, ApiKey),
         )
-        return Response(ClaimSerializer(released).data)
+        return Response(claim_read(released))
