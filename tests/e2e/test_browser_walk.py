@@ -165,7 +165,7 @@ def test_a_team_leads_morning(browser: Any, server: Server, width: str) -> None:
     assert runnable["results"], runnable
     assert claimed["status"] == "active", claimed
     assert refused_elsewhere
-    lead.goto(f"/projects/DEMO/items/{runnable['tickets'][0]['key']}/")
+    lead.goto(f"/projects/DEMO/items/{runnable['results'][0]['key']}/")
     expect(lead.locator("main")).to_contain_text("ci-bot")
     for tab in (lead, teammate, colleague):
         assert not tab.errors, tab.errors
