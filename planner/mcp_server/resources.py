@@ -171,7 +171,9 @@ PROMPTS: Final = (
             types.PromptArgument(
                 name="project", description="The project's key, such as DEMO.", required=True
             ),
-            types.PromptArgument(name="goal", description="What the change should achieve.", required=True),
+            types.PromptArgument(
+                name="text", description="The change, in your words: what it should achieve.", required=True
+            ),
         ],
     ),
 )
@@ -218,14 +220,14 @@ def prompt_get(
                 types.PromptMessage(role="user", content=types.EmbeddedResource(resource=brief)),
             ],
         )
-    goal = _argument(arguments, "goal", 2000)  # the other prompt: plan_change
+    change = _argument(arguments, "text", 2000)  # the other prompt: plan_change
     with access_scope():
         try:
             project_named(user_of(user_id, key), {"project": project})
         except BalletError as exc:
             raise MCPError(INVALID_PARAMS, exc.message, {"code": exc.code}) from None
     text = (
-        f"Plan this change in the Ballet project {project}: {goal}\n\n"
+        f"Plan this change in the Ballet project {project}: {change}\n\n"
         "Read the plan first: list_items, get_item and search_project for what exists, "
         "search_knowledge and get_knowledge for the decisions that bind it. Then propose_changeset "
         "with the operations (create, update, add_dependency, remove_dependency) and a rationale. "

@@ -113,10 +113,10 @@ async def test_work_on_ticket_embeds_the_brief_and_plan_change_names_the_way(use
     async with connected(key) as session:
         prompts = (await session.list_prompts()).prompts
         work = await session.get_prompt("work_on_ticket", {"project": "BAL", "item": ticket.key})
-        change = await session.get_prompt("plan_change", {"project": "BAL", "goal": "Split the export"})
+        change = await session.get_prompt("plan_change", {"project": "BAL", "text": "Split the export"})
         missing = await refused(session.get_prompt("work_on_ticket", {"project": "BAL"}))
         unknown = await refused(session.get_prompt("drop_tables", {"project": "BAL"}))
-        hidden = await refused(session.get_prompt("plan_change", {"project": "OTH", "goal": "x"}))
+        hidden = await refused(session.get_prompt("plan_change", {"project": "OTH", "text": "x"}))
 
     assert [p.name for p in prompts] == ["work_on_ticket", "plan_change"]
     steps, brief = work.messages
