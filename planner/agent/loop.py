@@ -43,6 +43,11 @@ from planner.agent.messages import (
 
 logger = logging.getLogger(__name__)
 COMPACTIONS = Counter("ballet_planner_compactions_total", "Context compactions of planner sessions.")
+# A summary call that answered nothing: the call went on uncompacted, so the context keeps growing.
+COMPACTIONS_EMPTY = Counter(
+    "ballet_planner_compactions_empty_total",
+    "Compactions whose summary came back empty (the call went on uncompacted).",
+)
 
 Reason = TurnEndReason
 STOPPED_RESULT = (
@@ -415,6 +420,7 @@ class TurnLoop:
         summary = response.text.strip()
         if not summary:
             logger.warning("compaction returned no summary, going on uncompacted")
+            COMPACTIONS_EMPTY.inc()
             return False
         h.summary, h.summary_up_to = summary, cut
         h.reported_tokens, h.reported_seq = 0, 0

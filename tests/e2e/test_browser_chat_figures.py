@@ -8,6 +8,7 @@ spend figures are those of the usage records.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -112,3 +113,30 @@ def test_the_context_and_spend_figures_are_those_of_the_usage_records(page, scri
     expect(page.locator("#context-figure")).to_have_text(
         "12,345 of 100,000 tokens (12%) before the planner summarizes"
     )
+
+
+def folding(request: dict[str, Any]) -> Any:
+    """A first answer that fills the context, the summary the planner then asks for, and the answer
+    sent after that summary."""
+    if "You compress a planning conversation" in json.dumps(request.get("system")):
+        return TextReply("The human asked to fold it.")
+    if "<conversation-summary>" in json.dumps(request.get("messages")):
+        return TextReply("Second answer, after the summary.")
+    return TextReply("First answer.", usage=Usage(150_000, 10))
+
+
+def test_a_compaction_shows_its_notice_live_and_after_a_reload(page, script):
+    script.on("fold-it", folding)
+    new_chat(page)
+    send(page, "fold-it: first")
+    expect(assistant(page)).to_have_text("First answer.")
+    send(page, "fold-it: second")  # over the 100,000 tokens: the planner summarizes first
+    expect(assistant(page).nth(1)).to_have_text("Second answer, after the summary.")
+    notice = page.locator("#chat-log .notice-line.compacted")
+    expect(notice).to_have_text("Earlier conversation summarized")  # from the compacted frame
+
+    page.reload()  # from the transcript: the notice follows the last message the summary covers
+    expect(assistant(page)).to_have_count(2)
+    expect(notice).to_have_text("Earlier conversation summarized")
+    covered = page.locator("#chat-log .entry.assistant").first.get_attribute("data-seq")
+    expect(notice).to_have_attribute("data-seq", covered or "")

@@ -9,9 +9,12 @@ from knowledge.selectors import knowledge_find
 from knowledge.services import knowledge_create
 from tests.factories import make_membership, make_project, make_user
 from tests.planner.domain.test_tools import ok
+from tracker.models import Role
 from tracker.search import project_search
+from tracker.selectors import project_find
 from tracker.services.activity import Actor
 from tracker.services.skills import skill_version_create
+from tracker.trust.permissions import ROLE_PERMISSIONS, SKILL_READ
 
 
 @pytest.fixture
@@ -114,3 +117,30 @@ def test_planner_and_rest_search_hide_other_projects(project, member, viewer, us
     found = ok(member, project, "search_knowledge", {"query": "billing webhook"})["results"]
     assert [r["title"] for r in found] == ["Retry budget in BAL"]
     assert "SIB" not in str(found)
+
+
+def test_search_leaves_out_skills_for_someone_without_skill_read(
+    project, owner, member, make_item, indexed, client_for, monkeypatch
+):
+    """Every role reads skills today; a role that did not would find the project's items and no skill,
+    over REST, through the planner's search_project, and through the selector both call."""
+    with indexed():
+        make_item(title="Deploy checklist")
+        skill_version_create(actor=Actor(user=owner), project=project, name="deploy", body="Deploy checklist")
+
+    def found(user):
+        rest = client_for(user).get("/api/v1/projects/BAL/search/", {"q": "deploy checklist"})
+        assert rest.status_code == 200, rest.content
+        tool = ok(user, project, "search_project", {"query": "deploy checklist"})["results"]
+        selector = project_find(user=user, project=project, query="deploy checklist")
+        return (
+            sorted(r["kind"] for r in rest.json()["results"]),
+            sorted(r["kind"] for r in tool),
+            sorted(h.kind for h in selector),
+        )
+
+    assert found(member) == (["item", "skill"], ["item", "skill"], ["item", "skill"])
+    monkeypatch.setitem(ROLE_PERMISSIONS, Role.MEMBER, ROLE_PERMISSIONS[Role.MEMBER] - {SKILL_READ})
+    assert found(member) == (["item"], ["item"], ["item"])
+    asked = client_for(member).get("/api/v1/projects/BAL/search/", {"q": "deploy", "kind": "skill"})
+    assert (asked.status_code, asked.json()["results"]) == (200, [])

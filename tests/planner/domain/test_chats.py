@@ -20,7 +20,7 @@ from planner.domain.services.sessions import session_begin, session_create
 from planner.live.runner import Runner, runner
 from planner.live.titles import TITLE_SYSTEM
 from planner.models import Session, UsageRecord
-from tests.factories import MembershipFactory, ProjectFactory, UserFactory
+from tests.factories import MembershipFactory, ProjectFactory, UserFactory, make_membership, make_project
 from tests.fakes.messages_api import TITLE_SYSTEM_OPENING
 from tests.fakes.scripted import Hang, ScriptedGateway, say
 from tests.planner.api_client import client_for as token_client
@@ -156,6 +156,33 @@ def test_a_title_given_at_creation_is_the_humans(client_for, chat_project, membe
     unnamed = client.post("/api/v1/planner/sessions/", {"project": "BAL"}, format="json")
     assert (named.json()["title"], named.json()["title_source"]) == ("Roadmap", "human")
     assert (unnamed.json()["title"], unnamed.json()["title_source"]) == ("", "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sub_chat_keeps_its_parent_and_rest_answers_it(client_for, session, member):
+    client = client_for(member)
+    created = client.post(
+        "/api/v1/planner/sessions/", {"project": "BAL", "parent": str(session.pk)}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    assert created.json()["parent"] == str(session.pk)
+    child = Session.objects.get(pk=created.json()["id"])
+    assert child.parent_id == session.pk
+    assert client.get(detail_url(child)).json()["parent"] == str(session.pk)
+    assert client.get(detail_url(session)).json()["parent"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sub_chat_of_a_chat_in_another_project_is_refused(client_for, session, member, org):
+    sibling = make_project(organization=org, key="SIB", name="Sibling")
+    make_membership(project=sibling, user=member, role="member")
+    elsewhere = session_create(user=member, project=sibling)
+    refused = client_for(member).post(
+        "/api/v1/planner/sessions/", {"project": "BAL", "parent": str(elsewhere.pk)}, format="json"
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["fields"] == {"parent": ["A sub-chat belongs to its parent's project."]}
+    assert not Session.objects.filter(parent=elsewhere).exists()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -170,6 +170,8 @@ async def test_an_approved_call_runs_exactly_once_as_the_owner(
     await planner.wait(session.pk)
     assert [f["type"] for f in resolution.frames] == ["request_resolved", "tool_result", "draft"]
     assert await sync(Changeset.objects.count)() == 1
+    number = await sync(lambda: Changeset.objects.get().number)()
+    assert resolution.frames[-1]["artifact_id"] == f"changeset:{number}"
     results = tool_results(model.turn_requests[-1])
     assert [r.is_error for r in results] == [False, False]
     with pytest.raises(ConflictError):

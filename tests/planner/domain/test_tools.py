@@ -346,6 +346,29 @@ def test_knowledge_tools(project, member, plan, indexed):
     assert (event.actor, event.on_behalf_of) == (f"planner:{SESSION}", member)
 
 
+def test_search_knowledge_finds_only_the_kind_asked_for(project, member, indexed):
+    with indexed():
+        for kind, title in [
+            ("decision", "Passkeys for login"),
+            ("note", "Passkeys rollout notes"),
+            ("debt", "Passkeys lack recovery"),
+        ]:
+            knowledge_create(actor=Actor(user=member), kind=kind, title=title, projects=[project])
+
+    def kinds(**filters):
+        found = ok(member, project, "search_knowledge", {"query": "passkeys", **filters})["results"]
+        return sorted((r["kind"], r["title"]) for r in found)
+
+    assert kinds() == [
+        ("debt", "Passkeys lack recovery"),
+        ("decision", "Passkeys for login"),
+        ("note", "Passkeys rollout notes"),
+    ]
+    assert kinds(kind="decision") == [("decision", "Passkeys for login")]
+    assert kinds(kind="debt") == [("debt", "Passkeys lack recovery")]
+    assert kinds(kind="document") == []
+
+
 def test_update_knowledge_with_a_stale_version_conflicts_with_the_current_version(project, member):
     entry = knowledge_create(actor=Actor(user=member), kind="note", title="N", body="one", projects=[project])
     ok(member, project, "update_knowledge", {"id": entry.pk, "version": 1, "body": "two"})

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from django.test import AsyncClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from planner.agent import clearing
+from planner.agent import gateway as gateway_module
 from planner.agent.calls import GatewayError
+from planner.agent.gateway import AnthropicGateway
 from planner.agent.loop import COMPACTIONS
 from planner.agent.messages import Usage
 from planner.domain.services.sessions import session_create
 from planner.domain.transcripts import transcript
-from planner.models import Event, Message, Session
+from planner.models import Event, Message, Session, UsageRecord
+from tests.fakes.messages_api import FakeMessagesAPI, HangReply, TextReply
+from tests.fakes.messages_api import Usage as FakeUsage
 from tests.fakes.scripted import assert_valid_history, call, say, tool_results
 from tests.planner.conftest import drive, sync
 from tests.planner.web.test_api import client_for
@@ -135,6 +143,71 @@ async def test_a_failing_summary_call_leaves_the_turn_going_uncompacted(
     assert [m.text for m in last.messages] == ["Q1", "A1", "Q2"]
     stored = await sync(Session.objects.get)(pk=session.pk)
     assert (stored.state, stored.summary) == ("idle", "")
+
+
+async def test_a_compaction_stopped_midway_is_metered(planner, compacting_session, member, monkeypatch):
+    """Stop cancels the summary call in flight; what the provider had counted by then is still a
+    usage record of the session, as for a stopped answer."""
+    session = compacting_session
+    summarizing = asyncio.Event()
+    consume = gateway_module._consume
+
+    def consumed(answer, kind, event):  # the summary call's usage has come: stop it now
+        consume(answer, kind, event)
+        if kind == "message_start" and event["message"]["model"] == "claude-summarizer":
+            summarizing.set()
+
+    monkeypatch.setattr(gateway_module, "_consume", consumed)
+    unfinished = TextReply("Summary that never ends", chunks=4, usage=FakeUsage(3200, 40))
+    with FakeMessagesAPI() as fake:
+        fake.enqueue(
+            TextReply("A1", usage=FakeUsage(5000, 10)),
+            HangReply(after_deltas=1, reply=unfinished),
+        )
+        planner.gateway = AnthropicGateway(base_url=fake.base_url, max_retries=0)
+        await drive(planner, session, member, "Q1")
+        await planner.send(session_id=session.pk, user=member, text="Q2")
+        await asyncio.wait_for(summarizing.wait(), 10)
+        assert await planner.stop(session_id=session.pk, user=member)
+        await planner.wait(session.pk)
+        await planner.settle()
+        await planner.gateway.close()
+    assert [r.json["model"] for r in fake.requests][1:] == ["claude-summarizer"]  # the summary call
+    assert await compacted_events(session) == []
+    ended = await sync(lambda: Event.objects.filter(session=session, kind="turn_ended").latest("pk").data)()
+    assert ended == {"reason": "stopped"}
+    rows = await sync(
+        lambda: list(
+            UsageRecord.objects.filter(session=session, purpose="compaction").values_list(
+                "model", "outcome", "input_tokens"
+            )
+        )
+    )()
+    assert rows == [("claude-summarizer", "cancelled", 3200)]
+
+
+async def scraped(name: str) -> float:
+    """The value of the counter ``name`` on ``/metrics`` (0 before it first counts)."""
+    text = (await AsyncClient().get("/metrics")).content.decode()
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    return next((s.value for s in samples if s.name == name and not s.labels), 0.0)
+
+
+async def test_an_empty_summary_goes_on_uncompacted_and_counts_on_metrics(
+    planner, model, compacting_session, member
+):
+    session = compacting_session
+    before = await scraped("ballet_planner_compactions_empty_total")
+    compacted_before = await scraped("ballet_planner_compactions_total")
+    model.add(say("A1", usage=Usage(input_tokens=5000)))
+    await drive(planner, session, member, "Q1")
+    model.add(say("  \n "), say("A2"))
+    await drive(planner, session, member, "Q2")
+    assert [r.purpose for r in model.requests] == ["turn", "compaction", "turn"]
+    assert [m.text for m in model.requests[-1].messages] == ["Q1", "A1", "Q2"]
+    assert await compacted_events(session) == []
+    assert await scraped("ballet_planner_compactions_empty_total") == before + 1
+    assert await scraped("ballet_planner_compactions_total") == compacted_before
 
 
 async def test_a_context_too_long_rejection_compacts_and_retries_once(planner, model, session, member):

@@ -19,12 +19,12 @@ from planner.domain.services.sessions import rows, steps
 from planner.domain.tools import ToolContext, call_tool
 from planner.live import runner as runner_module
 from planner.live.hub import hub
-from planner.models import Event, Message, Session, ToolCall
+from planner.models import Event, Message, Session, ToolCall, UsageRecord
 from tests.fakes.messages_api import FakeMessagesAPI, TextReply
 from tests.fakes.scripted import Answer, Hang, call, say
 from tests.planner.conftest import drive, sync
 from tracker.db import sql
-from tracker.models import Changeset, Membership
+from tracker.models import Changeset, Membership, Organization
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_reject
 from tracker.services.items import item_update
@@ -227,6 +227,21 @@ async def test_a_credential_that_cannot_be_decrypted_fails_the_turn_and_never_bi
     assert fake.requests == []
 
 
+async def test_the_projects_model_is_the_one_the_messages_api_is_asked_for(
+    planner, session, member, owner, chat_project
+):
+    await set_settings(chat_project, owner, model="claude-project-choice")
+    with FakeMessagesAPI() as fake:
+        fake.enqueue(TextReply("Hello from the project's model."))
+        planner.gateway = AnthropicGateway(base_url=fake.base_url, max_retries=0)
+        await drive(planner, session, member, "Hello")
+        await planner.settle()  # the title call after the first turn, on this gateway too
+        await planner.gateway.close()
+    assert [r.json["model"] for r in fake.requests] == ["claude-project-choice"]
+    metered = await sync(lambda: list(UsageRecord.objects.values_list("purpose", "model")))()
+    assert ("turn", "claude-project-choice") in metered
+
+
 async def test_a_turn_records_the_skill_versions_of_its_prompt(
     planner, model, session, member, owner, maintainer, chat_project
 ):
@@ -252,6 +267,17 @@ async def test_a_turn_records_the_skill_versions_of_its_prompt(
     assert "Balance Two" in model.turn_requests[-1].system
     started = [d for k, d in await events_of(session) if k == "turn_started"][-1]
     assert started["skills"] == [{"name": "planner", "version": 3}]
+
+
+async def test_the_prompt_names_the_organization_as_it_is_now(planner, model, session, member, chat_project):
+    model.add(say("ok"))
+    await drive(planner, session, member, "Hi")
+    assert "Ballet (key BAL) in the organization Acme." in model.turn_requests[0].system
+    # Renamed (in the admin): the next turn's prompt is built anew, not the one kept for the old name.
+    await sync(Organization.objects.filter(pk=chat_project.organization_id).update)(name="Acme Holdings")
+    model.add(say("ok"))
+    await drive(planner, session, member, "Again")
+    assert "Ballet (key BAL) in the organization Acme Holdings." in model.turn_requests[-1].system
 
 
 async def test_a_changeset_decided_in_the_admin_reaches_the_session_that_proposed_it(

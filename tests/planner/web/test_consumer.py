@@ -22,6 +22,7 @@ from planner.web.routing import websocket_urlpatterns
 from tests.factories import make_key
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import frames_until, sync, ws_path
+from tracker.models import Changeset
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_set
 
@@ -153,6 +154,22 @@ async def test_stop_over_the_websocket(scripted, session, member):
     await ws.send_json_to({"type": "stop"})
     got = await frames_until(ws, "turn_ended")
     assert got[-1]["reason"] == "stopped"
+    await ws.disconnect()
+
+
+async def test_a_proposed_changeset_reaches_the_socket_as_a_draft_naming_its_artifact(
+    scripted, session, member
+):
+    operations = [{"op": "create", "kind": "ticket", "fields": {"title": "Export CSV"}}]
+    scripted.add(call("propose_changeset", {"title": "Export", "operations": operations}), say("#1."))
+    ws = await connect(session, member)
+    await ws.receive_json_from()
+    await ws.send_json_to({"type": "message", "text": "Plan an export"})
+    got = await frames_until(ws, "turn_ended")
+    (draft,) = [f for f in got if f["type"] == "draft"]
+    number = await sync(lambda: Changeset.objects.get(project=session.project_id).number)()
+    assert (draft["kind"], draft["artifact_id"]) == ("changeset", f"changeset:{number}")
+    assert (draft["snapshot"]["number"], draft["snapshot"]["title"]) == (number, "Export")
     await ws.disconnect()
 
 
