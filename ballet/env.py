@@ -111,6 +111,8 @@ class PlannerConfig:
     # Every token processed per project per UTC day, cached ones too.
     daily_token_budget: Annotated[Count | None, Env("BALLET_PLANNER_DAILY_TOKEN_BUDGET")] = None
     approve_tools: Names = ()  # tools whose calls wait for the human's approval (docs/domain.md)
+    # Sub-chats one chat's planner runs at once (start_subchat, docs/domain.md#sub-chats).
+    max_subchats: Annotated[Count, Env("BALLET_PLANNER_MAX_SUBCHATS")] = 3
     # None: automatic, Claude with a credential and the demo planner without one.
     provider: Annotated[Provider, Env("BALLET_PLANNER_PROVIDER")] = None
 

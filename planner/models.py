@@ -157,6 +157,9 @@ class Event(models.Model):
 class RequestKind(models.TextChoices):
     QUESTION = "question"  # ask_human: the planner asks the human (docs/domain.md)
     APPROVAL = "approval"  # a call of a tool in the project's approve_tools (docs/domain.md)
+    # start_subchat: the turn waits for a sub-chat the planner started (its ``input`` names the
+    # sub-chat's session); its end answers it, never a human (docs/domain.md#sub-chats).
+    SUBCHAT = "subchat"
 
 
 class RequestStatus(models.TextChoices):

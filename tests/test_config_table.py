@@ -97,6 +97,7 @@ ROWS = [
     planner("compact_at_tokens", "BALLET_PLANNER_COMPACT_AT_TOKENS", 100_000, "5000", 5000, "6000", 6000),
     planner("max_rounds", "BALLET_PLANNER_MAX_ROUNDS", 25, "3", 3, "7", 7),
     planner("max_output_tokens", "BALLET_PLANNER_MAX_OUTPUT_TOKENS", 8192, "1024", 1024, "2048", 2048),
+    planner("max_subchats", "BALLET_PLANNER_MAX_SUBCHATS", 3, "2", 2, "5", 5),
     planner("daily_token_budget", "BALLET_PLANNER_DAILY_TOKEN_BUDGET", None, "1000", 1000, "2000", 2000),
     planner("provider", "BALLET_PLANNER_PROVIDER", None, "Demo", "demo", '"anthropic"', "anthropic"),
     planner("four_eyes", None, False, "", None, "true", True),

@@ -134,13 +134,16 @@ class RequestFrame(_Envelope):
 
     type: Literal["request"]
     id: str
-    kind: Literal["question", "approval"]
+    kind: Literal["question", "approval", "subchat"]
     tool_use_id: str  # the call that waits: the page shows its fold waiting
     question: NotRequired[str]
     options: NotRequired[list[str]]
     tool: NotRequired[str]
     input: NotRequired[dict[str, Any]]
     preview: NotRequired[list[PreviewRow]]  # the input, readable (``planner/domain/services/previews.py``)
+    session: NotRequired[str]  # a sub-chat's (start_subchat): the chat it runs in
+    title: NotRequired[str]
+    brief: NotRequired[str]
 
 
 class RequestResolvedFrame(_Envelope):
@@ -307,6 +310,19 @@ def request_approval(
         "tool": tool,
         "input": input,
         "preview": preview,
+    }
+
+
+def request_subchat(*, id: str, tool_use_id: str, session: str, title: str, brief: str) -> RequestFrame:
+    """A sub-chat the turn waits for (start_subchat): its end answers the request."""
+    return {
+        "type": "request",
+        "id": id,
+        "kind": "subchat",
+        "tool_use_id": tool_use_id,
+        "session": session,
+        "title": title,
+        "brief": brief,
     }
 
 

@@ -134,6 +134,7 @@ PHRASES: dict[str, Callable[[dict[str, Any], Any], Phrase]] = {
     "get_knowledge": _knowledge("Reading", "Read", "read"),
     "create_knowledge": _create_knowledge,
     "update_knowledge": _knowledge("Updating", "Updated", "update"),
+    "start_subchat": _fixed("Starting", "Started", "start", "a sub-chat"),
     "ask_human": _fixed("Asking", "Asked", "ask", "a question"),
     "answer_question": _fixed("Answering", "Answered", "answer", "the question"),
 }

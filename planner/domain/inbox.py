@@ -195,7 +195,7 @@ def _requests(reach: _Reach) -> QuerySet[HumanRequest]:
         decidable |= Q(kind=RequestKind.APPROVAL, tool__in=tools, session__project_id__in=projects)
     sub_chat = Q(session__question__isnull=False)
     waiting = (
-        (Q(session__question__isnull=True) & mine)
+        (Q(session__question__isnull=True) & mine & ~Q(kind=RequestKind.SUBCHAT))
         | (sub_chat & mine & Q(kind=RequestKind.QUESTION))
         | (
             sub_chat

@@ -16,7 +16,7 @@ from planner.agent import compaction
 from planner.agent.demo import DEMO_MODEL
 from planner.agent.loop import History, TurnSettings
 from planner.agent.messages import ChatMessage, Provider, block_from_wire
-from planner.domain.prompt import system_prompt
+from planner.domain.prompt import SUBCHAT_PROMPT, system_prompt
 from planner.domain.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS, ToolContext
 from planner.ground.histories import Kept
 from planner.ground.process import histories
@@ -49,13 +49,20 @@ from tracker.trust.permissions import (
 
 
 def session_list(
-    *, user: AnyUser, project: Project | None = None, query: str = "", archived: bool = False
+    *,
+    user: AnyUser,
+    project: Project | None = None,
+    query: str = "",
+    archived: bool = False,
+    parent: Session | None = None,
 ) -> QuerySet[Session]:
     """The user's own sessions in projects they can still read, and the question sub-chats of
     projects where they may chat (docs/domain.md), archived ones left out (with ``archived``: only
-    those); ``query`` keeps those whose title contains it (any case); ``waiting``: a request there
-    waits for them."""
+    those); ``query`` keeps those whose title contains it (any case); ``parent``: only its
+    sub-chats; ``waiting``: a request there waits for them."""
     qs = sessions_visible(user=user).filter(archived_at__isnull=not archived)
+    if parent is not None:
+        qs = qs.filter(parent=parent)
     if project is not None:
         qs = qs.filter(project=project)
     if query.strip():
@@ -77,7 +84,8 @@ def sessions_visible(*, user: AnyUser) -> QuerySet[Session]:
         When(question__status=QuestionStatus.NEEDS_HUMAN, then=Value(True)),
         When(question__isnull=False, user_id=user.pk or 0, then=Exists(pending.filter(question))),
         When(question__isnull=False, then=Exists(pending.filter(question | _decidable(user)))),
-        When(user_id=user.pk or 0, then=Exists(pending)),
+        # A sub-chat's end answers a start_subchat request, never a human.
+        When(user_id=user.pk or 0, then=Exists(pending.exclude(kind=RequestKind.SUBCHAT))),
         default=Value(False),
         output_field=BooleanField(),
     )
@@ -236,6 +244,7 @@ class TurnSetup:
     focus: list[str]
     approve_tools: tuple[str, ...] = ()  # tools whose calls wait for the human's approval
     question_id: int | None = None  # the question of a question's sub-chat
+    parent_id: uuid.UUID | None = None  # the chat whose planner started this sub-chat (start_subchat)
     # The session's last stored message: the history's last, unless a retry superseded that one.
     last_seq: int = 0
     untitled: bool = False  # nobody named the chat yet: a title may be proposed after the turn
@@ -320,7 +329,7 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         max_tokens=config.max_output_tokens,
         compact_at_tokens=config.compact_at_tokens,
         api_key=credential.api_key,
-        system=prompt.text,
+        system=prompt.text if session.parent_id is None else f"{prompt.text}\n\n{SUBCHAT_PROMPT}",
         tools=QUESTION_DEFINITIONS if session.question_id is not None else DEFINITIONS,
         credential_error=credential.error,
         provider=provider,
@@ -334,6 +343,7 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         focus=list(session.focus),
         approve_tools=config.approve_tools,
         question_id=session.question_id,
+        parent_id=session.parent_id,
         last_seq=session.last_message_seq,
         untitled=session.title_source == TitleSource.NONE and session.question_id is None,
         token_budget=config.daily_token_budget,

@@ -36,7 +36,7 @@ from planner.domain.services.sessions import Begin, TurnsFullError, resend
 from planner.domain.services.sessions.resend import Redone
 from planner.ground.bridge import db
 from planner.ground.turns import LiveTurn
-from planner.live import titles, turn, waiting
+from planner.live import subchats, titles, turn, waiting
 from planner.live.hub import Hub, Opening, hub
 from planner.live.inbox import Seen
 from planner.models import SessionState
@@ -103,6 +103,19 @@ class Runner:
         kind = "question" if question else "human"
         seen = text if shown is None else shown
         return await self._send(session_id, user.pk, begun, author=user.get_username(), seen=seen, kind=kind)
+
+    async def send_as(
+        self,
+        session_id: uuid.UUID,
+        user_id: int,
+        begun: Callable[[], Begin],
+        *,
+        author: str,
+        seen: str,
+        kind: str,
+    ) -> Begin:
+        """:meth:`_send`, for a message the planner sends (a sub-chat's brief, ``subchats.py``)."""
+        return await self._send(session_id, user_id, begun, author=author, seen=seen, kind=kind)
 
     async def _send(
         self,
@@ -178,8 +191,18 @@ class Runner:
             approve=approve,
             reason=reason,
         )
-        resolution, live = await self._resuming(session_id, answered)
+        resolution = await self.settle_requests(session_id, answered)
         assert resolution is not None  # request_reply raises rather than find nothing
+        return resolution
+
+    async def settle_requests(
+        self, session_id: uuid.UUID, resolve: Callable[[], Resolution | None]
+    ) -> Resolution | None:
+        """``resolve`` (a human's answer, a sub-chat's end) settles requests of the session's
+        paused turn; the turn resumes here once none is pending. Every watcher hears of it."""
+        resolution, live = await self._resuming(session_id, resolve)
+        if resolution is None:
+            return None
         if live is None:
             await self.hub.publish(session_id, resolution.frames)
         else:
@@ -217,10 +240,17 @@ class Runner:
         return resolution, live
 
     async def stop(self, *, session_id: uuid.UUID, user: User) -> bool:
-        """Stop the session's turn wherever it runs; False if none runs. Only its owner may.
+        """Stop the session's turn wherever it runs, and the sub-chats its planner started that
+        still run (docs/domain.md#sub-chats); False if no turn of the session runs. Only its owner
+        may.
 
         True means the turn ends ``stopped``: a stop that races an approval resuming the turn
         stops the resumed turn, here or in the process resuming it."""
+        stopped = await self._stop_one(session_id, user)
+        await subchats.stop_children(self, session_id, user)
+        return stopped
+
+    async def _stop_one(self, session_id: uuid.UUID, user: User) -> bool:
         live = self.hub.turn_here(session_id)
         if live is not None and live.user_id == user.pk:
             live.stop()  # at once: not behind the turn's own work on the database threads
@@ -245,6 +275,7 @@ class Runner:
             cancelled = await db(cancel)()
             if cancelled is not None:
                 await self.hub.publish(session_id, cancelled)
+                await subchats.ended(self, session_id)  # a sub-chat paused on a human, stopped
                 return True
             session = await db(viewed)()  # resumed meanwhile?
         if self.hub.stop_here(session_id):
@@ -398,6 +429,7 @@ class Runner:
         if recovered is None:
             return False
         await self.hub.publish(session_id, list(recovered.frames))
+        await subchats.ended(self, session_id)  # a sub-chat's parent hears it failed
         if recovered.answer_waiting and start:
             await self._follow_up_now(session_id)
         return True
@@ -477,6 +509,10 @@ class Runner:
         if live.task is not None:
             self.hub.ending[live.session_id] = live.task
         try:
+            if outcome is not None and outcome.reason == "paused":
+                await subchats.start_round(self, live.session_id)  # those it waits for, if any
+            elif outcome is not None and setup.parent_id is not None:
+                await subchats.ended(self, live.session_id, parent_id=setup.parent_id)
             await self.start_waiting()  # a turn is free
             if outcome is not None and setup.untitled and titles.wanted(reason=outcome.reason):
                 await titles.propose(

@@ -33,9 +33,9 @@ from planner.agent.messages import (
     Usage,
 )
 from planner.domain.selectors import TurnSetup, session_tool_context, tokens_used_since, utc_day_start
-from planner.domain.services import human_requests, sessions
+from planner.domain.services import human_requests, sessions, subchats
 from planner.domain.tools import TOOLS, ToolContext
-from planner.domain.tools.base import reads_ahead
+from planner.domain.tools.base import ToolOutcome, error_output, reads_ahead
 from planner.ground.bridge import db, off_the_loop
 from planner.ground.turns import LiveTurn
 from planner.models import RequestKind
@@ -174,17 +174,27 @@ class SessionIO(TurnIO):
         stopping: Callable[[], bool],
         asks: list[tuple[ToolUseBlock, RequestKind]],
     ) -> _RoundDone:
-        """A round with calls that wait for a human: the answer is stored, the other calls run, and
-        the turn pauses on a request per waiting call (``planner/domain/services/human_requests.py``).
-        A waiting call whose input is invalid is answered at once with the error, like any call."""
+        """A round with calls that wait for a human or a sub-chat: the answer is stored, the other
+        calls run, and the turn pauses on a request per waiting call
+        (``planner/domain/services/human_requests.py``). A waiting call whose input is invalid is
+        answered at once with the error, like any call, and so is a ``start_subchat`` call refused
+        before it waits (``subchats.subchat_refusals``)."""
         waiting = {call.id for call, _ in asks if not _invalid(call)}
+        starts = [call for call, kind in asks if kind == RequestKind.SUBCHAT and call.id in waiting]
+        refused = subchats.subchat_refusals(session_id=self.live.session_id, calls=starts) if starts else {}
+        waiting -= refused.keys()
         asks = [(call, kind) for call, kind in asks if call.id in waiting]
         saved = self._store(answer, after_seq=self.last_seq, usage=usage)
         runs: list[ToolRun] = []
         try:
-            runs = self._calls([c for c in calls if c.id not in waiting], stopping)
-            if len(runs) < len(calls) - len(waiting):
+            to_run = [c for c in calls if c.id not in waiting and c.id not in refused]
+            runs = self._calls(to_run, stopping)
+            if len(runs) < len(to_run):
                 return _RoundDone(saved.message, runs, None, saved)
+            if refused:
+                order = {call.id: index for index, call in enumerate(calls)}
+                runs += [self._refused(c, *refused[c.id]) for c in calls if c.id in refused]
+                runs.sort(key=lambda run: order[run.result.tool_use_id])
             if not asks:  # every waiting call was refused: an ordinary round
                 stored = self._store(_results(runs), after_seq=saved.message.seq, focus=sorted(self.focus))
                 return _RoundDone(saved.message, runs, stored.message, stored)
@@ -224,6 +234,21 @@ class SessionIO(TurnIO):
         for call in calls:
             reads.extend(reads_ahead(TOOLS.get(call.name), call.input, self.context()))
         return reads
+
+    def _refused(self, call: ToolUseBlock, code: str, message: str) -> ToolRun:
+        """A call answered with an error before it ran, recorded like one that ran."""
+        context = self.context()
+        outcome = ToolOutcome(error_output(code, message), True)
+        self.records.tools.append(
+            sessions.ToolRecord(
+                call=call,
+                outcome=outcome,
+                duration_ms=0.0,
+                actor=context.actor.label,
+                user_id=context.user.pk,
+            )
+        )
+        return ToolRun(result=ToolResultBlock(call.id, outcome.content, is_error=True), output=outcome.output)
 
     def _run(self, call: ToolUseBlock) -> ToolRun:
         context = self.context()

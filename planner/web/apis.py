@@ -71,8 +71,15 @@ class SessionListApi(BalletApi):
     def get(self, request: Request) -> Response:
         filters = parse(SessionFilterSerializer, request.query_params)
         project = project_for(request, filters["project"], TRACKER_READ) if filters.get("project") else None
+        parent = (
+            session_get(user=caller(request), session_id=filters["parent"]) if filters.get("parent") else None
+        )
         listed = session_list(
-            user=caller(request), project=project, query=filters.get("q", ""), archived=filters["archived"]
+            user=caller(request),
+            project=project,
+            query=filters.get("q", ""),
+            archived=filters["archived"],
+            parent=parent,
         )
         return self.paginated(listed, SessionListedSerializer)
 

@@ -84,6 +84,15 @@ class SessionFilterSerializer(serializers.Serializer[Any]):
     q = serializers.CharField(
         required=False, allow_blank=True, max_length=MAX_TITLE, help_text="Titles containing this (any case)."
     )
+    parent = serializers.UUIDField(  # type: ignore[assignment]
+        required=False, help_text="Only the sub-chats of this session."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """``?parent=`` empty is no session at all (DRF would read it as absent): a field error."""
+        if "parent" in self.initial_data and not self.initial_data.get("parent"):
+            raise serializers.ValidationError({"parent": ["A chat's id (a UUID)."]})
+        return attrs
 
 
 class SessionListedSerializer(SessionSerializer):

@@ -86,6 +86,13 @@ SPECS: tuple[SettingSpec, ...] = (
         group="Planner",
     ),
     SettingSpec(
+        name="max_subchats",
+        label="Sub-chats at once at most",
+        help="How many sub-chats the planner of one chat runs at once (start_subchat).",
+        control="integer",
+        group="Planner",
+    ),
+    SettingSpec(
         name="max_output_tokens",
         label="Output tokens per round at most",
         help="How much the model may write in one round.",

@@ -11,7 +11,9 @@ reply, ``answers/`` over REST, the ``answer`` frame) resolves one request
 with the message as the reason. Once none is pending, the round's results are
 written (recorded outputs, answers, approved calls run now as the owner,
 declines as errors) and the turn continues (``sessions.turn_continue``).
-Stopping a paused turn cancels its requests (:func:`requests_cancel`).
+Stopping a paused turn cancels its requests (:func:`requests_cancel`). A ``start_subchat`` call
+waits the same way on a ``subchat`` request, answered by its sub-chat's end, never by a human
+(:func:`subchat_ended`, docs/domain.md#sub-chats).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from planner.agent.frames import Frame, RequestFrame
 from planner.agent.loop import STOPPED_RESULT
 from planner.agent.messages import ChatMessage, ToolResultBlock, ToolUseBlock, block_from_wire
 from planner.domain.selectors import session_reader
-from planner.domain.services import sessions
+from planner.domain.services import sessions, subchats
 from planner.domain.services.agent_questions import questions_waiting_on
 from planner.domain.services.previews import request_preview
 from planner.domain.services.sessions import Begin, StepRecords, ToolRecord
@@ -68,10 +70,20 @@ def human_kind(call: ToolUseBlock, approve_tools: tuple[str, ...]) -> RequestKin
         return None
     if spec.asks_human:
         return RequestKind.QUESTION
+    if spec.starts_subchat:
+        return RequestKind.SUBCHAT
     return RequestKind.APPROVAL if call.name in approve_tools else None
 
 
 def request_frame(request: HumanRequest) -> RequestFrame:
+    if request.kind == RequestKind.SUBCHAT:
+        return frames.request_subchat(
+            id=str(request.pk),
+            tool_use_id=request.tool_use_id,
+            session=str(request.input.get("session", "")),
+            title=str(request.input.get("title", "")),
+            brief=str(request.input.get("brief", "")),
+        )
     if request.kind == RequestKind.QUESTION:
         return frames.request_question(
             id=str(request.pk),
@@ -100,6 +112,8 @@ def _waiting_events(session_id: uuid.UUID, requests: list[HumanRequest], project
     """A ``request.waiting`` event per request (docs/events.md), readable by the chat's human alone."""
     user = Session.objects.select_related("user").get(pk=session_id).user
     for request in requests:
+        if request.kind == RequestKind.SUBCHAT:  # its sub-chat answers it, no human
+            continue
         event_record(
             project=project,
             type="request.waiting",
@@ -136,6 +150,12 @@ def turn_pause(
         {"focus": focus, "state": SessionState.PAUSED, "turn_owner": "", "heartbeat_at": None},
     )
     records.write(session_id, turn)
+    parent = Session.objects.select_related("user", "project").get(pk=session_id)
+    opened = {
+        call.id: subchats.subchat_open(parent=parent, call=call)
+        for call, kind in asks
+        if kind == RequestKind.SUBCHAT
+    }
     created = HumanRequest.objects.bulk_create(
         [
             HumanRequest(
@@ -146,7 +166,7 @@ def turn_pause(
                 question=call.input.get("question", "") if kind == RequestKind.QUESTION else "",
                 options=call.input.get("options", []) if kind == RequestKind.QUESTION else [],
                 tool=call.name if kind == RequestKind.APPROVAL else "",
-                input=call.input if kind == RequestKind.APPROVAL else {},
+                input=call.input if kind == RequestKind.APPROVAL else opened.get(call.id, {}),
                 preview=(
                     request_preview(tool=call.name, input=call.input, project=project)
                     if kind == RequestKind.APPROVAL
@@ -242,6 +262,8 @@ def request_reply(
         raise PermissionDeniedError(_NOT_YOURS if session.question_id is None else _NOT_THE_ASKERS)
     if request.status != RequestStatus.PENDING:
         raise ConflictError(f"This request was already {request.status}.")
+    if request.kind == RequestKind.SUBCHAT:
+        raise ConflictError(WAITS_FOR_SUBCHATS)
     status, answer = _answer_body(request.kind, text, approve, reason)
     _resolve(request, status, answer, user)
     resolved = [resolved_frame(request)]
@@ -251,6 +273,9 @@ def request_reply(
     return replace(resumed, frames=resolved + resumed.frames)
 
 
+WAITS_FOR_SUBCHATS = (
+    "The planner waits for its sub-chats: each one's end answers it. Stop the chat to stop them."
+)
 RESUMES_LATER = " The answer is kept: the planner resumes as soon as a turn frees up."
 
 
@@ -281,6 +306,32 @@ def turn_resume(*, session_id: uuid.UUID) -> Resolution | None:
     if session is None or HumanRequest.objects.filter(session=session, status=RequestStatus.PENDING).exists():
         return None
     return _resume(session)
+
+
+@transaction.atomic
+def subchat_ended(*, session_id: uuid.UUID, failed: str | None = None) -> Resolution | None:
+    """A sub-chat's turn ended (``failed``: it could not start, and why): answer the request of
+    its parent's paused turn with what it answered (``subchats.subchat_result``); the parent
+    resumes once none is pending, if the running-turn limits allow. None if nothing waits for it
+    (its parent was stopped) or it has not ended (it waits for a human)."""
+    child = Session.objects.filter(pk=session_id).first()
+    if child is None or child.parent_id is None:
+        return None
+    parent = (
+        row_locked(Session.objects.select_related("project__organization", "user"))
+        .filter(pk=child.parent_id, state=SessionState.PAUSED)
+        .first()
+    )
+    request = subchats.subchat_request(child) if parent is not None else None
+    body = subchats.subchat_result(child, failed=failed) if request is not None else None
+    if parent is None or request is None or body is None:
+        return None
+    _resolve(request, RequestStatus.ANSWERED, json.dumps(body, ensure_ascii=False), None)
+    resolved = [resolved_frame(request)]
+    if HumanRequest.objects.filter(session=parent, status=RequestStatus.PENDING).exists():
+        return Resolution(resolved)
+    resumed = _resume(parent)
+    return replace(resumed, frames=resolved + resumed.frames)
 
 
 def sessions_resume_waiting(*, limit: int = 100) -> list[tuple[uuid.UUID, int, int]]:
@@ -337,6 +388,8 @@ def requests_reply_all(session: Session, user: User, text: str) -> Begin | None:
     pending = list(HumanRequest.objects.filter(session=session, status=RequestStatus.PENDING))
     if not pending:
         return None
+    if any(request.kind == RequestKind.SUBCHAT for request in pending):
+        raise ConflictError(WAITS_FOR_SUBCHATS)
     resolved: list[Frame] = []
     for request in pending:
         status = RequestStatus.ANSWERED if request.kind == RequestKind.QUESTION else RequestStatus.DECLINED
@@ -429,6 +482,8 @@ def _results(session: Session) -> tuple[ChatMessage, list[Frame]]:
 
 
 def _answered_block(use: ToolUseBlock, request: HumanRequest) -> ToolResultBlock:
+    if request.kind == RequestKind.SUBCHAT and request.status == RequestStatus.ANSWERED:
+        return ToolResultBlock(use.id, request.answer, is_error="error" in json.loads(request.answer))
     by = request.answered_by.get_username() if request.answered_by is not None else ""
     match request.status:
         case RequestStatus.ANSWERED:

@@ -1,15 +1,16 @@
 """The planner's tools, by name, in the order the model is shown them: the twelve of the seed,
-``ask_human`` in every session and ``answer_question`` in a question's sub-chat (docs/architecture.md)."""
+``start_subchat`` and ``ask_human`` in every session, ``answer_question`` in a question's sub-chat
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
 from planner.agent.messages import ToolDefinition
-from planner.domain.tools import asking, knowledge, plan, skills
+from planner.domain.tools import asking, knowledge, plan, skills, subchats
 from planner.domain.tools.base import ToolContext, ToolOutcome, ToolSpec, run_tool
 from tracker.trust.permissions import access_scope
 
 TOOLS: dict[str, ToolSpec] = {
-    spec.name: spec for spec in (*plan.SPECS, *skills.SPECS, *knowledge.SPECS, *asking.SPECS)
+    spec.name: spec for spec in (*plan.SPECS, *skills.SPECS, *knowledge.SPECS, *subchats.SPECS, *asking.SPECS)
 }
 # What a session's model is shown: answer_question only in a question's sub-chat.
 DEFINITIONS: tuple[ToolDefinition, ...] = tuple(

@@ -97,6 +97,8 @@ class ToolSpec:
     writes: bool = False
     # A call waits for a human's answer (ask_human): the turn pauses instead of running it.
     asks_human: bool = False
+    # A call starts a sub-chat (start_subchat): the turn pauses until the sub-chat ends.
+    starts_subchat: bool = False
     # Who may approve a call when the project makes it wait for approval, in a question's sub-chat
     # (elsewhere the chat's owner): a member of the project with this permission.
     approver: str = PLANNER_CHAT

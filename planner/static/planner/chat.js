@@ -105,6 +105,7 @@
     retracting: null, // the queued message a retract frame asked to take back, until the server answers
     loaded: false,
     requests: new Map(), // request id -> the request as last known (its status, who resolved it)
+    subchats: new Map(), // request id -> a sub-chat the planner started (start_subchat), as last known
     answering: null, // the answer_question call in flight: its id and answer, for the question's banner
   };
   const socket = {
@@ -666,6 +667,10 @@
 
   /** A card per request: placed after the tool call that asked (from the transcript), or last (live). */
   function showRequest(request) {
+    if (request && typeof request.id === "string" && request.kind === "subchat") {
+      showSubchat(request);
+      return;
+    }
     if (!request || typeof request.id !== "string" || (request.kind !== "question" && request.kind !== "approval")) return;
     const known = view.requests.get(request.id);
     const status = request.status || "pending";
@@ -711,6 +716,11 @@
   }
 
   function resolveRequest(frame) {
+    const started = view.subchats.get(frame.id);
+    if (started) {
+      showSubchat({ ...started, status: frame.outcome, answer: frame.answer });
+      return;
+    }
     const known = view.requests.get(frame.id);
     if (!known) return;
     const resolved = { ...known, status: frame.outcome, by: frame.by, answer: frame.answer ?? frame.reason ?? known.answer };
@@ -725,6 +735,48 @@
     } else {
       refreshWaiting();
     }
+  }
+
+  // A sub-chat the planner started (start_subchat, docs/domain.md#sub-chats): a line after its
+  // call's fold that links to the sub-chat and says whether it runs or how it ended.
+
+  const SUBCHAT_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+  function showSubchat(request) {
+    const input = request.input && typeof request.input === "object" ? request.input : {};
+    const session = typeof request.session === "string" ? request.session : input.session;
+    if (typeof session !== "string" || !SUBCHAT_ID.test(session)) return;
+    const named = [request.title, input.title, request.brief, input.brief].find((text) => typeof text === "string" && text.trim());
+    const merged = { ...request, session, title: named ? named.trim().slice(0, 120) : "A sub-chat", status: request.status || "pending" };
+    view.subchats.set(request.id, merged);
+    const line = el("p", `subchat-line ${merged.status === "pending" ? "pending" : "ended"}`);
+    line.dataset.subchat = request.id;
+    const link = el("a", "subchat-link", merged.title);
+    link.href = `/projects/${encodeURIComponent(config.project)}/chat/${session}/`;
+    line.append(el("span", "card-kicker", "Sub-chat "), link, el("span", "subchat-status", ` — ${subchatWords(merged)}`));
+    const old = Array.from(log.querySelectorAll(".subchat-line")).find((node) => node.dataset.subchat === request.id);
+    const fold = typeof merged.tool_use_id === "string" ? findFold(merged.tool_use_id) : null;
+    if (old) {
+      changing(() => old.replaceWith(line));
+    } else if (fold) {
+      if (fold.dataset.seq) line.dataset.seq = fold.dataset.seq;
+      clearPlaceholder();
+      changing(() => fold.after(line));
+    } else {
+      append(line);
+    }
+  }
+
+  function subchatWords(request) {
+    if (request.status === "pending") return "working";
+    if (request.status === "cancelled") return "stopped";
+    let outcome = "";
+    try {
+      outcome = JSON.parse(request.answer || "{}").outcome || "";
+    } catch {
+      outcome = "";
+    }
+    return outcome && outcome !== "completed" ? `ended (${outcome})` : "answered";
   }
 
   function requestCard(request) {

@@ -102,7 +102,7 @@ async def test_streamed_text_and_usage(fake_api, chat_project, member):
     assert sent["stream"] is True
     assert sent["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert sent["tools"][-1]["cache_control"] == {"type": "ephemeral"}
-    assert len(sent["tools"]) == 13  # the twelve and ask_human
+    assert len(sent["tools"]) == 14  # the twelve, start_subchat and ask_human
     assert fake_api.requests[0].headers["authorization"] == "Bearer sk-test"
     metrics = (await AsyncClient().get("/metrics")).content.decode()
     assert 'ballet_llm_tokens_total{kind="input"}' in metrics

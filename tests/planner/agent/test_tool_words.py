@@ -96,6 +96,13 @@ WORDS = [
         "Could not ask a question",
     ),
     (
+        "start_subchat",
+        {"brief": "Replan the Accounts epic."},
+        {"session": "x", "outcome": "completed", "answer": "Done.", "changesets": []},
+        ("Starting a sub-chat…", "Started a sub-chat"),
+        "Could not start a sub-chat",
+    ),
+    (
         "answer_question",
         {"answer": "Use the replica."},
         {"question": 1, "status": "answered"},

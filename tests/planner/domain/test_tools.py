@@ -74,6 +74,7 @@ def test_the_twelve_tools_ask_human_and_answer_question_have_closed_schemas():
         "get_knowledge",
         "create_knowledge",
         "update_knowledge",
+        "start_subchat",
         "ask_human",
         "answer_question",
     ]

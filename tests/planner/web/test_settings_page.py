@@ -67,6 +67,7 @@ def test_an_owner_saves_every_setting(project, owner):
         compact_at_tokens="5000",
         max_rounds="7",
         max_output_tokens="1024",
+        max_subchats="2",
         daily_token_budget="123456",
         four_eyes="on",
         skill="planning",
@@ -90,6 +91,7 @@ def test_an_owner_saves_every_setting(project, owner):
         "claude-compact-1",
     )
     assert (planner.compact_at_tokens, planner.max_rounds, planner.max_output_tokens) == (5000, 7, 1024)
+    assert planner.max_subchats == 2
     assert (planner.daily_token_budget, planner.four_eyes, planner.skill) == (123456, True, "planning")
     assert planner.approve_tools == (tool,)
     assert (work.claim_minutes, work.reuse_threshold, work.direct_edits) == (45, 0.95, "state")

@@ -42,7 +42,13 @@ from tracker.trust.limits import LIMITER_UNAVAILABLE, rate_hit
 @transaction.atomic
 @sql.batched(ends_transaction=True)  # its writes go with the statements that follow them, or the commit
 def session_begin(
-    *, session_id: uuid.UUID, user: User, text: str, question: bool = False, reply: Reply | None = None
+    *,
+    session_id: uuid.UUID,
+    user: User,
+    text: str,
+    question: bool = False,
+    reply: Reply | None = None,
+    planner: bool = False,
 ) -> Begin:
     """Give a human message its meaning: start, steer or continue a turn.
 
@@ -53,15 +59,18 @@ def session_begin(
     notes delivered, ``turn_started`` recorded, its setup returned. To a turn
     paused on requests, the message is the reply (``planner/domain/services/human_requests.py``).
     A ``question``'s first message is not counted against the message rate
-    (only the running-turn limits keep it waiting, docs/domain.md#agents-questions).
+    (only the running-turn limits keep it waiting, docs/domain.md#agents-questions), nor is a
+    sub-chat's brief, which the ``planner`` sends (docs/domain.md#sub-chats).
     """
     # What this turn's prompt will read, read with the locks (it asks what the session's last
     # start here asked, unless the project's skill changed since: then it reads it itself).
     with sql.reading_ahead(PROMPT_READS.get(session_id, []), with_next=True):
-        return _begin(session_id, user, text, question=question, reply=reply)
+        return _begin(session_id, user, text, question=question, reply=reply, planner=planner)
 
 
-def _begin(session_id: uuid.UUID, user: User, text: str, *, question: bool, reply: Reply | None) -> Begin:
+def _begin(
+    session_id: uuid.UUID, user: User, text: str, *, question: bool, reply: Reply | None, planner: bool
+) -> Begin:
     session, running = lock_to_begin(session_id, user)
     recovered = recover_if_dead(session)
     limits: LimitsConfig = settings.BALLET_LIMITS
@@ -82,7 +91,7 @@ def _begin(session_id: uuid.UUID, user: User, text: str, *, question: bool, repl
             return replied
     if question:
         _question_started(session)
-    elif not (continuing and reply is not None):
+    elif not (continuing and reply is not None) and not planner:
         count_message(user, limits)
     if not continuing:
         session.turn_count += 1
