@@ -102,7 +102,8 @@ class Runner:
         )
         kind = "question" if question else "human"
         seen = text if shown is None else shown
-        return await self._send(session_id, user.pk, begun, author=user.get_username(), seen=seen, kind=kind)
+        author = user.get_username()
+        return await self.send_as(session_id, user.pk, begun, author=author, seen=seen, kind=kind)
 
     async def send_as(
         self,
@@ -114,21 +115,9 @@ class Runner:
         seen: str,
         kind: str,
     ) -> Begin:
-        """:meth:`_send`, for a message the planner sends (a sub-chat's brief, ``subchats.py``)."""
-        return await self._send(session_id, user_id, begun, author=author, seen=seen, kind=kind)
-
-    async def _send(
-        self,
-        session_id: uuid.UUID,
-        user_id: int,
-        begun: Callable[[], Begin],
-        *,
-        author: str,
-        seen: str,
-        kind: str,
-    ) -> Begin:
         """``begun`` (a service giving a message from ``user_id`` its meaning) on the database
-        threads, then the turn it started or continued; watchers see the message as ``seen``."""
+        threads, then the turn it started or continued; watchers see the message as ``seen``. Also
+        for a message the planner sends (a sub-chat's brief, ``subchats.py``)."""
         begin, live = await self._beginning(session_id, user_id, begun)
         if live is None:
             steered = self.hub.turn_here(session_id)
@@ -348,7 +337,7 @@ class Runner:
         keeps it waiting (or the channel layer, down for a moment)."""
         begun = functools.partial(question_turns.question_turn_begin, question_id=question.id)
         try:
-            await self._send(
+            await self.send_as(
                 question.session_id,
                 question.asker_id,
                 begun,

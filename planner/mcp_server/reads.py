@@ -19,14 +19,13 @@ from knowledge.selectors import knowledge_get, knowledge_links, knowledge_revisi
 from knowledge.serializers import KnowledgeDetailSerializer
 from planner.domain.tools import TOOLS
 from planner.domain.tools.base import JsonObject, ToolContext, ToolSpec
+from planner.domain.tools.plan import search_hits
 from tracker.inputs import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
-from tracker.search import ITEM, SKILL
 from tracker.selectors import (
     changeset_list,
     item_dependencies,
     item_get,
     item_list,
-    project_find,
     runnable_tickets,
 )
 from tracker.web.serializers import (
@@ -92,15 +91,7 @@ def get_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
 
 
 def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    hits = project_find(
-        user=ctx.reader,
-        project=ctx.project,
-        query=args["query"],
-        kinds=args.get("kinds") or (ITEM, SKILL),
-        states=args.get("states") or (),
-        limit=args.get("limit", 10),
-    )
-    return dict(SearchResultsSerializer({"results": hits}).data)
+    return dict(SearchResultsSerializer({"results": search_hits(ctx, args)}).data)
 
 
 def _paging(schema: JsonObject) -> JsonObject:

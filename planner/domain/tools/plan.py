@@ -21,7 +21,7 @@ from tracker.errors import NotFoundError
 from tracker.models import ItemKind
 from tracker.models.plan import ALL_STATES
 from tracker.operations import OPERATIONS_SCHEMA
-from tracker.search import ITEM, SKILL
+from tracker.search import ITEM, SKILL, SearchHit
 from tracker.selectors import changeset_list, item_number, parent_ids, project_find
 from tracker.services.changesets import changeset_propose
 from tracker.trust.permissions import CHANGESET_APPLY, TRACKER_READ, TRACKER_WRITE
@@ -85,8 +85,9 @@ def _list_runnable_reads(ctx: ToolContext, args: JsonObject) -> list[Statement]:
     return [runnable_statement(project=ctx.project, limit=args.get("limit", 50))]
 
 
-def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
-    hits = project_find(
+def search_hits(ctx: ToolContext, args: JsonObject) -> list[SearchHit]:
+    """What ``search_project`` finds for ``args``, as the reader may see it (MCP's answers too)."""
+    return project_find(
         user=ctx.reader,
         project=ctx.project,
         query=args["query"],
@@ -94,6 +95,10 @@ def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
         states=args.get("states") or (),
         limit=args.get("limit", 10),
     )
+
+
+def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    hits = search_hits(ctx, args)
     return {
         "results": [
             {
