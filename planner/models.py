@@ -279,6 +279,51 @@ class Question(models.Model):
         return f"Question {self.pk} ({self.status})"
 
 
+class DraftSection(models.TextChoices):
+    """The parts of a compaction's summary worth keeping beyond the chat (docs/domain.md#drafts)."""
+
+    GOALS = "goals"
+    DECISIONS = "decisions"
+    CONSTRAINTS = "constraints"
+    QUESTIONS = "questions", "open questions"
+
+
+class DraftStatus(models.TextChoices):
+    PENDING = "pending"
+    PUBLISHED = "published"
+    DISCARDED = "discarded"
+
+
+class KnowledgeDraft(models.Model):
+    """A knowledge entry the planner drafted from a compaction's summary (SPEC § 6.4).
+
+    Not knowledge until its session's owner publishes it: no search, brief, feed or other
+    person sees it (docs/domain.md#drafts). Publishing writes an ordinary entry, linked to the
+    session's project and the items the draft names, as ``planner:SESSION`` acting for the owner.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="drafts")
+    section = models.CharField(max_length=20, choices=DraftSection.choices)
+    summary_up_to = models.IntegerField()  # the compaction that drafted it
+    kind = models.CharField(max_length=20)  # a knowledge kind (knowledge.models.KnowledgeKind)
+    title = models.CharField(max_length=200)
+    body = models.TextField()
+    items = models.ManyToManyField(Item, blank=True, related_name="+")
+    status = models.CharField(max_length=20, choices=DraftStatus.choices, default=DraftStatus.PENDING)
+    entry = models.ForeignKey(
+        "knowledge.KnowledgeEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "pk"]
+        indexes = [models.Index(fields=["session", "status"])]
+
+    def __str__(self) -> str:
+        return f"Draft {self.pk} ({self.section}, {self.status})"
+
+
 class UsageRecord(models.Model):
     """One model call: who paid for what, how long it took, how it ended."""
 

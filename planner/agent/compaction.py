@@ -36,12 +36,15 @@ agent so the planner can go on without the full transcript.
 Write a faithful, dense summary in Markdown with these sections:
 - **Goal and context**: what the human is trying to achieve, in their words where it matters.
 - **Decisions and agreements**: what was decided, with the reasons given.
+- **Constraints**: limits the work must respect (dates, budgets, rules, technical limits).
 - **Plan facts**: item keys (like DEMO-12), knowledge entries and skills consulted, with the \
 facts from them that still matter (states, versions, acceptance criteria).
 - **Changesets**: every changeset proposed, its number, status and what it contains.
 - **Open questions and next steps**: what is unresolved or was promised.
 
-Keep identifiers, numbers and versions exact. Do not invent anything. Do not address the human; \
+Write "None." under a section with nothing to say. The goal, decisions, constraints and open \
+questions may be offered to the team's knowledge base, so state each one so that it reads on its \
+own. Keep identifiers, numbers and versions exact. Do not invent anything. Do not address the human; \
 write notes for the planner."""
 
 

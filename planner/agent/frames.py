@@ -81,9 +81,24 @@ class DraftFrame(_Envelope):
 
 
 class CompactedFrame(_Envelope):
+    """The conversation up to ``up_to`` was summarized; ``drafts``: how many knowledge drafts the
+    summary's durable parts left for the session's owner (docs/domain.md#drafts)."""
+
     type: Literal["compacted"]
     up_to: int
     estimated_tokens: int
+    drafts: int
+
+
+class KnowledgeDraftFrame(_Envelope):
+    """The owner published or discarded a knowledge draft (docs/domain.md#drafts): every tab's
+    compaction notice follows; ``entry`` is the published entry's id and ``url`` its page (None)."""
+
+    type: Literal["knowledge_draft"]
+    id: int
+    status: str
+    entry: int | None
+    url: str | None
 
 
 class TurnEndedFrame(_Envelope):
@@ -124,8 +139,24 @@ class OperationPreview(TypedDict):
     raw: str
 
 
+class KnowledgePreview(TypedDict):
+    """A knowledge write waiting for approval (docs/domain.md#knowledge-cards): the entry it would
+    be and its diff against the entry as it stands (``previous``; None: a new entry, or ``hidden``:
+    linked beyond this project); ``stale``: the model read an older version."""
+
+    kind: Literal["knowledge"]
+    id: int | None
+    op: Literal["create", "update"]
+    entry_kind: str
+    title: str
+    previous: dict[str, Any] | None
+    diff: list[dict[str, str]]
+    stale: bool
+    hidden: bool
+
+
 # The rows of an approval's ``preview``; ``planner/domain/services/previews.py`` builds them.
-PreviewRow = FieldPreview | OperationPreview
+PreviewRow = FieldPreview | OperationPreview | KnowledgePreview
 
 
 class RequestFrame(_Envelope):
@@ -216,6 +247,7 @@ Frame: TypeAlias = (
     | RequestFrame
     | RequestResolvedFrame
     | ChangesetFrame
+    | KnowledgeDraftFrame
     | SteerRetractedFrame
     | SupersededFrame
     | TitleFrame
@@ -277,8 +309,12 @@ def draft(*, kind: str, snapshot: dict[str, Any], artifact_id: str) -> DraftFram
     return {"type": "draft", "kind": kind, "snapshot": snapshot, "artifact_id": artifact_id}
 
 
-def compacted(*, up_to: int, estimated_tokens: int) -> CompactedFrame:
-    return {"type": "compacted", "up_to": up_to, "estimated_tokens": estimated_tokens}
+def compacted(*, up_to: int, estimated_tokens: int, drafts: int = 0) -> CompactedFrame:
+    return {"type": "compacted", "up_to": up_to, "estimated_tokens": estimated_tokens, "drafts": drafts}
+
+
+def knowledge_draft(*, id: int, status: str, entry: int | None, url: str | None) -> KnowledgeDraftFrame:
+    return {"type": "knowledge_draft", "id": id, "status": status, "entry": entry, "url": url}
 
 
 def turn_ended(*, reason: TurnEndReason, error: str | None = None) -> TurnEndedFrame:
@@ -411,6 +447,7 @@ def wire(frame: Frame) -> str:
             | "request"
             | "request_resolved"
             | "changeset"
+            | "knowledge_draft"
             | "steer_retracted"
             | "superseded"
             | "title"

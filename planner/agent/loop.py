@@ -116,7 +116,9 @@ class TurnIO(Protocol):
 
     async def save_results(self, message: ChatMessage) -> ChatMessage: ...
 
-    async def save_summary(self, summary: str, up_to: int, estimated_tokens: int) -> None: ...
+    async def save_summary(self, summary: str, up_to: int, estimated_tokens: int) -> int:
+        """Store the summary; how many knowledge drafts its durable parts left."""
+        ...
 
     async def emit(self, frame: Frame) -> None: ...
 
@@ -424,7 +426,7 @@ class TurnLoop:
             return False
         h.summary, h.summary_up_to = summary, cut
         h.reported_tokens, h.reported_seq = 0, 0
-        await self.io.save_summary(summary, cut, estimate)
+        drafts = await self.io.save_summary(summary, cut, estimate)
         COMPACTIONS.inc()
-        await self.io.emit(frames.compacted(up_to=cut, estimated_tokens=estimate))
+        await self.io.emit(frames.compacted(up_to=cut, estimated_tokens=estimate, drafts=drafts))
         return True

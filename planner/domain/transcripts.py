@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.agent.tool_words import tool_label, tool_stage
+from planner.domain.knowledge_cards import knowledge_cards_of
 from planner.domain.services.changesets import changesets_of
 from planner.domain.services.notes import NOTED_EVENT
 from planner.models import Message, MessageKind, Question, QuestionStatus, Session, ToolCall
@@ -59,6 +60,8 @@ def transcript(*, session: Session) -> dict[str, Any]:
         ],
         "requests": requests_of(session),
         "changesets": changesets_of(project_id=session.project_id, session_id=session.pk),
+        # The cards of its knowledge writes, by tool_use_id (docs/domain.md#knowledge-cards).
+        "knowledge": knowledge_cards_of(session=session),
         # Steering its owner sent that the planner has not read yet (it reads it at its next step).
         "queued": [str(item["text"]) for item in session.steering],
     }

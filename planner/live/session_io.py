@@ -309,8 +309,8 @@ class SessionIO(TurnIO):
         self.live.inputs_waiting = self.live.inputs_waiting or saved.inputs_waiting
         self.live.steering_waiting = self.live.steering_waiting or saved.steering_waiting
 
-    async def save_summary(self, summary: str, up_to: int, estimated_tokens: int) -> None:
-        await db(sessions.summary_save)(
+    async def save_summary(self, summary: str, up_to: int, estimated_tokens: int) -> int:
+        return await db(sessions.summary_save)(
             session_id=self.live.session_id,
             turn=self.live.turn,
             summary=summary,

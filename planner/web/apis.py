@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from planner.domain.selectors import session_get, session_list
 from planner.domain.services.chats import human_title, session_archive, session_rename, session_unarchive
+from planner.domain.services.drafts import drafts_of
 from planner.domain.services.sessions import session_create
 from planner.domain.services.sessions.resend import Redone
 from planner.domain.services.spend import chat_usage, project_today, usage_rows_priced
@@ -32,6 +33,7 @@ from planner.web.serializers import (
     AnsweredSerializer,
     AnswerSerializer,
     ChatUsageSerializer,
+    DraftSerializer,
     MessageEditSerializer,
     MessageSendSerializer,
     MessageSentSerializer,
@@ -151,6 +153,7 @@ def _transcript(request: Request, session: str) -> tuple[str, uuid.UUID, dict[st
         can_send=found.user_id == user.pk and found.archived_at is None,
         waiting=getattr(found, "waiting", False),  # annotated by session_list
         usage=ChatUsageSerializer(chat_usage(session=found)).data,
+        drafts=DraftSerializer(drafts_of(session=found, user=user), many=True).data,
     )
     return found.state, found.pk, body
 

@@ -6,10 +6,13 @@ from typing import Any
 
 from rest_framework import serializers
 
+from knowledge.models import KnowledgeKind
+from knowledge.services import MAX_BODY
+from knowledge.services import MAX_TITLE as MAX_ENTRY_TITLE
 from planner.domain.services.agent_questions import MAX_QUESTION_CHARS
 from planner.domain.services.sessions import MAX_MESSAGE_CHARS, MAX_TITLE
 from planner.live.question_waits import MAX_WAIT_SECONDS
-from planner.models import Question, QuestionStatus, Session
+from planner.models import DraftSection, DraftStatus, Question, QuestionStatus, Session
 from tracker.inputs import MAX_IDEMPOTENCY_KEY
 from tracker.web.serializers import (
     MAX_INT,
@@ -316,6 +319,33 @@ class ChatUsageSerializer(serializers.Serializer[Any]):
     today = TokensTodaySerializer(help_text="The project's use today against its daily token budget.")
 
 
+class DraftSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    section = serializers.ChoiceField(choices=DraftSection.choices)
+    kind = serializers.ChoiceField(choices=KnowledgeKind.choices)
+    title = serializers.CharField()
+    body = serializers.CharField(help_text="Markdown.")
+    items = serializers.ListField(child=serializers.CharField(), help_text="Keys of the items it names.")
+    status = serializers.ChoiceField(choices=DraftStatus.choices)
+    entry = serializers.IntegerField(allow_null=True, help_text="The published knowledge entry.")
+    url = serializers.CharField(allow_null=True, help_text="The published entry's page.")
+    summary_up_to = serializers.IntegerField(help_text="The last message the compaction covered.")
+    created_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+class DraftPublishSerializer(StrictSerializer):
+    kind = serializers.ChoiceField(choices=KnowledgeKind.choices, required=False)
+    title = StrictCharField(max_length=MAX_ENTRY_TITLE, required=False, validators=[no_nul_characters])
+    body = StrictCharField(
+        max_length=MAX_BODY,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        validators=[no_nul_characters],
+    )
+
+
 class TranscriptSerializer(SessionSerializer):
     summary = serializers.CharField()
     summary_up_to = serializers.IntegerField(allow_null=True)
@@ -331,10 +361,18 @@ class TranscriptSerializer(SessionSerializer):
     queued = serializers.ListField(
         child=serializers.CharField(), help_text="Messages sent during the turn, not read by the planner yet."
     )
+    knowledge = serializers.DictField(
+        child=serializers.DictField(),
+        help_text="The knowledge its planner wrote, by tool_use_id: each entry and its diff against "
+        "the revision before.",
+    )
     about = serializers.DictField(allow_null=True, help_text="The question of a question's sub-chat.")
     can_send = serializers.BooleanField(help_text="You own the session: you send, stop and approve.")
     waiting = serializers.BooleanField(help_text="A request waits for you.")
     usage = ChatUsageSerializer(help_text="Context use, this chat's spend and the project's today.")
+    drafts = DraftSerializer(
+        many=True, help_text="Knowledge drafts its compactions left: yours only (to others, none)."
+    )
 
 
 class UsageFilterSerializer(serializers.Serializer[Any]):

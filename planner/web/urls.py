@@ -14,6 +14,7 @@ from planner.web.apis import (
     SessionUsageApi,
 )
 from planner.web.brief_api import ItemBriefApi
+from planner.web.draft_apis import DraftDiscardApi, DraftListApi, DraftPublishApi
 from planner.web.event_apis import EventListApi, EventStreamApi
 from planner.web.inbox_apis import InboxApi, InboxDismissApi
 from planner.web.question_apis import (
@@ -27,6 +28,7 @@ from planner.web.question_apis import (
 app_name = "planner-api"
 
 SESSION = r"planner/sessions/(?P<session>[0-9a-fA-F-]{32,36})"
+DRAFT = SESSION + r"/drafts/(?P<draft>[0-9]{1,18})"
 
 urlpatterns = [
     path("planner/sessions/", SessionListApi.as_view(), name="session-list"),
@@ -38,6 +40,9 @@ urlpatterns = [
     re_path(SESSION + r"/edit/$", SessionEditApi.as_view(), name="session-edit"),
     re_path(SESSION + r"/answers/$", SessionReplyApi.as_view(), name="session-answers"),
     re_path(SESSION + r"/usage/$", SessionUsageApi.as_view(), name="session-usage"),
+    re_path(SESSION + r"/drafts/$", DraftListApi.as_view(), name="session-drafts"),
+    re_path(DRAFT + r"/publish/$", DraftPublishApi.as_view(), name="draft-publish"),
+    re_path(DRAFT + r"/discard/$", DraftDiscardApi.as_view(), name="draft-discard"),
     path("projects/<str:key>/questions/", QuestionListApi.as_view(), name="question-list"),
     path("projects/<str:key>/questions/<str:question>/", QuestionDetailApi.as_view(), name="question-detail"),
     path(

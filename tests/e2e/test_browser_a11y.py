@@ -45,6 +45,42 @@ WIDE_TABLE = "\n".join(
     + ["| " + " | ".join(f"cell {row}.{n}" for n in range(16)) + " |" for row in range(3)]
 )
 CHANGESET = {"number": 7, "title": "Add CSV export", "status": "proposed", "operations": [{"op": "create"}]}
+DIFF = [
+    {"op": "skip", "text": "3 unchanged lines"},
+    {"op": "same", "text": "Members book up to **7 days** ahead."},
+    {"op": "removed", "text": "Cancel up to 24 hours before."},
+    {"op": "added", "text": f"Cancel up to 12 hours before; {'longer words ' * 20}"},
+]
+KNOWLEDGE_WRITE = {
+    "id": 4,
+    "op": "update",
+    "kind": "decision",
+    "title": "Booking rules",
+    "version": 2,
+    "previous": {"kind": "decision", "title": "Booking rule", "version": 1},
+    "diff": DIFF,
+    "url": "/projects/DEMO/knowledge/4/",
+}
+KNOWLEDGE_APPROVAL: dict[str, Any] = {
+    "type": "request",
+    "id": "33333333-3333-4333-8333-333333333333",
+    "kind": "approval",
+    "tool": "update_knowledge",
+    "input": {"id": 4, "version": 1, "body": "Cancel up to 6 hours before."},
+    "preview": [
+        {
+            "kind": "knowledge",
+            "id": 4,
+            "op": "update",
+            "entry_kind": "decision",
+            "title": "Booking rules",
+            "previous": {"kind": "decision", "title": "Booking rules", "version": 2},
+            "diff": DIFF,
+            "stale": True,
+            "hidden": False,
+        }
+    ],
+}
 TRANSCRIPT: list[dict[str, Any]] = [
     {"type": "user_message", "seq": 1, "text": "What can run next?", "author": "demo", "kind": "human"},
     {"type": "turn_started", "turn": 1, "continued": False},
@@ -66,6 +102,14 @@ TRANSCRIPT: list[dict[str, Any]] = [
     },
     {"type": "tool_result", "id": "toolu_2", "name": "propose_changeset", "is_error": False, "output": {}},
     {"type": "text_delta", "text": "Proposed for your review."},
+    {"type": "tool_call", "id": "toolu_3", "name": "update_knowledge", "input": {"id": 4, "version": 1}},
+    {  # a knowledge write's card: the entry and its diff (docs/domain.md#knowledge-cards)
+        "type": "draft",
+        "kind": "knowledge",
+        "artifact_id": "knowledge:4",
+        "snapshot": KNOWLEDGE_WRITE,
+    },
+    {"type": "tool_result", "id": "toolu_3", "name": "update_knowledge", "is_error": False, "output": {}},
     {  # decided since: the card shows who applied it, with their note
         "type": "changeset",
         "number": 7,
@@ -83,6 +127,7 @@ REQUESTS: list[dict[str, Any]] = [
         "options": ["PostgreSQL", "SQLite"],
     },
     APPROVAL,
+    KNOWLEDGE_APPROVAL,
 ]
 
 
@@ -130,10 +175,12 @@ def test_the_chat_page_with_every_kind_of_entry_is_accessible(tab):
     log = tab.locator("#chat-log")
     expect(log.locator(".entry.user")).to_have_count(2)
     expect(log.locator(".entry.assistant")).to_have_count(2)
-    expect(log.locator("details.tool")).to_have_count(2)
+    expect(log.locator("details.tool")).to_have_count(3)
     expect(log.locator(".changeset-card")).to_have_count(1)
     expect(log.locator(".changeset-card .decision-line")).to_have_text("Applied by owner")
-    expect(log.locator(".request-card.pending")).to_have_count(2)
+    expect(log.locator(".request-card.pending")).to_have_count(3)
+    expect(log.locator(".knowledge-card .kdiff ins")).to_have_count(1)
+    expect(log.locator(".request-card.pending").nth(2).get_by_role("button", name="Publish")).to_be_visible()
     log.locator("details.tool summary").first.click()  # a fold open, its input and output shown
     expect(log.locator(".tool-output").first).to_be_visible()
     tab.get_by_label("Message to the planner").focus()
@@ -225,7 +272,7 @@ def test_every_control_of_the_chat_is_reached_with_tab_and_shows_its_focus_uncov
         fake = open_chat(page, TRANSCRIPT)
         for frame in REQUESTS:
             fake.send(frame)
-        expect(page.locator("#chat-log .request-card.pending")).to_have_count(2)
+        expect(page.locator("#chat-log .request-card.pending")).to_have_count(3)
         page.locator("#chat-log details.tool summary").first.click()  # its scrollable output joins the order
         expect(page.locator("#chat-log .tool-output").first).to_be_visible()
         # The keys the cards name (DEMO-1...) are links once the server confirmed them: counted too.

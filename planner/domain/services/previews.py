@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from planner.agent.frames import FieldPreview, OperationField, PreviewRow
+from planner.domain.knowledge_cards import knowledge_preview
 from tracker.models import Project
 from tracker.review import operations_review
 
@@ -96,7 +97,11 @@ def changeset_preview(input: dict[str, Any], project: Project) -> list[PreviewRo
     return rows
 
 
-READERS = {"propose_changeset": changeset_preview}
+READERS = {
+    "propose_changeset": changeset_preview,
+    "create_knowledge": knowledge_preview,
+    "update_knowledge": knowledge_preview,
+}
 
 
 def request_preview(*, tool: str, input: dict[str, Any], project: Project) -> list[PreviewRow]:

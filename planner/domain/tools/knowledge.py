@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from knowledge.models import KnowledgeKind
+from knowledge.models import KnowledgeEntry, KnowledgeKind
 from knowledge.selectors import KnowledgeLinks, knowledge_find, knowledge_get, knowledge_links
 from knowledge.services import knowledge_create, knowledge_update
-from planner.domain.tools.base import JsonObject, ToolContext, ToolError, ToolSpec
+from planner.domain.knowledge_cards import knowledge_card
+from planner.domain.tools.base import Draft, JsonObject, ToolContext, ToolError, ToolSpec
 from tracker.selectors import item_list_by_keys
 from tracker.trust.permissions import KNOWLEDGE_READ, KNOWLEDGE_WRITE
 
@@ -64,7 +65,15 @@ def create_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
         items=item_list_by_keys(user=ctx.reader, keys=args.get("items", [])),
     )
     ctx.follow(f"knowledge:{entry.pk}")
+    _card(ctx, entry)
     return {"id": entry.pk, "version": entry.version, "title": entry.title}
+
+
+def _card(ctx: ToolContext, entry: KnowledgeEntry) -> None:
+    """The write's card in the chat: the entry and what it changed (docs/domain.md#knowledge-cards)."""
+    snapshot = knowledge_card(entry, entry.version, project_key=ctx.project.key)
+    if snapshot is not None:
+        ctx.drafts.append(Draft(kind="knowledge", snapshot=snapshot, artifact_id=f"knowledge:{entry.pk}"))
 
 
 def update_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
@@ -79,6 +88,7 @@ def update_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
         actor=ctx.actor, entry=entry, version=args["version"], fields=fields, projects=relinked
     )
     ctx.follow(f"knowledge:{entry.pk}")
+    _card(ctx, updated)
     return {"id": updated.pk, "version": updated.version, "title": updated.title}
 
 

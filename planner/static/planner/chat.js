@@ -70,6 +70,28 @@
     return node;
   }
 
+  // The planner's knowledge writes and a compaction's drafts as cards (chat_knowledge.js).
+  const KNOWLEDGE_WRITES = new Set(["create_knowledge", "update_knowledge"]);
+  const knowledge = window.BalletKnowledge.create({
+    el,
+    renderMarkdown,
+    linkRefs,
+    safeUrl,
+    csrf: config.csrf,
+    draftsUrl: `${config.apiUrl.replace(/\/+$/, "")}/drafts/`,
+    canDecide: () => config.canSend, // the session's owner: drafts are theirs alone
+    toast: (text) => toast(text),
+  });
+
+  function knowledgeCard(change, seq) {
+    const card = knowledge.writtenCard(change, seq);
+    if (card && !log.querySelector(`.knowledge-card[data-artifact="${card.dataset.artifact}"]`)) append(card);
+  }
+
+  function compactionNotice(seq) {
+    return notice("Earlier conversation summarized", "compacted", seq);
+  }
+
   const ACTIVITY = {
     idle: "Idle",
     thinking: "Thinking…",
@@ -93,6 +115,7 @@
   };
 
   const view = {
+    knowledgeCards: {}, // the transcript's cards of knowledge writes, by tool_use_id
     activity: "idle",
     renderedSeq: 0, // the highest message seq the log shows
     bubble: null, // the assistant bubble being streamed
@@ -836,10 +859,14 @@
   }
 
   function approvalBody(card, request, headingId) {
-    card.append(el("p", "card-kicker", request.status === "pending" ? "Approval needed" : "Approval"));
+    // A knowledge write waits as a draft: published or discarded (docs/domain.md#knowledge-cards).
+    const writes = KNOWLEDGE_WRITES.has(request.tool);
+    const kicker = writes ? "Knowledge draft" : "Approval";
+    card.append(el("p", "card-kicker", request.status === "pending" ? `${kicker} — your decision` : kicker));
     const title = el("h3", "card-title");
     title.id = headingId;
-    title.append("The planner wants to run ", el("code", "tool-name", request.tool || "a tool"));
+    if (writes) title.append("The planner wants to write to the knowledge base");
+    else title.append("The planner wants to run ", el("code", "tool-name", request.tool || "a tool"));
     card.append(title);
     const preview = previewNode(request);
     if (request.status === "pending") {
@@ -851,14 +878,14 @@
     }
     if (request.status !== "pending" || !mayAnswer(request)) return;
     const actions = el("div", "request-actions");
-    const approve = el("button", "approve", "Approve");
+    const approve = el("button", "approve", writes ? "Publish" : "Approve");
     approve.type = "button";
     approve.addEventListener("click", () => answerRequest(card, request, { approve: true }));
     actions.append(approve);
     card.append(actions);
     card.append(replyForm(card, request, {
-      label: "Reason for declining (optional)",
-      button: "Decline",
+      label: writes ? "Why discard it (optional, the planner reads it)" : "Reason for declining (optional)",
+      button: writes ? "Discard" : "Decline",
       required: false,
       submit: (reason) => (reason.trim() ? { approve: false, reason } : { approve: false }),
     }));
@@ -940,10 +967,13 @@
     for (const card of log.querySelectorAll(".request-card.sending")) cardSending(card, null);
   }
 
+  const DRAFT_OUTCOMES = { approved: "Published", declined: "Discarded" };
+
   function outcomeLine(request) {
     const box = el("div", "request-outcome");
     const who = request.by ? ` by ${request.by}` : "";
-    box.append(el("p", "request-outcome-line", `${OUTCOMES[request.status] || request.status}${who}`));
+    const words = (KNOWLEDGE_WRITES.has(request.tool) && DRAFT_OUTCOMES[request.status]) || OUTCOMES[request.status];
+    box.append(el("p", "request-outcome-line", `${words || request.status}${who}`));
     if (request.answer) {
       const answer = el("p", "request-answer", request.answer);
       if (request.status === "declined") answer.prepend(el("span", "request-answer-label", "Reason: "));
@@ -962,6 +992,9 @@
       if (row.kind === "operation") {
         fields = null;
         box.append(operationNode(row));
+      } else if (row.kind === "knowledge") {
+        fields = null;
+        box.append(knowledge.previewRow(row));
       } else {
         if (!fields) fields = box.appendChild(el("dl", "preview-fields"));
         fields.append(el("dt", null, row.label ?? ""), el("dd", "value", row.value ?? ""));
@@ -1223,13 +1256,14 @@
     if (form && !config.canSend) form.hidden = true;
     log.replaceChildren();
     const calls = new Map((data.tool_calls || []).map((call) => [call.tool_use_id, call]));
+    view.knowledgeCards = data.knowledge && typeof data.knowledge === "object" ? data.knowledge : {};
     let seq = 0;
     let lastEnd = null;
     for (const item of timeline(data)) {
       if (item.message) {
         seq = item.message.seq;
         renderMessage(item.message, calls);
-        if (data.summary_up_to && seq === data.summary_up_to) notice("Earlier conversation summarized", "compacted", seq);
+        if (data.summary_up_to && seq === data.summary_up_to) compactionNotice(seq);
       } else {
         lastEnd = item.event.data || {};
         turnEndNotice(lastEnd.reason, lastEnd.error, seq);
@@ -1238,6 +1272,8 @@
     view.renderedSeq = seq;
     for (const request of Array.isArray(data.requests) ? data.requests : []) showRequest(request);
     for (const state of Array.isArray(data.changesets) ? data.changesets : []) changesetStatus(state);
+    const compactions = log.querySelectorAll(".notice-line.compacted");
+    knowledge.showDrafts(compactions[compactions.length - 1], data.drafts);
     const queued = Array.isArray(data.queued) ? data.queued.filter((text) => typeof text === "string") : [];
     for (const text of queued) queuedEntry(text);
     if (view.retracting !== null && !connected()) retractSettled(data, queued);
@@ -1292,6 +1328,9 @@
     if (!call) {
       setToolOutput(fold, block.content, block.is_error);
       return;
+    }
+    if (KNOWLEDGE_WRITES.has(call.name) && Object.hasOwn(view.knowledgeCards, block.tool_use_id)) {
+      knowledgeCard(view.knowledgeCards[block.tool_use_id], seq);
     }
     const changeset = call.output && call.output.changeset;
     if (call.name === "propose_changeset" && !call.is_error && changeset) {
@@ -1379,6 +1418,7 @@
       if (view.activity !== "stopping") setActivity("thinking");
     },
     draft(frame) {
+      if (frame.kind === "knowledge" && frame.snapshot) knowledgeCard(frame.snapshot);
       if (frame.kind !== "changeset" || !frame.snapshot) return;
       const snap = frame.snapshot;
       changesetCard({
@@ -1389,10 +1429,14 @@
         reviewUrl: snap.review_url,
       });
     },
-    compacted() {
+    compacted(frame) {
       endStream();
-      notice("Earlier conversation summarized", "compacted");
+      const line = compactionNotice();
+      if (Number.isInteger(frame.drafts) && frame.drafts > 0) knowledge.reload(line);
       refreshUsage();
+    },
+    knowledge_draft(frame) {
+      knowledge.update(frame);
     },
     request(frame) {
       endStream();

@@ -142,4 +142,4 @@ def test_the_chat_page_offers_apply_and_reject_only_to_holders_of_changeset_appl
         assert 'data-refs-url="/projects/BAL/refs/"' in page
         assert ('data-can-apply="true"' in page) is can_apply, role
         assert ('data-changesets-api="/api/v1/projects/BAL/changesets/"' in page) is can_apply, role
-        assert ('data-csrf="' in page) is can_apply, role
+        assert 'data-csrf="' in page  # every owner publishes their knowledge drafts

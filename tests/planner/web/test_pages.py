@@ -131,6 +131,7 @@ def test_the_page_carries_no_inline_script_and_escapes_the_title(signed_in, sess
         '<script src="/static/planner/vendor/highlight.min.js" defer>',
         '<script src="/static/planner/markdown.js" defer>',
         '<script src="/static/planner/refs.js" defer>',
+        '<script src="/static/planner/chat_knowledge.js" defer>',
         '<script src="/static/planner/chat.js" defer>',
         '<script src="/static/planner/chat_manage.js" defer>',
         '<script src="/static/planner/chat_nav.js" defer>',

@@ -16,6 +16,7 @@ from planner.agent.messages import ChatMessage, ToolUseBlock, Usage
 from planner.domain.metrics import TOOL_CALLS, TURNS
 from planner.domain.selectors import session_history
 from planner.domain.services.agent_questions import question_unanswered
+from planner.domain.services.drafts import drafts_from_summary
 from planner.domain.services.sessions.inputs import append_steering
 from planner.domain.services.sessions.progress import (
     MOVED,
@@ -155,9 +156,9 @@ def tool_run(*, context: ToolContext, call: ToolUseBlock) -> ToolRecord:
 
 
 @transaction.atomic
-def summary_save(
-    *, session_id: uuid.UUID, turn: int, summary: str, up_to: int, estimated_tokens: int
-) -> None:
+def summary_save(*, session_id: uuid.UUID, turn: int, summary: str, up_to: int, estimated_tokens: int) -> int:
+    """Store the compaction's summary, and draft its durable parts as knowledge for the session's
+    owner (``planner/domain/services/drafts.py``); how many drafts it left."""
     Session.objects.filter(pk=session_id).update(
         summary=summary,
         summary_up_to=up_to,
@@ -171,3 +172,5 @@ def summary_save(
         turn=turn,
         data={"up_to": up_to, "estimated_tokens": estimated_tokens},
     )
+    session = Session.objects.select_related("project").get(pk=session_id)
+    return drafts_from_summary(session, summary=summary, up_to=up_to)
