@@ -4,9 +4,11 @@
 
 :class:`DemoGateway` answers a :class:`ModelRequest` as a model would, from the
 request alone: for the latest human message it recognises a few plain requests
-("what can run next", an item key, "find …", "add a ticket for …") and calls
-the real tools (the loop runs them, with every check, fold, card and approval);
-on their results it streams an answer composed from their output. In a
+("what can run next", an item key, "find …", "add a ticket for …", "replan the
+payments epic") and calls the real tools (the loop runs them, with every check,
+fold, card and approval); on their results it streams an answer composed from
+their output. A replan runs over two sub-chats, in which it does its brief's
+small job (:mod:`planner.agent.demo_subchats`). In a
 question's sub-chat it searches the plan and the knowledge base, asks the
 project's humans with ``ask_human``, and passes their answer on with
 ``answer_question``. Titles come from the first message and compaction is a
@@ -27,7 +29,9 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from planner.agent import demo_replies as replies
+from planner.agent import demo_subchats as subchats
 from planner.agent.calls import CallRecord, Meter, StreamSink
+from planner.agent.demo_replies import Scripted
 from planner.agent.messages import (
     ChatMessage,
     ModelRequest,
@@ -41,10 +45,10 @@ from planner.agent.messages import (
 DEMO_MODEL = "demo"  # the model name of its usage records and answers
 HUMAN_KINDS = ("human", "continue", "steer")
 CHUNK_WORDS = 4  # words per streamed delta
-MAX_QUERY = 500  # search_project's and search_knowledge's limit
-SEARCH_LIMIT = 5  # hits of each search in an answer
+MAX_QUERY = subchats.MAX_QUERY  # search_project's and search_knowledge's limit
+SEARCH_LIMIT = subchats.SEARCH_LIMIT  # hits of each search in an answer
 
-_ITEM_KEY = re.compile(r"\b([A-Za-z][A-Za-z0-9]*-[0-9]+)\b")
+_ITEM_KEY = subchats.ITEM_KEY
 _PROPOSE = re.compile(
     r"^\W*(?:please\s+)?(?:(?:add|create|open|file)\s+(?:a\s+|an\s+)?(?:new\s+)?(?:ticket|task)"
     r"|propose(?:\s+(?:a|an)\s+(?:new\s+)?(?:ticket|task|change))?)\b[\s:,-]*"
@@ -58,14 +62,6 @@ _SEARCH = re.compile(
 _RUNNABLE = re.compile(r"runnable|run next|can run|ready to run|\bnext\b", re.IGNORECASE)
 _ASKER = re.compile(r"\(Asked by (.+?), a worker\.")
 _HUMAN_PART = re.compile(r"<human>\n(.*?)\n</human>", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Scripted:
-    """What the demo says (streamed) and the tools it calls."""
-
-    text: str
-    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 class DemoGateway:
@@ -160,20 +156,45 @@ def _since_last_answer(messages: tuple[ChatMessage, ...]) -> _Since:
 def _turn(request: ModelRequest) -> Scripted:
     since = _since_last_answer(request.messages)
     in_question = any(tool.name == "answer_question" for tool in request.tools)
+    in_subchat = subchats.SUBCHAT_MARK in request.system
+    if (opening := _opening(since, in_question=in_question, in_subchat=in_subchat)) is not None:
+        return opening
+    if since.said:
+        return recognised(since.said[-1], splits=not (in_question or in_subchat))
+    if since.results:
+        return _on_results(request, since, in_question=in_question, in_subchat=in_subchat)
+    return Scripted(replies.HELP)
+
+
+def _opening(since: _Since, *, in_question: bool, in_subchat: bool) -> Scripted | None:
+    """A question's or a sub-chat's own steps: its first message, the humans' answer."""
     if in_question:
         answered = [r for r in since.results if _name(since, r) == "ask_human"]
         if answered:
             return _pass_on(answered[0])
         if since.first_answer and since.said:
             return _look_up_question(since.said[0])
-    if since.said:
-        return recognised(since.said[-1])
-    if since.results:
-        outputs = [(_name(since, r), replies.output_of(r.content), r.is_error) for r in since.results]
-        if in_question and {name for name, _, _ in outputs} <= {"search_project", "search_knowledge"}:
-            return _escalate(request, outputs)
-        return Scripted(replies.report(outputs))
-    return Scripted(replies.HELP)
+    elif in_subchat and since.first_answer and since.said:
+        return subchats.brief_work(since.said[0])
+    return None
+
+
+def _on_results(request: ModelRequest, since: _Since, *, in_question: bool, in_subchat: bool) -> Scripted:
+    """The answer to a round of tool results: composed from them, or a question's or a replan's
+    next step."""
+    outputs = [(_name(since, r), replies.output_of(r.content), r.is_error) for r in since.results]
+    if in_question and {name for name, _, _ in outputs} <= {"search_project", "search_knowledge"}:
+        return _escalate(request, outputs)
+    if in_subchat:
+        return subchats.brief_answer(outputs)
+    uses = [since.calls.get(r.tool_use_id) for r in since.results]
+    step = subchats.replan_step(_last_said(request.messages), uses, outputs)
+    return step if step is not None else Scripted(replies.report(outputs))
+
+
+def _last_said(messages: tuple[ChatMessage, ...]) -> str:
+    """The human's latest words in the history."""
+    return next((m.text for m in reversed(messages) if m.kind in HUMAN_KINDS and m.text.strip()), "")
 
 
 def _name(since: _Since, result: ToolResultBlock) -> str:
@@ -181,25 +202,27 @@ def _name(since: _Since, result: ToolResultBlock) -> str:
     return use.name if use is not None else "a tool"
 
 
-def recognised(text: str) -> Scripted:
+def recognised(text: str, *, splits: bool = True) -> Scripted:
     """The tool calls (and the words before them) for a human's plain request; else what the
-    demo can do."""
+    demo can do. A replan starts sub-chats only where ``splits`` (not in a sub-chat)."""
     if (found := _PROPOSE.match(text)) is not None:
         return _propose(found.group("what"), text)
     if (found := _SEARCH.match(text)) is not None:
-        query = found.group("what").strip().rstrip("?.!").strip()[:MAX_QUERY]
-        if not query:
-            return Scripted(replies.SEARCH_WHAT)
-        calls = (
-            ("search_project", {"query": query, "limit": 5}),
-            ("search_knowledge", {"query": query, "limit": 5}),
-        )
-        return Scripted(replies.searching(query), calls)
+        return _search(found.group("what"))
+    if subchats.REPLAN.search(text):
+        return subchats.replan_start(text) if splits else Scripted(replies.NO_SUBCHATS_HERE)
     if _RUNNABLE.search(text):
         return Scripted(replies.RUNNABLE, (("list_runnable", {}),))
     if (key := _ITEM_KEY.search(text)) is not None:
         return Scripted(replies.reading(key.group(1).upper()), (("get_item", {"key": key.group(1).upper()}),))
     return Scripted(replies.HELP)
+
+
+def _search(what: str) -> Scripted:
+    query = what.strip().rstrip("?.!").strip()[:MAX_QUERY]
+    if not query:
+        return Scripted(replies.SEARCH_WHAT)
+    return Scripted(replies.searching(query), subchats.searches(query))
 
 
 def _propose(what: str, text: str) -> Scripted:
@@ -224,11 +247,7 @@ def _propose(what: str, text: str) -> Scripted:
 def _look_up_question(first: str) -> Scripted:
     """A question's sub-chat opens: search the plan and the knowledge base for it."""
     query = " ".join(_question_of(first).split())[:MAX_QUERY]
-    calls = (
-        ("search_project", {"query": query, "limit": 5}),
-        ("search_knowledge", {"query": query, "limit": 5}),
-    )
-    return Scripted(replies.LOOKING_UP, calls)
+    return Scripted(replies.LOOKING_UP, subchats.searches(query))
 
 
 def _question_of(first: str) -> str:

@@ -8,12 +8,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 MAX_TITLE = 200  # an item's and a changeset's title
 MAX_QUESTION = 4_000  # ask_human's question
 DESCRIPTION_CHARS = 600  # of an item's description, in an answer
 SUMMARY_LINE_CHARS = 200
+BRIEF_TICKETS = 30  # tickets a sub-chat's brief names
+ANSWER_CHARS = 3_000  # of a sub-chat's answer, in the answer that collects them
+RESOLVED = ("done", "cancelled")  # a blocker in these holds nothing back
 
 HELP = (
     "I'm the **demo planner**: a script built into Ballet, not an AI model. I understand a few "
@@ -21,14 +25,33 @@ HELP = (
     "- *what can run next?* lists the tickets ready to run\n"
     "- *show me DEMO-4* (any item key) reads an item\n"
     "- *find export* searches the plan and the knowledge base\n"
-    "- *add a ticket for a CSV export* proposes a changeset for a human to review\n\n"
+    "- *add a ticket for a CSV export* proposes a changeset for a human to review\n"
+    "- *replan the payments epic* (an epic's title word or key) splits the work into two "
+    "sub-chats and collects their answers\n\n"
     "Set a credential on the project to chat with Claude instead."
 )
 SEARCH_WHAT = "What should I look for? Say *find* and a few words, such as *find export*."
 PROPOSE_WHAT = "What is the ticket for? Say, for example, *add a ticket for a CSV export of bookings*."
 RUNNABLE = "Let me list the tickets that can run now."
 LOOKING_UP = "An agent asks a question: let me look in the plan and the knowledge base first."
+REPLAN_FINDING = "Let me find that epic among the plan's epics."
+NO_SUBCHATS_HERE = (
+    "This chat starts no sub-chats of its own, so I don't replan here: ask for it in a chat of "
+    "your own. Here I can read an item (*show me DEMO-4*) or search (*find export*)."
+)
+# The openings of the briefs of a replan's two sub-chats, by which the demo knows its job there.
+REVIEW_OPENING = "Review the tickets of epic"
+KNOWLEDGE_OPENING = "Check the knowledge base for epic"
+EPIC_LINE = "Epic: "
 Output = tuple[str, Any, bool]  # a tool's name, its JSON output, whether it failed
+
+
+@dataclass(frozen=True)
+class Scripted:
+    """What the demo says (streamed) and the tools it calls."""
+
+    text: str
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 def searching(query: str) -> str:
@@ -69,6 +92,146 @@ def unanswered(output: Any) -> str:
         f"No answer came back ({_error_message(output)}): the question waits for the project's humans, "
         "who can answer it on this page."
     )
+
+
+def replan_reading(key: str) -> str:
+    return f"Let me read {key} and list its tickets before I split the replan."
+
+
+def replan_found(epic: dict[str, Any]) -> str:
+    return f"Found **{epic['key']}** {_inline(epic['title'])}. Let me read it and list its tickets."
+
+
+def which_epic(epics: list[dict[str, Any]], asked: str, *, several: bool = False) -> str:
+    """No epic (or ``several``) matches the human's request ``asked``: the epics to name one of."""
+    if not epics:
+        return "This project has no epic to replan yet."
+    quoted = f"*{_inline(asked)[:SUMMARY_LINE_CHARS]}*"
+    lead = f"Several epics match {quoted}" if several else f"I can't tell which epic {quoted} means"
+    lines = "\n".join(f"- **{e['key']}** {_inline(e['title'])}" for e in epics)
+    return f"{lead}. Which one? Say, for example, *replan {epics[0]['key']}*.\n\n{lines}"
+
+
+def not_an_epic(item: dict[str, Any]) -> str:
+    return (
+        f"**{item['key']}** {_inline(item['title'])} is {_article(str(item['kind'])).lower()} "
+        f"{item['kind']}, not an epic: say *replan* and an epic's key or title."
+    )
+
+
+def empty_epic(epic: dict[str, Any]) -> str:
+    return f"**{epic['key']}** {_inline(epic['title'])} has no tickets yet: there is nothing to replan."
+
+
+def splitting(epic: dict[str, Any], tickets: list[dict[str, Any]]) -> str:
+    count = "one ticket" if len(tickets) == 1 else f"{len(tickets)} tickets"
+    return (
+        f"**{epic['key']}** {_inline(epic['title'])} has {count}. I'll split the replan into two "
+        "sub-chats that run in parallel: one reviews the tickets and their blockers, one checks the "
+        "knowledge base. I'll collect their answers when both have finished."
+    )
+
+
+def review_subchat(epic: dict[str, Any], tickets: list[dict[str, Any]]) -> dict[str, Any]:
+    """The input of ``start_subchat`` for the sub-chat that reviews the epic's tickets."""
+    opening = (
+        f"{REVIEW_OPENING} {epic['key']} and their blockers. Read each ticket and say in a few "
+        "lines which can run now, which wait and on what, and which are done."
+    )
+    return _subchat(epic, tickets, "tickets and blockers", opening)
+
+
+def knowledge_subchat(epic: dict[str, Any], tickets: list[dict[str, Any]]) -> dict[str, Any]:
+    """The input of ``start_subchat`` for the sub-chat that checks the knowledge base."""
+    opening = (
+        f"{KNOWLEDGE_OPENING} {epic['key']}: the decisions, documents and notes its tickets "
+        "should follow. Say in a few lines what you found."
+    )
+    return _subchat(epic, tickets, "knowledge and decisions", opening)
+
+
+def _subchat(epic: dict[str, Any], tickets: list[dict[str, Any]], part: str, opening: str) -> dict[str, Any]:
+    named = [f"- {t['key']} {_inline(t['title'])} ({t['state']})" for t in tickets[:BRIEF_TICKETS]]
+    if len(tickets) > BRIEF_TICKETS:
+        named.append(f"- and {len(tickets) - BRIEF_TICKETS} more")
+    brief = f"{opening}\n\n{EPIC_LINE}{_inline(epic['title'])}\nTickets:\n" + "\n".join(named)
+    title = f"Replan {epic['key']}: {part}"
+    return {"title": title[:MAX_TITLE], "brief": brief, "item": epic["key"]}
+
+
+def reviewing(epic_key: str, count: int) -> str:
+    tickets = "its ticket" if count == 1 else f"its {count} tickets"
+    return f"Reading {tickets} of {epic_key}, with their blockers."
+
+
+def checking_knowledge(title: str) -> str:
+    return f"Searching the knowledge base for *{_inline(title)}*."
+
+
+def ticket_review(outputs: list[Output]) -> str:
+    """A sub-chat's answer on the tickets it read: one line each, and how many can run."""
+    lines: list[str] = []
+    runnable = waiting = 0
+    for name, output, failed in outputs:
+        if failed or not isinstance(output, dict):
+            lines.append(f"- `{name}` did not work: {_error_message(output)}")
+            continue
+        blockers = [d for d in output.get("blocked_by") or [] if d.get("state") not in RESOLVED]
+        claim = output.get("claim")
+        if output.get("state") in RESOLVED:
+            note = "finished"
+        elif isinstance(claim, dict):
+            note = f"claimed by {claim.get('holder')}"
+        elif blockers:
+            waiting += 1
+            note = "waits on " + ", ".join(f"{d['key']} ({d['state']})" for d in blockers)
+        elif output.get("state") == "ready":
+            runnable += 1
+            note = "can run now"
+        else:
+            note = "not ready yet"
+        lines.append(f"- **{output['key']}** {_inline(output['title'])}: *{output['state']}*, {note}")
+    counts = f"{runnable} can run now, {waiting} {'waits' if waiting == 1 else 'wait'} on blockers."
+    return "\n".join(lines) + f"\n\n{counts} I changed nothing."
+
+
+def knowledge_found(outputs: list[Output]) -> str:
+    """A sub-chat's answer on what the knowledge base holds for its epic."""
+    found = any(isinstance(o, dict) and o.get("results") for _, o, failed in outputs if not failed)
+    advice = "Read these before changing the epic's tickets." if found else "Nothing settles this epic yet."
+    return f"{report(outputs)}\n\n{advice} I changed nothing."
+
+
+def subchats_answered(outputs: list[Output]) -> str:
+    """The answer that collects a round of sub-chats' answers, each under its title."""
+    parts = [_subchat_part(output, failed) for _, output, failed in outputs]
+    ended = sum(1 for _, output, failed in outputs if not failed and isinstance(output, dict))
+    lead = (
+        "Both sub-chats have answered."
+        if ended == len(outputs) == 2
+        else (f"{ended} of {len(outputs)} sub-chats answered.")
+    )
+    proposed = [n for _, o, failed in outputs if isinstance(o, dict) for n in o.get("changesets") or []]
+    numbers = ", ".join(f"changeset #{n}" for n in proposed)
+    tail = (
+        f"They proposed {numbers}: review them before anything changes."
+        if proposed
+        else "Nothing in the plan changed. Open a sub-chat's fold to read it in full."
+    )
+    return "\n\n".join([lead, *parts, tail])
+
+
+def _subchat_part(output: Any, failed: bool) -> str:
+    if not isinstance(output, dict):
+        return f"A sub-chat did not answer: {_error_message(output)}"
+    title = f"**{_inline(output.get('title') or 'A sub-chat')}**"
+    if failed or output.get("error"):
+        return f"{title} did not finish: {_error_message(output)}"
+    answer = str(output.get("answer") or "").strip() or "(no answer)"
+    if len(answer) > ANSWER_CHARS:
+        answer = answer[:ANSWER_CHARS] + " […]"
+    quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in answer.splitlines())
+    return f"{title} answered:\n\n{quoted}"
 
 
 def output_of(content: str) -> Any:
