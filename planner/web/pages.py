@@ -74,7 +74,7 @@ def chat_list(request: HttpRequest, key: str) -> HttpResponse:
         "project": project,
         "query": query.strip(),
         "archived": archived,
-        "sessions": sessions[:MAX_LISTED],
+        "sessions": _nested(sessions[:MAX_LISTED]),
         "waiting": session_waiting_count(user=user, project=project),
         "more": len(sessions) > MAX_LISTED,
         "can_chat": has_permission(user, project, PLANNER_CHAT),
@@ -85,6 +85,15 @@ def chat_list(request: HttpRequest, key: str) -> HttpResponse:
         **_demo_notice(user, project),
     }
     return render(request, "planner/chat_list.html", context)
+
+
+def _nested(sessions: list[Session]) -> list[Session]:
+    """The chats to list, each sub-chat the planner started under its parent (``subchats``, in
+    the same order) when the parent is listed too (docs/domain.md#sub-chats)."""
+    listed = {session.pk for session in sessions}
+    for session in sessions:
+        session.subchats = [child for child in sessions if child.parent_id == session.pk]  # type: ignore[attr-defined]
+    return [session for session in sessions if session.parent_id not in listed]
 
 
 @require_GET

@@ -37,6 +37,24 @@ def test_member_sees_their_chats_and_a_new_chat_button(signed_in, session, owner
     assertContains(response, "csrfmiddlewaretoken")
 
 
+def test_the_chat_list_shows_each_sub_chat_under_the_chat_that_started_it(signed_in, session, chat_project):
+    session.title = "Replan payments"
+    session.save()
+    children = [
+        Session.objects.create(project=chat_project, user=session.user, parent=session, title=title)
+        for title in ("Payments: tickets", "Payments: knowledge")
+    ]
+    page = signed_in(session.user).get("/projects/BAL/chat/").content.decode()
+    nested = re.search(
+        r'<ul class="session-list subchat-list" aria-label="([^"]*)">(.*?)</ul>', page, re.DOTALL
+    )
+    assert nested is not None
+    assert nested.group(1) == "Sub-chats the planner started in “Replan payments”"
+    assert [chat_url(child) in nested.group(2) for child in children] == [True, True]
+    assert nested.group(2).count("Sub-chat the planner started") == 2
+    assert page.count(f'href="{chat_url(children[0])}"') == 1  # under its parent only
+
+
 def test_the_home_page_links_to_each_projects_chats(signed_in, member, project):
     assertContains(signed_in(member).get("/"), 'href="/projects/BAL/chat/"')
 
