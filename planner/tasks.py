@@ -12,6 +12,7 @@ from celery.signals import worker_process_init
 
 from planner.domain.selectors import work_waiting
 from planner.domain.services.sessions import sessions_recover_dead
+from planner.domain.services.subchat_waits import subchats_recovered
 from planner.ground.bridge import db
 from planner.live.hub import hub
 from planner.live.runner import runner
@@ -29,14 +30,20 @@ def _load_the_sdk(**_kwargs: object) -> None:
 @shared_task(name="planner.recover_dead_turns", ignore_result=True)
 def recover_dead_turns() -> int:
     """Recover every running session whose process died, even if nobody opens it, and tell
-    the sessions' watchers in every process that the turn ended; then answer, here, the steering
-    those turns never read (docs/architecture.md#when-a-process-redis-or-the-database-fails)."""
+    the sessions' watchers in every process that the turn ended, and the parents of sub-chats among
+    them that it failed; then answer, here, the steering those turns never read, and resume the
+    parents that wait for no other sub-chat
+    (docs/architecture.md#when-a-process-redis-or-the-database-fails)."""
     recovered = sessions_recover_dead()
     if recovered:
         logger.info("recovered %d planner session(s) whose turn died", len(recovered))
         for found in recovered:
             hub.publish_from_sync(found.session_id, list(found.frames))
-    if any(found.answer_waiting for found in recovered):
+    # A sub-chat's parent hears it failed, and resumes here once none of its sub-chats runs.
+    told = subchats_recovered(recovered)
+    for parent in told:
+        hub.publish_from_sync(parent.parent_id, parent.frames)
+    if any(found.answer_waiting for found in recovered) or any(p.resume_waiting for p in told):
         async_to_sync(_run_waiting)()
     return len(recovered)
 
@@ -70,10 +77,14 @@ async def _run_waiting() -> int:
                 if not running:
                     break
                 await asyncio.wait(running, timeout=SWEEP_SECONDS)
-                for found in await db(sessions_recover_dead)():
+                recovered = await db(sessions_recover_dead)()
+                for found in recovered:
                     await hub.publish(found.session_id, list(found.frames))
-                    if found.answer_waiting:
-                        await runner.start_waiting(force=True)
+                told = await db(subchats_recovered)(recovered)
+                for parent in told:
+                    await hub.publish(parent.parent_id, parent.frames)
+                if any(found.answer_waiting for found in recovered) or any(p.resume_waiting for p in told):
+                    await runner.start_waiting(force=True)
             await runner.settle()
         finally:
             await runner.close_clients()  # this loop ends here; the worker lives on

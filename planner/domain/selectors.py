@@ -469,12 +469,22 @@ def tokens_used_since(*, project_id: int, since: datetime) -> int:
 
 
 def work_waiting() -> bool:
-    """Whether a question, an answered turn or steering a dead turn never read waits for a free
-    turn (after a turn has ended: off the path of any frame)."""
+    """Whether a question, an answered turn, steering a dead turn never read or a sub-chat its
+    parent waits for waits for a free turn (after a turn has ended: off the path of any frame)."""
     found = sql.row(
         "SELECT EXISTS (SELECT 1 FROM planner_question WHERE status = %s AND NOT started),"
         " EXISTS (SELECT 1 FROM planner_session WHERE state = %s AND resume_waiting),"
-        " EXISTS (SELECT 1 FROM planner_session WHERE state = %s AND answer_waiting)",
-        [QuestionStatus.OPEN, SessionState.PAUSED, SessionState.IDLE],
+        " EXISTS (SELECT 1 FROM planner_session WHERE state = %s AND answer_waiting),"
+        " EXISTS (SELECT 1 FROM planner_humanrequest r JOIN planner_session c"
+        " ON c.parent_id = r.session_id WHERE r.kind = %s AND r.status = %s AND c.state = %s"
+        " AND c.turn_count = 0)",
+        [
+            QuestionStatus.OPEN,
+            SessionState.PAUSED,
+            SessionState.IDLE,
+            RequestKind.SUBCHAT,
+            RequestStatus.PENDING,
+            SessionState.IDLE,
+        ],
     )
     return found is not None and any(found)

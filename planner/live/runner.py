@@ -34,6 +34,7 @@ from planner.domain.services.agent_questions import WaitingQuestion
 from planner.domain.services.human_requests import Resolution
 from planner.domain.services.sessions import Begin, TurnsFullError, resend
 from planner.domain.services.sessions.resend import Redone
+from planner.domain.services.subchat_waits import PROCESS_DIED
 from planner.ground.bridge import db
 from planner.ground.turns import LiveTurn
 from planner.live import subchats, titles, turn, waiting
@@ -362,7 +363,12 @@ class Runner:
         when this process saw something wait, or the database holds some (what waits may have
         been queued by a process since gone). Never raises: a pass that cannot read what waits
         (the database down) is logged, and a later pass reads it again."""
-        one = waiting.Pass(follow_up=self._follow_up, resume=self._resume, question=self._start_question)
+        one = waiting.Pass(
+            follow_up=self._follow_up,
+            resume=self._resume,
+            question=self._start_question,
+            subchat=functools.partial(subchats.start_waiting, self),
+        )
         try:
             if not (force or self.hub.work_waiting or await db(work_waiting)()):
                 return []
@@ -418,7 +424,8 @@ class Runner:
         if recovered is None:
             return False
         await self.hub.publish(session_id, list(recovered.frames))
-        await subchats.ended(self, session_id)  # a sub-chat's parent hears it failed
+        if recovered.parent_id is not None:  # a sub-chat's parent hears it failed
+            await subchats.ended(self, session_id, parent_id=recovered.parent_id, failed=PROCESS_DIED)
         if recovered.answer_waiting and start:
             await self._follow_up_now(session_id)
         return True

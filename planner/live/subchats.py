@@ -2,11 +2,12 @@
 
 A turn that called ``start_subchat`` pauses like one that asked a human
 (``planner/live/session_io.py``); once it has paused, :func:`start_round` starts each sub-chat's
-first turn through the runner like any message (``Runner._send``: the running-turn limits, the
-hub, watchers). When a sub-chat's turn ends, :func:`ended` answers its request in the parent's
-paused turn, which resumes through the runner like a human's answer (``Runner.settle_requests``)
-once every sub-chat of the round has ended. Stopping the parent stops its sub-chats
-(:func:`stop_children`).
+first turn through the runner like any message (``Runner.send_as``: the running-turn limits, the
+hub, watchers); one the limits hold waits for a free turn, started by a pass over the work waiting
+(:func:`start_waiting`, ``waiting.py``). When a sub-chat's turn ends, :func:`ended` answers its
+request in the parent's paused turn, which resumes through the runner like a human's answer
+(``Runner.settle_requests``) once every sub-chat of the round has ended. Stopping the parent stops
+its sub-chats (:func:`stop_children`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import TYPE_CHECKING
 from django.contrib.auth.models import User
 
 from planner.domain.services import human_requests, subchats
+from planner.domain.services.sessions import TurnsFullError
 from planner.domain.services.subchats import SubchatNotWaitingError, SubchatStart
 from planner.ground.bridge import db
-from tracker.errors import BalletError
+from tracker.errors import BalletError, UnavailableError
 
 if TYPE_CHECKING:
     from planner.live.runner import Runner
@@ -30,24 +32,47 @@ logger = logging.getLogger(__name__)
 
 
 async def start_round(runner: Runner, parent_id: uuid.UUID) -> None:
-    """Start the sub-chats the paused turn of ``parent_id`` waits for and that have not started."""
+    """Start the sub-chats the paused turn of ``parent_id`` waits for and that have not started;
+    those the running-turn limits hold back wait for a pass over the work waiting."""
     for start in await db(subchats.subchats_to_start)(parent_id=parent_id):
-        await _start(runner, start)
+        try:
+            await _start(runner, start)
+        except UnavailableError:  # the channel layer, down for a moment: a later pass starts it
+            runner.hub.work_waiting = True
 
 
-async def _start(runner: Runner, start: SubchatStart) -> None:
-    """Start one sub-chat's first turn, as its owner; one that cannot start (the running-turn
-    limits, the owner's access, the channel layer) ends at once, failed, with the reason."""
+async def start_waiting(runner: Runner, session_id: uuid.UUID) -> TurnsFullError | bool:
+    """Start sub-chat ``session_id``'s first turn, which waited for a free turn (a
+    ``waiting.Pass``): True if it started here, False if it no longer waits, else the limit that
+    still holds it."""
+    start = await db(subchats.subchat_waiting_start)(session_id=session_id)
+    return False if start is None else await _start(runner, start)
+
+
+async def _start(runner: Runner, start: SubchatStart) -> TurnsFullError | bool:
+    """Start one sub-chat's first turn, as its owner: True if it started here, False if it no
+    longer waits or cannot start, the limit that holds it else. One the running-turn limits hold
+    waits, fairly with the rest of the work waiting, until a turn ends (``Runner.start_waiting``);
+    one that cannot start for another reason (its owner's access) ends at once, failed, with the
+    reason."""
     begun = functools.partial(subchats.subchat_turn_begin, session_id=start.session_id)
     try:
         await runner.send_as(
             start.session_id, start.owner_id, begun, author=start.owner, seen=start.text, kind="human"
         )
     except SubchatNotWaitingError:
-        return
+        return False
+    except TurnsFullError as held:
+        logger.info("sub-chat %s waits for a free turn: %s", start.session_id, held.message)
+        runner.hub.work_waiting = True
+        return held
+    except UnavailableError:
+        raise
     except BalletError as exc:
         logger.info("sub-chat %s could not start: %s", start.session_id, exc.message)
         await ended(runner, start.session_id, parent_id=start.parent_id, failed=exc.message)
+        return False
+    return True
 
 
 async def ended(

@@ -1,8 +1,9 @@
 """A pass over what the running-turn limits kept waiting (docs/domain.md#agents-questions): the
-turns that answer steering a dead turn never read, the turns an answered request resumes, then
-the questions whose sub-chat has not started, each oldest first.
+turns that answer steering a dead turn never read, the turns an answered request resumes, the
+sub-chats a paused turn waits for that have not started (docs/domain.md#sub-chats), then the
+questions whose sub-chat has not started, each oldest first.
 
-The runner says how each starts (:class:`Pass`'s three callables); the pass says in which order,
+The runner says how each starts (:class:`Pass`'s callables); the pass says in which order,
 and keeps one that cannot start from holding back the others: what a full limit holds is not
 tried again in the same pass, and what fails for another reason is logged, counted and passed
 over (a question, after a few such failures, is left to the humans).
@@ -16,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from planner.domain.metrics import START_FAILURES
-from planner.domain.services import agent_questions, human_requests, sessions
+from planner.domain.services import agent_questions, human_requests, sessions, subchat_waits
 from planner.domain.services.agent_questions import WaitingQuestion
 from planner.domain.services.sessions import TurnsFullError
 from planner.ground.bridge import db
@@ -56,6 +57,7 @@ class Pass:
     follow_up: SessionStart
     resume: SessionStart
     question: QuestionStart
+    subchat: SessionStart | None = None  # a sub-chat's first turn its parent waits for
     started: list[uuid.UUID] = field(default_factory=list)  # the sessions whose turns started here
     left_waiting: bool = False  # something still waits: a later pass must look again
     full: FullLimits = field(default_factory=FullLimits)
@@ -63,6 +65,8 @@ class Pass:
     async def run(self) -> None:
         await self._sessions(sessions.sessions_follow_up_waiting, self.follow_up)
         await self._sessions(human_requests.sessions_resume_waiting, self.resume)
+        if self.subchat is not None:
+            await self._sessions(subchat_waits.subchats_waiting, self.subchat)
         await self._questions()
 
     async def _sessions(self, waiting: Callable[[], list[Waiting]], start: SessionStart) -> None:

@@ -309,11 +309,15 @@ def turn_resume(*, session_id: uuid.UUID) -> Resolution | None:
 
 
 @transaction.atomic
-def subchat_ended(*, session_id: uuid.UUID, failed: str | None = None) -> Resolution | None:
-    """A sub-chat's turn ended (``failed``: it could not start, and why): answer the request of
-    its parent's paused turn with what it answered (``subchats.subchat_result``); the parent
-    resumes once none is pending, if the running-turn limits allow. None if nothing waits for it
-    (its parent was stopped) or it has not ended (it waits for a human)."""
+def subchat_ended(
+    *, session_id: uuid.UUID, failed: str | None = None, resume: bool = True
+) -> Resolution | None:
+    """A sub-chat's turn ended (``failed``: it could not start, or its process died, and why):
+    answer the request of its parent's paused turn with what it answered
+    (``subchats.subchat_result``); the parent resumes once none is pending, if the running-turn
+    limits allow; without ``resume`` (no event loop to run it: the sweep) it waits for a pass over
+    the work waiting (``resume_waiting``). None if nothing waits for it (its parent was stopped)
+    or it has not ended (it waits for a human)."""
     child = Session.objects.filter(pk=session_id).first()
     if child is None or child.parent_id is None:
         return None
@@ -329,6 +333,10 @@ def subchat_ended(*, session_id: uuid.UUID, failed: str | None = None) -> Resolu
     _resolve(request, RequestStatus.ANSWERED, json.dumps(body, ensure_ascii=False), None)
     resolved = [resolved_frame(request)]
     if HumanRequest.objects.filter(session=parent, status=RequestStatus.PENDING).exists():
+        return Resolution(resolved)
+    if not resume:
+        parent.resume_waiting = True
+        parent.save(update_fields=["resume_waiting", "updated_at"])
         return Resolution(resolved)
     resumed = _resume(parent)
     return replace(resumed, frames=resolved + resumed.frames)

@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q
 
 from planner.agent.messages import ToolUseBlock
@@ -29,6 +30,7 @@ from planner.models import (
     SessionState,
     TitleSource,
 )
+from tracker.db.locks import locked as row_locked
 from tracker.errors import ConflictError
 from tracker.models import Changeset, Item, Project
 from tracker.selectors import item_number, project_planner_config
@@ -144,6 +146,24 @@ def subchats_to_start(*, parent_id: uuid.UUID) -> list[SubchatStart]:
     ]
 
 
+def subchat_waiting_start(*, session_id: uuid.UUID) -> SubchatStart | None:
+    """The start of sub-chat ``session_id`` if its parent still waits for it and its first turn
+    has not started (it waited for a free turn); None else."""
+    child = Session.objects.select_related("user").filter(pk=session_id).first()
+    if child is None or child.turn_count != 0 or child.state != SessionState.IDLE:
+        return None
+    request = subchat_request(child)
+    if request is None or child.parent_id is None:
+        return None
+    return SubchatStart(
+        parent_id=child.parent_id,
+        session_id=child.pk,
+        owner_id=child.user_id,
+        owner=child.user.get_username(),
+        text=first_message(request.input),
+    )
+
+
 def subchat_request(child: Session) -> HumanRequest | None:
     """The parent's pending request that waits for ``child``, if any."""
     if child.parent_id is None:
@@ -151,13 +171,17 @@ def subchat_request(child: Session) -> HumanRequest | None:
     return next((r for r in _pending(child.parent_id) if r.input.get("session") == str(child.pk)), None)
 
 
+@transaction.atomic
 def subchat_turn_begin(*, session_id: uuid.UUID) -> Begin:
     """Send the sub-chat's brief as its first message, as its owner: its first turn, within the
-    running-turn limits like any turn (not counted against the human's message rate)."""
-    child = Session.objects.select_related("user").get(pk=session_id)
+    running-turn limits like any turn (not counted against the human's message rate). Once only:
+    a sub-chat that waited for a free turn may be started by a pass in any process."""
+    child = row_locked(Session.objects.select_related("user").filter(pk=session_id)).get()
     request = subchat_request(child)
     if request is None:
         raise SubchatNotWaitingError("This sub-chat's chat no longer waits for it.")
+    if child.turn_count != 0 or child.state != SessionState.IDLE:
+        raise SubchatNotWaitingError("This sub-chat has started already.")
     text = sessions.check_text(first_message(request.input))
     return sessions.session_begin(session_id=child.pk, user=child.user, text=text, planner=True)
 

@@ -233,26 +233,6 @@ async def test_a_failed_subchat_says_so(planner, model, session, member):
     assert "The model rejected the request." in failed["error"]["message"]
 
 
-async def test_subchats_count_against_the_running_turn_limits(planner, model, session, member, limits):
-    limits(running_turns_per_user=1)
-    hang = Hang("Working", then=say("A done."))
-    model.add(start("Epic A", "Epic B"), hang, say("One ran, one could not start."))
-    await planner.send(session_id=session.pk, user=member, text="Replan.")
-    await planner.wait(session.pk)
-    await hang.started.wait()
-    hang.release.set()
-    for child in await children(session):
-        await planner.wait(child.pk)
-    await planner.wait(session.pk)
-    await planner.settle()
-
-    (ran, ran_error), (held, held_error) = results(model.turn_requests[-1])
-    assert (ran["answer"], ran_error) == ("A done.", False)
-    assert held_error
-    assert held["error"]["code"] == "subchat_failed"
-    assert "planner turns running" in held["error"]["message"]
-
-
 async def test_a_parent_waiting_for_subchats_waits_for_no_human(planner, model, session, member):
     hang = Hang("Reading the epic")
     model.add(start("Replan epic A"), hang)

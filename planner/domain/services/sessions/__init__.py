@@ -16,6 +16,7 @@ from planner.domain.services.sessions.ends import steering_frames, turn_end, usa
 from planner.domain.services.sessions.inputs import session_inputs
 from planner.domain.services.sessions.progress import Saved, StepRecords, ToolRecord, advance
 from planner.domain.services.sessions.recovery import (
+    Recovered,
     follow_up_start,
     session_recover_if_dead,
     sessions_follow_up_waiting,
@@ -60,6 +61,7 @@ __all__ = [
     "NotEditableError",
     "NotQueuedError",
     "NotRetryableError",
+    "Recovered",
     "Redone",
     "Saved",
     "StepRecords",

@@ -115,6 +115,7 @@ class Recovered:
     session_id: uuid.UUID
     frames: tuple[Frame, ...]
     answer_waiting: bool
+    parent_id: uuid.UUID | None = None  # a sub-chat's: its parent's turn waits for its end
 
 
 @transaction.atomic
@@ -124,7 +125,7 @@ def session_recover_if_dead(*, session_id: uuid.UUID, answer: bool = True) -> Re
     told = recover_if_dead(session, answer=answer) if session is not None else ()
     if session is None or not told:
         return None
-    return Recovered(session.pk, told, session.answer_waiting)
+    return Recovered(session.pk, told, session.answer_waiting, session.parent_id)
 
 
 def sessions_recover_dead() -> list[Recovered]:
