@@ -213,10 +213,12 @@ def test_decline_sends_the_reason_and_a_refused_answer_gives_the_controls_back(p
     first, second = card(page, APPROVAL["id"]), card(page, SECOND_APPROVAL["id"])
     expect(second.locator(".request-preview pre")).to_contain_text('"title": "Hi"')  # no preview: the JSON
 
-    second.get_by_role("button", name="Approve").click()
+    # A knowledge write waits as a draft: Publish and Discard (docs/domain.md#knowledge-cards).
+    expect(second.locator(".card-kicker")).to_have_text("Knowledge draft — publish or discard")
+    second.get_by_role("button", name="Publish").click()
     fake.send({"type": "error", "code": "not_pending", "message": "That request is no longer pending."})
     expect(page.locator("#chat-toasts")).to_contain_text("no longer pending")
-    expect(second.get_by_role("button", name="Approve")).to_be_enabled()
+    expect(second.get_by_role("button", name="Publish")).to_be_enabled()
 
     reason = first.get_by_label("Reason for declining (optional)")
     reason.fill("Not before the schema lands.")
@@ -241,7 +243,7 @@ def test_decline_sends_the_reason_and_a_refused_answer_gives_the_controls_back(p
     expect(first.locator(".request-outcome-line")).to_have_text("Declined by demo")
     expect(first.locator(".request-answer")).to_have_text("Reason: Not before the schema lands.")
     expect(page.locator("#chat-state")).to_have_text("Waiting for approval")  # the second still waits
-    second.get_by_role("button", name="Decline").click()
+    second.get_by_role("button", name="Discard").click()
     assert fake.answers()[-1] == {"type": "answer", "request": SECOND_APPROVAL["id"], "approve": False}
 
 

@@ -861,8 +861,9 @@
   function approvalBody(card, request, headingId) {
     // A knowledge write waits as a draft: published or discarded (docs/domain.md#knowledge-cards).
     const writes = KNOWLEDGE_WRITES.has(request.tool);
-    const kicker = writes ? "Knowledge draft" : "Approval";
-    card.append(el("p", "card-kicker", request.status === "pending" ? `${kicker} — your decision` : kicker));
+    const pending = request.status === "pending";
+    const kicker = writes ? (pending ? "Knowledge draft — publish or discard" : "Knowledge draft") : pending ? "Approval needed" : "Approval";
+    card.append(el("p", "card-kicker", kicker));
     const title = el("h3", "card-title");
     title.id = headingId;
     if (writes) title.append("The planner wants to write to the knowledge base");
