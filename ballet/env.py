@@ -174,6 +174,28 @@ class WebhooksTable:
     allow_private: Annotated[bool, Env("BALLET_WEBHOOKS_ALLOW_PRIVATE")] = False
 
 
+DEFAULT_DENY = (".env*", "*.pem", "*.key", "id_*", "*secret*", "*credential*")
+
+
+@dataclass(frozen=True, config=SECTION)
+class RepositoriesTable:
+    """``[repositories]`` (SPEC § 16): the Git repositories linked to projects, mirrored by the worker."""
+
+    # Where the bare mirrors live; none: ``repositories/`` beside the embedded database (``db/``).
+    path: Annotated[OptionalText, Env("BALLET_REPOSITORIES_PATH")] = None
+    # Folders of this host whose repositories owners may link by path; none: only URLs.
+    local_roots: Annotated[
+        tuple[Text, ...], BeforeValidator(_comma_separated), Env("BALLET_REPOSITORIES_LOCAL_ROOTS")
+    ] = ()
+    fetch_minutes: Annotated[Count, Env("BALLET_REPOSITORIES_FETCH_MINUTES")] = 15
+    max_mb: Annotated[Count, Env("BALLET_REPOSITORIES_MAX_MB")] = 500  # a mirror's size cap
+    timeout_seconds: Annotated[Count, Env("BALLET_REPOSITORIES_TIMEOUT_SECONDS")] = 120  # per git command
+    # Paths (fnmatch patterns on each part) never shown to the planner, a client or a page.
+    deny: Annotated[tuple[Text, ...], BeforeValidator(_comma_separated), Env("BALLET_REPOSITORIES_DENY")] = (
+        DEFAULT_DENY
+    )
+
+
 def _origins(origins: tuple[str, ...]) -> tuple[str, ...]:
     """Origins as a browser sends them: ``scheme://host[:port]``, compared in lower case."""
     origins = tuple(origin.rstrip("/").lower() for origin in origins)
@@ -317,7 +339,18 @@ class ServerConfig:
 
 
 # The tables of ballet.toml; the server's settings come from the environment only.
-FILE_TABLES = ("planner", "limits", "work", "questions", "tracker", "webhooks", "email", "mcp", "prices")
+FILE_TABLES = (
+    "planner",
+    "limits",
+    "work",
+    "questions",
+    "tracker",
+    "webhooks",
+    "repositories",
+    "email",
+    "mcp",
+    "prices",
+)
 
 
 class BalletSettings(BaseSettings):
@@ -331,6 +364,7 @@ class BalletSettings(BaseSettings):
     questions: QuestionsTable = QuestionsTable()
     tracker: TrackerTable = TrackerTable()
     webhooks: WebhooksTable = WebhooksTable()
+    repositories: RepositoriesTable = RepositoriesTable()
     email: EmailTable = EmailTable()
     mcp: McpTable = McpTable()
     # A table for a model with a default price may give only the prices it changes.

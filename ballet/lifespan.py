@@ -1,7 +1,8 @@
 """What a server process runs beside its requests, started with the server and stopped with it:
 the planner's hub (``planner/live/hub.py``), the MCP session manager and, in the embedded mode,
 which runs no Celery beat nor worker, the sweep that ends claims whose lease ran out
-(docs/domain.md#work) and the sender of webhook deliveries (docs/events.md#webhooks).
+(docs/domain.md#work), the sender of webhook deliveries (docs/events.md#webhooks) and the fetches
+of linked repositories (SPEC § 16).
 
 Servers that send the ASGI lifespan events start and stop them there. Daphne sends none: the
 first connection it serves starts them, once, on the server's one event loop, and they end
@@ -28,6 +29,7 @@ from planner.ground.bridge import db
 from planner.live.hub import hub
 from planner.mcp_server.app import mcp_app
 from tracker.mail import mail_sender
+from tracker.services import repositories
 from tracker.services.webhooks import SendRun, bell, deliveries_send
 from tracker.services.work import claims_expire
 
@@ -148,6 +150,58 @@ def _send(stopping: threading.Event) -> SendRun:
 webhook_deliveries = WebhookDeliveries()
 
 
+class RepositoryFetches:
+    """The embedded server fetches its linked repositories itself, as production's worker does
+    (``tracker.fetch_repositories``): every ``tick`` seconds whatever is due, and at once when an
+    owner links one or asks for a fetch (``repositories.bell``); the first a tick after the start.
+    Each run is on a thread of its
+    own, never on the event loop; a run that fails is logged and the next one runs."""
+
+    def __init__(self, tick: float = 60.0) -> None:
+        self.tick = tick
+        self._task: asyncio.Task[None] | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repository-fetches")
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
+    async def start(self) -> None:
+        if self._task is None:
+            context = contextvars.Context()  # it outlives whatever request started the server
+            self._task = asyncio.get_running_loop().create_task(self._run(), context=context)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            await ending.cancelled([task], "the repository fetches")
+
+    async def _run(self) -> None:
+        woken = repositories.bell.listen()
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), timeout=self.tick)
+                woken.clear()
+                try:
+                    await asyncio.get_running_loop().run_in_executor(self._thread, _fetch)
+                except Exception:
+                    logger.exception("fetching repositories failed; the next run is in %ss", self.tick)
+        finally:
+            repositories.bell.forget(woken)
+
+
+def _fetch() -> int:
+    close_old_connections()
+    try:
+        return repositories.repositories_fetch_due()
+    finally:
+        close_old_connections()
+
+
+repository_fetches = RepositoryFetches()
+
+
 async def start() -> None:
     await hub.start()
     try:
@@ -159,6 +213,7 @@ async def start() -> None:
         await lease_sweep.start()
         await webhook_deliveries.start()  # and its worker tracker.deliver_webhooks
         await mail_sender.start(run=db)  # and tracker.send_mail, tracker.send_digests
+        await repository_fetches.start()  # and tracker.fetch_repositories
 
 
 async def stop() -> None:
@@ -168,6 +223,7 @@ async def stop() -> None:
         await lease_sweep.stop()
         await webhook_deliveries.stop()
         await mail_sender.stop()
+        await repository_fetches.stop()
         await mcp_app.lifetime.close()
     finally:
         await hub.stop()

@@ -256,6 +256,13 @@ EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = SERVER_EMAIL = EMAIL.from_
 BALLET_BASE_URL = EMAIL.base_url.rstrip("/")
 BALLET_WEBHOOKS = config.webhooks
+# Linked Git repositories (SPEC § 16, tracker/repos/): their bare mirrors beside the embedded database.
+BALLET_REPOSITORIES = config.repositories
+REPOSITORIES_PATH = Path(
+    BALLET_REPOSITORIES.path or (SQLITE_PATH.parent if SQLITE_PATH else BASE_DIR / "db") / "repositories"
+)
+# The demo's own Git repository, made and linked by seed_demo: beside the data, not in the mirrors.
+DEMO_REPOSITORY_ROOT = (SQLITE_PATH.parent if SQLITE_PATH else BASE_DIR / "db") / "demo-repository"
 BALLET_MCP = config.mcp
 
 # Celery: eager in the embedded mode, Redis broker in production.
@@ -274,7 +281,7 @@ CELERY_WORKER_CONSUMER = "ballet.celery_consumer:Consumer"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 # Task modules beside the apps' tasks.py that autodiscovery finds.
-CELERY_IMPORTS = ("tracker.work_tasks", "tracker.webhook_tasks")
+CELERY_IMPORTS = ("tracker.work_tasks", "tracker.webhook_tasks", "tracker.repo_tasks")
 # Beat keeps its schedule in memory and writes no file (docs/operations.md#celery-beat): every entry
 # runs every few seconds, so a restarted beat has nothing worth remembering, and it needs no
 # writable directory (a read-only checkout or container works).
@@ -289,6 +296,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "send-digests": {"task": "tracker.send_digests", "schedule": 600.0},
     # Webhook deliveries due (docs/events.md#webhooks): retries, and those whose publish was lost.
     "deliver-webhooks": {"task": "tracker.deliver_webhooks", "schedule": 5.0},
+    # Linked repositories whose mirror is due a fetch ([repositories] fetch_minutes).
+    "fetch-repositories": {"task": "tracker.fetch_repositories", "schedule": 60.0},
 }
 
 # Search (docs/search.md): the sentence-embedding backend (tracker.search.embeddings); the local

@@ -24,6 +24,7 @@ from tracker.models.plan import (
     ItemKind,
     Priority,
 )
+from tracker.models.repositories import Repository
 from tracker.models.search import SearchDocument, SearchHead
 from tracker.models.skills import Skill, SkillPin, SkillScope, SkillVersion
 from tracker.models.work import CLAIM_OUTCOMES, Claim, ClaimStatus, Report, ReportKind, Sweep
@@ -62,6 +63,7 @@ __all__ = [
     "Project",
     "Report",
     "ReportKind",
+    "Repository",
     "Role",
     "Scope",
     "SearchDocument",

@@ -21,6 +21,7 @@ from tracker.web.apis.members import (
     InvitationListApi,
 )
 from tracker.web.apis.projects import MemberDetailApi, MemberListApi, ProjectDetailApi, ProjectListApi
+from tracker.web.apis.repositories import RepositoryDetailApi, RepositoryFetchApi, RepositoryListApi
 from tracker.web.apis.search import ProjectSearchApi
 from tracker.web.apis.skills import SkillDetailApi, SkillListApi
 from tracker.web.apis.webhooks import (
@@ -38,6 +39,7 @@ PROJECT = "projects/<str:key>/"
 CHANGESET = PROJECT + "changesets/<int:number>/"
 CLAIM = PROJECT + "claims/<str:claim_id>/"
 WEBHOOK = PROJECT + "webhooks/<int:webhook_id>/"
+REPOSITORY = PROJECT + "repositories/<int:repository_id>/"
 
 urlpatterns = [
     # Scripts exchange a username and password for their API token.
@@ -90,4 +92,8 @@ urlpatterns = [
         name="webhook-redeliver",
     ),
     path(WEBHOOK + "ping/", WebhookPingApi.as_view(), name="webhook-ping"),
+    # Linked repositories (SPEC § 16): readers see them, owners link, change, unlink and fetch.
+    path(PROJECT + "repositories/", RepositoryListApi.as_view(), name="repository-list"),
+    path(REPOSITORY, RepositoryDetailApi.as_view(), name="repository-detail"),
+    path(REPOSITORY + "fetch/", RepositoryFetchApi.as_view(), name="repository-fetch"),
 ]
