@@ -116,6 +116,32 @@ def _read_skill(args: dict[str, Any], output: Any) -> Phrase:
     return Phrase("Reading", "Read", "read", f"the skill {name}" if name else "a skill")
 
 
+def _in_repository(what: str, args: dict[str, Any]) -> str:
+    repository = quoted(args.get("repository"))
+    return f"{what} in {repository}" if repository else what
+
+
+def _repo_tree(args: dict[str, Any], output: Any) -> Phrase:
+    path = quoted(args.get("path"))
+    what = f"the files in {path}" if path else "the repository's files"
+    return Phrase("Listing", "Listed", "list", _in_repository(what, args))
+
+
+def _repo_read(args: dict[str, Any], output: Any) -> Phrase:
+    return Phrase("Reading", "Read", "read", _in_repository(quoted(args.get("path")) or "a file", args))
+
+
+def _repo_search(args: dict[str, Any], output: Any) -> Phrase:
+    pattern = quoted(args.get("pattern"))
+    return Phrase("Searching", "Searched", "search", f"the code for {pattern}" if pattern else "the code")
+
+
+def _repo_log(args: dict[str, Any], output: Any) -> Phrase:
+    path = quoted(args.get("path"))
+    what = f"the history of {path}" if path else "the commit history"
+    return Phrase("Reading", "Read", "read", _in_repository(what, args))
+
+
 def _fixed(doing: str, did: str, do: str, what: str) -> Callable[[dict[str, Any], Any], Phrase]:
     return lambda args, output: Phrase(doing, did, do, what)
 
@@ -134,6 +160,10 @@ PHRASES: dict[str, Callable[[dict[str, Any], Any], Phrase]] = {
     "get_knowledge": _knowledge("Reading", "Read", "read"),
     "create_knowledge": _create_knowledge,
     "update_knowledge": _knowledge("Updating", "Updated", "update"),
+    "repo_tree": _repo_tree,
+    "repo_read": _repo_read,
+    "repo_search": _repo_search,
+    "repo_log": _repo_log,
     "start_subchat": _fixed("Starting", "Started", "start", "a sub-chat"),
     "ask_human": _fixed("Asking", "Asked", "ask", "a question"),
     "answer_question": _fixed("Answering", "Answered", "answer", "the question"),

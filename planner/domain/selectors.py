@@ -15,9 +15,9 @@ from django.db.models.functions import TruncDate
 from planner.agent import compaction
 from planner.agent.demo import DEMO_MODEL
 from planner.agent.loop import History, TurnSettings
-from planner.agent.messages import ChatMessage, Provider, block_from_wire
+from planner.agent.messages import ChatMessage, Provider, ToolDefinition, block_from_wire
 from planner.domain.prompt import SUBCHAT_PROMPT, system_prompt
-from planner.domain.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS, ToolContext
+from planner.domain.tools import TOOLS, ToolContext, definitions
 from planner.ground.histories import Kept
 from planner.ground.process import histories
 from planner.models import (
@@ -34,6 +34,7 @@ from planner.models import (
 from tracker.db import model_rows, sql
 from tracker.errors import NotFoundError
 from tracker.models import Project
+from tracker.repos.selectors import repositories_of
 from tracker.selectors import project_planner_config
 from tracker.trust.crypto import decrypt
 from tracker.trust.permissions import (
@@ -313,6 +314,14 @@ def session_tool_context(*, session_id: uuid.UUID, turn: int, focus: set[str]) -
     return context
 
 
+def session_tools(session: Session) -> tuple[ToolDefinition, ...]:
+    """The tools ``session``'s model is shown: the repository reads only where its project links a
+    repository, answer_question only in a question's sub-chat."""
+    return definitions(
+        question=session.question_id is not None, repositories=bool(repositories_of(session.project))
+    )
+
+
 def turn_setup(*, session: Session, history: History) -> TurnSetup:
     """Everything a turn of ``session`` (its row as the caller holds it) starts from: its
     ``history``, the prompt and the project's settings."""
@@ -330,7 +339,7 @@ def turn_setup(*, session: Session, history: History) -> TurnSetup:
         compact_at_tokens=config.compact_at_tokens,
         api_key=credential.api_key,
         system=prompt.text if session.parent_id is None else f"{prompt.text}\n\n{SUBCHAT_PROMPT}",
-        tools=QUESTION_DEFINITIONS if session.question_id is not None else DEFINITIONS,
+        tools=session_tools(session),
         credential_error=credential.error,
         provider=provider,
     )
@@ -393,7 +402,7 @@ def context_estimate(*, session: Session) -> int:
         reported_seq=0,
         summary=session.summary,
         system=system_prompt(session.project).text,
-        tools=QUESTION_DEFINITIONS if session.question_id is not None else DEFINITIONS,
+        tools=session_tools(session),
     )
 
 

@@ -76,6 +76,11 @@ READ_TOOLS = (
     "search_project",
     "search_knowledge",
     "get_knowledge",
+    # The repository reads: the planner's own (a project without a repository answers no_repository).
+    "repo_tree",
+    "repo_read",
+    "repo_search",
+    "repo_log",
 )
 # The planner's planning tools, for keys with the plan scope (list_changesets reads): the planner's
 # own handlers and validation; a changeset proposed here waits for a human as any other (four eyes).

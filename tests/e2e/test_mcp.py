@@ -24,6 +24,7 @@ pytestmark = pytest.mark.e2e
 TOOLS = [
     *("list_runnable", "get_item", "list_items"),
     *("search_project", "search_knowledge", "get_knowledge"),
+    *("repo_tree", "repo_read", "repo_search", "repo_log"),
     *("list_changesets", "propose_changeset", "create_knowledge", "update_knowledge"),
     *("ask_question", "get_question", "list_questions", "withdraw_question"),
     *("claim_ticket", "get_brief", "report", "release_claim"),

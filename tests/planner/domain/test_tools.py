@@ -10,7 +10,15 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from knowledge.services import knowledge_create
-from planner.domain.tools import DEFINITIONS, QUESTION_DEFINITIONS, TOOLS, ToolContext, call_tool
+from planner.domain.tools import (
+    DEFINITIONS,
+    QUESTION_DEFINITIONS,
+    REPO_DEFINITIONS,
+    REPO_QUESTION_DEFINITIONS,
+    TOOLS,
+    ToolContext,
+    call_tool,
+)
 from planner.domain.tools.base import VALIDATION_ONLY, input_problem
 from tests.factories import MembershipFactory
 from tracker.models import ActivityEvent, Changeset, Dependency, Item
@@ -74,28 +82,40 @@ def test_the_twelve_tools_ask_human_and_answer_question_have_closed_schemas():
         "get_knowledge",
         "create_knowledge",
         "update_knowledge",
+        "repo_tree",
+        "repo_read",
+        "repo_search",
+        "repo_log",
         "start_subchat",
         "ask_human",
         "answer_question",
     ]
-    assert [d.name for d in DEFINITIONS] == list(TOOLS)[:-1]  # answer_question: in question sub-chats
-    assert [d.name for d in QUESTION_DEFINITIONS] == list(TOOLS)
-    for definition in QUESTION_DEFINITIONS:
+    # answer_question: in question sub-chats; the repo_ tools: where the project has a repository
+    assert [d.name for d in REPO_DEFINITIONS] == list(TOOLS)[:-1]
+    assert [d.name for d in REPO_QUESTION_DEFINITIONS] == list(TOOLS)
+    assert [d.name for d in DEFINITIONS] == [name for name in TOOLS if not name.startswith("repo_")][:-1]
+    assert [d.name for d in QUESTION_DEFINITIONS] == [name for name in TOOLS if not name.startswith("repo_")]
+    for definition in REPO_QUESTION_DEFINITIONS:
         assert definition.input_schema["type"] == "object"
         assert definition.input_schema["additionalProperties"] is False
         assert len(definition.description) > 30
 
 
 def _keys(node) -> set[str]:
+    """The schema keywords in ``node``: a property's name (repo_search's ``pattern``) is none."""
     if isinstance(node, list):
         return set().union(*(_keys(child) for child in node))
     if not isinstance(node, dict):
         return set()
-    return set(node).union(*(_keys(child) for child in node.values()))
+    properties = node.get("properties")
+    found = set(node).union(*(_keys(child) for key, child in node.items() if key != "properties"))
+    if isinstance(properties, dict):
+        found |= set().union(*(_keys(child) for child in properties.values()))
+    return found
 
 
 def test_the_model_is_shown_the_schemas_without_what_only_the_validator_needs():
-    for definition in QUESTION_DEFINITIONS:
+    for definition in REPO_QUESTION_DEFINITIONS:
         assert not _keys(definition.input_schema) & VALIDATION_ONLY, definition.name
     # The validator still enforces them.
     assert "pattern" in TOOLS["get_item"].input_schema["properties"]["key"]
