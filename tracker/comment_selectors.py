@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from ballet.markdown import KEY, render
 from tracker.inputs import ascii_number
 from tracker.models import Comment, Item, Membership, Project, Watch
 from tracker.page_links import item_url
+from tracker.repos.refs import code_links, linked_html
 from tracker.trust.permissions import TRACKER_WRITE, has_permission
 
 MAX_BODY = 20_000  # a comment's characters, once stripped (tracker.services.comments checks it)
@@ -108,14 +109,21 @@ class CommentThread:
 
 
 def comment_thread(*, user: User, project: Project, item: Item, draft: str = "") -> CommentThread:
-    """``item``'s comments rendered for ``user`` (the project's existing item keys linked, its
-    members' mentions marked), and whether they may comment (``tracker.write``) and watch it."""
+    """``item``'s comments rendered for ``user`` (the project's existing item keys, commits and
+    repository files linked, its members' mentions marked), and whether they may comment
+    (``tracker.write``) and watch it."""
     comments = list(comment_list(item=item))
     keys = existing_keys(project=project, texts=[c.body for c in comments])
     names = member_names(project=project) if comments else frozenset()
+    code = code_links(project=project, texts=[c.body for c in comments])  # commits, files: one git each
     return CommentThread(
         comments=[
-            CommentShown(c, comment_html(body=c.body, project=project, keys=keys, names=names))
+            CommentShown(
+                c,
+                mark_safe(  # noqa: S308 - sanitized HTML, with links of the server's own addresses
+                    linked_html(comment_html(body=c.body, project=project, keys=keys, names=names), code)
+                ),
+            )
             for c in comments
         ],
         can_comment=has_permission(user, project, TRACKER_WRITE),

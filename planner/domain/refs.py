@@ -1,9 +1,10 @@
 """Which references named in a chat exist and may be read: the chat turns only those into links.
 
-The chat page finds item keys (``DEMO-12``), changeset numbers and knowledge ids in what it
-shows (model text included) and asks ``planner.web.pages.refs`` which of them are real and readable
-by the person reading. The answer carries each link's address, built by ``tracker.page_links``: a link
-in the chat never points where the model wrote, only where the server says the thing lives.
+The chat page finds item keys (``DEMO-12``), changeset numbers, knowledge ids, commit hashes and
+repository paths in what it shows (model text included) and asks ``planner.web.pages.refs`` which
+of them are real and readable by the person reading. The answer carries each link's address, built
+by ``tracker.page_links`` (a commit's or a file's by ``tracker.repos.refs``): a link in the chat
+never points where the model wrote, only where the server says the thing lives.
 A reference that names nothing, or something the reader may not see, is left out, so it stays
 plain text and says nothing about what exists elsewhere.
 """
@@ -17,6 +18,7 @@ from knowledge.selectors import knowledge_visible
 from tracker.inputs import MAX_BIG_ID, MAX_INT, ascii_number
 from tracker.models import Changeset, Project
 from tracker.page_links import changeset_url, item_url, knowledge_url
+from tracker.repos.refs import code_links, code_token
 from tracker.selectors import items_found_by_keys
 from tracker.trust.permissions import Principal
 
@@ -41,10 +43,16 @@ class KnowledgeRef(TypedDict):
     title: str
 
 
+class CodeRef(TypedDict):
+    url: str
+    title: str
+
+
 class Refs(TypedDict):
     items: dict[str, ItemRef]
     changesets: dict[str, ChangesetRef]
     knowledge: dict[str, KnowledgeRef]
+    code: dict[str, CodeRef]
 
 
 def _listed(raw: str | None) -> list[str]:
@@ -94,15 +102,40 @@ def knowledge_resolve(*, user: Principal, project: Project, ids: list[int]) -> d
     }
 
 
+def code_resolve(*, project: Project, tokens: list[str]) -> dict[str, CodeRef]:
+    """The commit hashes and repository paths among ``tokens`` that name a commit or a file of
+    ``project``'s repositories (``tracker.repos.refs``: checked against the mirrors, never a
+    denied path), by token."""
+    wanted = [token for token in tokens if code_token(token)]
+    if not wanted:
+        return {}
+    links = code_links(project=project, texts=["\n".join(wanted)])
+    found: dict[str, CodeRef] = {}
+    for token in wanted:
+        if token in links.commits:
+            found[token] = {"url": links.commits[token], "title": f"Commit {token}"}
+        elif token in links.files:
+            found[token] = {"url": links.files[token], "title": f"File {token}"}
+    return found
+
+
 def refs_resolve(
-    *, user: Principal, project: Project, items: str | None, changesets: str | None, knowledge: str | None
+    *,
+    user: Principal,
+    project: Project,
+    items: str | None,
+    changesets: str | None,
+    knowledge: str | None,
+    code: str | None = None,
 ) -> Refs:
     """What the comma-separated lists name that exists and ``user`` may see, malformed values
-    ignored: items of any project they read, changesets of ``project``, entries they may read."""
+    ignored: items of any project they read, changesets of ``project``, entries they may read,
+    commits and files of ``project``'s repositories (``user`` reads it: the endpoint checked)."""
     return {
         "items": items_resolve(user=user, keys=parse_keys(items)),
         "changesets": changesets_resolve(project=project, numbers=parse_numbers(changesets, maximum=MAX_INT)),
         "knowledge": knowledge_resolve(
             user=user, project=project, ids=parse_numbers(knowledge, maximum=MAX_BIG_ID)
         ),
+        "code": code_resolve(project=project, tokens=_listed(code)),
     }

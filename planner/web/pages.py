@@ -157,8 +157,8 @@ def chat_unarchive(request: HttpRequest, key: str, session: uuid.UUID) -> HttpRe
 @require_GET
 @login_required
 def refs(request: HttpRequest, key: str) -> JsonResponse:
-    """``/projects/{key}/refs/?items=DEMO-1,OTHER-3&changesets=7&knowledge=12``: those the chat
-    names that exist and the reader may see, with their pages' addresses, to link them."""
+    """``/projects/{key}/refs/?items=DEMO-1,OTHER-3&changesets=7&knowledge=12&code=abc1234,a/b.py``:
+    those the chat names that exist and the reader may see, with their pages' addresses, to link them."""
     user = page_user(request)
     project = page_project(user, key)
     found = refs_resolve(
@@ -167,6 +167,7 @@ def refs(request: HttpRequest, key: str) -> JsonResponse:
         items=request.GET.get("items"),
         changesets=request.GET.get("changesets"),
         knowledge=request.GET.get("knowledge"),
+        code=request.GET.get("code"),
     )
     return JsonResponse(found, headers={"Cache-Control": "private, no-store"})
 

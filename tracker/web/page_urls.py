@@ -3,6 +3,7 @@
 from django.urls import URLPattern, path
 
 from tracker.web import (
+    code_pages,
     comment_pages,
     graph_pages,
     item_actions,
@@ -10,6 +11,7 @@ from tracker.web import (
     notify_pages,
     pages,
     plan_pages,
+    repository_pages,
     review_pages,
     webhook_pages,
 )
@@ -55,6 +57,28 @@ urlpatterns: list[URLPattern] = [
         "invitations/<int:invitation_id>/decline/",
         member_pages.invitation_decline_page,
         name="invitation-decline",
+    ),
+    # Linked repositories (tracker/web/repository_pages.py): owners only.
+    path("projects/<str:key>/repositories/", repository_pages.repositories_page, name="repositories"),
+    path(
+        "projects/<str:key>/repositories/link/", repository_pages.repository_link_page, name="repository-link"
+    ),
+    path(
+        "projects/<str:key>/repositories/<int:repository_id>/fetch/",
+        repository_pages.repository_fetch_page,
+        name="repository-fetch",
+    ),
+    path(
+        "projects/<str:key>/repositories/<int:repository_id>/unlink/",
+        repository_pages.repository_unlink_page,
+        name="repository-unlink",
+    ),
+    # A commit and a file of a linked repository (tracker/web/code_pages.py): the project's readers.
+    path("projects/<str:key>/code/<slug:repo>/commit/<str:sha>/", code_pages.commit_page, name="code-commit"),
+    path(
+        "projects/<str:key>/code/<slug:repo>/file/<str:ref>/<path:path>",
+        code_pages.file_page,
+        name="code-file",
     ),
     # Webhooks (tracker/web/webhook_pages.py): owners only.
     path("projects/<str:key>/webhooks/", webhook_pages.webhooks_page, name="webhooks"),

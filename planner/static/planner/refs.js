@@ -1,4 +1,5 @@
-/* Ballet's references in the chat: item keys (DEMO-12), "changeset #7" and "knowledge #12" as links.
+/* Ballet's references in the chat: item keys (DEMO-12), "changeset #7", "knowledge #12", commit
+ * hashes and repository paths as links.
  *
  * What the chat shows (model text included) is first plain text. This file finds the references
  * in its text nodes — never in code, existing links or controls — and asks the server, in one
@@ -14,7 +15,17 @@
   // An item key: a project key (2 to 10 uppercase letters or digits, a letter first), a dash and
   // its number; "changeset 7" and "changeset #7"; "knowledge #12", "knowledge 12", "knowledge:12"
   // and "entry #12". Case matters for keys only (checked on each match).
-  const PATTERN = /\b([A-Z][A-Z0-9]{1,9}-[0-9]{1,9})\b|\b(changeset\s+#?)([0-9]{1,9})\b|\b(knowledge\s+#?|knowledge:|entry\s+#)([0-9]{1,18})\b/gi;
+  // A commit hash (7 to 40 lowercase hex characters, not all digits) and a repository path
+  // ("app:README.md", or with a slash and an extension: "src/app/models.py"), as
+  // tracker/repos/refs.py finds them; the server says which are a commit or a file.
+  const PATTERN = new RegExp(
+    "\\b([A-Z][A-Z0-9]{1,9}-[0-9]{1,9})\\b|\\b(changeset\\s+#?)([0-9]{1,9})\\b|\\b(knowledge\\s+#?|knowledge:|entry\\s+#)([0-9]{1,18})\\b" +
+      "|(?<![\\w/.:-])([0-9a-f]{7,40})(?![\\w/-])" +
+      "|(?<![\\w/.:@-])((?:[a-z0-9][a-z0-9_-]{0,49}:)?(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)*[A-Za-z0-9_][A-Za-z0-9_.-]*\\.[A-Za-z0-9]{1,10})(?![\\w/-]|\\.\\w)",
+    "gi",
+  );
+  const SHA = /^(?!\d+$)[0-9a-f]{7,40}$/;
+  const PATH = /^(?:[a-z0-9][a-z0-9_-]{0,49}:\S+|\S*\/\S+)$/;
   const ANY = new RegExp(PATTERN.source, "i"); // whether a text has one (PATTERN keeps a position)
   const KEY = /^[A-Z][A-Z0-9]{1,9}-[0-9]+$/;
   const SKIP = "a, code, button, textarea, input, select, label, summary, .unsafe-link";
@@ -37,6 +48,8 @@
         found.push({ index: match.index, length: match[0].length, kind: "changesets", id: number(match[3]) });
       } else if (match[5]) {
         found.push({ index: match.index, length: match[0].length, kind: "knowledge", id: number(match[5]) });
+      } else if ((match[6] && SHA.test(match[6])) || (match[7] && PATH.test(match[7]))) {
+        found.push({ index: match.index, length: match[0].length, kind: "code", id: match[6] || match[7] });
       }
     }
     return found;
@@ -58,6 +71,7 @@
     const title = typeof info.title === "string" ? info.title : "";
     if (kind === "items") return `${id} · ${title}${info.state ? ` (${String(info.state).replace(/_/g, " ")})` : ""}`;
     if (kind === "changesets") return `Changeset #${id} · ${title}${info.status ? ` (${info.status})` : ""}`;
+    if (kind === "code") return title || id;
     return `Knowledge #${id} · ${title}`;
   }
 
@@ -133,7 +147,7 @@
     async function ask() {
       timer = null;
       lastAsked = performance.now();
-      const batch = { items: [], changesets: [], knowledge: [] };
+      const batch = { items: [], changesets: [], knowledge: [], code: [] };
       for (const name of pending) {
         const [kind, id] = [name.slice(0, name.indexOf(":")), name.slice(name.indexOf(":") + 1)];
         if (batch[kind].length < MAX_PER_KIND) batch[kind].push(id);

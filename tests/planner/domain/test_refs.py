@@ -112,7 +112,7 @@ def test_bad_input_is_ignored_never_an_error(client, viewer, make_item):
     ]:
         response = refs(client, viewer, query)
         assert response.status_code == 200, query
-        assert set(response.json()) == {"items", "changesets", "knowledge"}
+        assert set(response.json()) == {"items", "changesets", "knowledge", "code"}
     assert item.key in refs(client, viewer, f"items={many}").json()["items"]
 
 
