@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from ballet import lifespan
@@ -162,6 +163,14 @@ def _live_side_for_async_tests(request: pytest.FixtureRequest) -> None:
 def _fresh_cache():
     """Rate limits and lockouts counted by one test do not reach the next."""
     cache_keys.next_generation()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _repositories_elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Mirrors and the demo's repository (seed_demo) in a temporary folder, never the checkout's db/."""
+    where = tmp_path_factory.mktemp("repositories")
+    with override_settings(REPOSITORIES_PATH=where / "mirrors", DEMO_REPOSITORY_ROOT=where / "demo"):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

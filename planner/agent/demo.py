@@ -59,6 +59,16 @@ _SEARCH = re.compile(
     r"^\W*(?:please\s+)?(?:find|search|look\s+(?:up|for))\b(?:\s+for\b)?[\s:]*(?P<what>.*)",
     re.IGNORECASE | re.DOTALL,
 )
+# "where is booking implemented?", "find the cancellation window in the code": repo_search's job.
+_CODE = re.compile(
+    r"^\W*(?:please\s+)?(?:where\s+(?:is|are)\s+(?P<where>.+?)\s+"
+    r"(?:implemented|defined|handled|coded|written|done)\b"
+    r"|(?:find|search\s+for|look\s+for|look\s+up)\s+(?P<find>.+?)\s+in\s+the\s+"
+    r"(?:code(?:base)?|repository|repo|source)\b)",
+    re.IGNORECASE | re.DOTALL,
+)
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
+MAX_CODE_WORDS = 4  # of the pattern the demo searches the code for
 _RUNNABLE = re.compile(r"runnable|run next|can run|ready to run|\bnext\b", re.IGNORECASE)
 _ASKER = re.compile(r"\(Asked by (.+?), a worker\.")
 _HUMAN_PART = re.compile(r"<human>\n(.*?)\n</human>", re.DOTALL)
@@ -160,7 +170,8 @@ def _turn(request: ModelRequest) -> Scripted:
     if (opening := _opening(since, in_question=in_question, in_subchat=in_subchat)) is not None:
         return opening
     if since.said:
-        return recognised(since.said[-1], splits=not (in_question or in_subchat))
+        code = any(tool.name == "repo_search" for tool in request.tools)
+        return recognised(since.said[-1], splits=not (in_question or in_subchat), code=code)
     if since.results:
         return _on_results(request, since, in_question=in_question, in_subchat=in_subchat)
     return Scripted(replies.HELP)
@@ -202,9 +213,17 @@ def _name(since: _Since, result: ToolResultBlock) -> str:
     return use.name if use is not None else "a tool"
 
 
-def recognised(text: str, *, splits: bool = True) -> Scripted:
+def recognised(text: str, *, splits: bool = True, code: bool = False) -> Scripted:
     """The tool calls (and the words before them) for a human's plain request; else what the
-    demo can do. A replan starts sub-chats only where ``splits`` (not in a sub-chat)."""
+    demo can do. A replan starts sub-chats only where ``splits`` (not in a sub-chat); the code is
+    searched only where ``code`` (repo_search is offered: the project has a repository)."""
+    if (found := _CODE.match(text)) is not None:
+        return _search_code(found.group("where") or found.group("find"), code=code)
+    return _plain(text, splits=splits)
+
+
+def _plain(text: str, *, splits: bool) -> Scripted:
+    """The plan's requests: propose, find, replan, what can run, an item."""
     if (found := _PROPOSE.match(text)) is not None:
         return _propose(found.group("what"), text)
     if (found := _SEARCH.match(text)) is not None:
@@ -223,6 +242,24 @@ def _search(what: str) -> Scripted:
     if not query:
         return Scripted(replies.SEARCH_WHAT)
     return Scripted(replies.searching(query), subchats.searches(query))
+
+
+def _search_code(what: str, *, code: bool) -> Scripted:
+    """repo_search for ``what``'s words, a naive singular of the last (*bookings* finds *booking*
+    too), in any case, joined by a space, ``_`` or ``-``."""
+    words = re.findall(r"[^\W_]+", _ARTICLE.sub("", what.strip()))[:MAX_CODE_WORDS]
+    if not words:
+        return Scripted(replies.CODE_WHAT)
+    if not code:
+        return Scripted(replies.NO_REPOSITORY)
+    last = words[-1]
+    if len(last) > 3 and last.lower().endswith("s") and not last.lower().endswith("ss"):
+        words[-1] = last[:-1]
+    pattern = "[ _-]".join(
+        "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in w) for w in words
+    )
+    shown = " ".join(words)
+    return Scripted(replies.searching_code(shown), (("repo_search", {"pattern": pattern, "regex": True}),))
 
 
 def _propose(what: str, text: str) -> Scripted:

@@ -25,6 +25,7 @@ HELP = (
     "- *what can run next?* lists the tickets ready to run\n"
     "- *show me DEMO-4* (any item key) reads an item\n"
     "- *find export* searches the plan and the knowledge base\n"
+    "- *where is booking implemented?* searches the code of the project's repository\n"
     "- *add a ticket for a CSV export* proposes a changeset for a human to review\n"
     "- *replan the payments epic* (an epic's title word or key) splits the work into two "
     "sub-chats and collects their answers\n\n"
@@ -33,6 +34,15 @@ HELP = (
 SEARCH_WHAT = "What should I look for? Say *find* and a few words, such as *find export*."
 PROPOSE_WHAT = "What is the ticket for? Say, for example, *add a ticket for a CSV export of bookings*."
 RUNNABLE = "Let me list the tickets that can run now."
+CODE_WHAT = "What should I look for in the code? Say, for example, *where is booking implemented?*"
+NO_REPOSITORY = (
+    "This project has no linked repository, so there is no code for me to search. An owner can "
+    "link one on the project's *Repositories* page; meanwhile *find booking* searches the plan "
+    "and the knowledge base."
+)
+CODE_FILES = 8  # files an answer names
+CODE_LINES = 3  # lines of each file an answer quotes
+CODE_LINE_CHARS = 120
 LOOKING_UP = "An agent asks a question: let me look in the plan and the knowledge base first."
 REPLAN_FINDING = "Let me find that epic among the plan's epics."
 NO_SUBCHATS_HERE = (
@@ -56,6 +66,10 @@ class Scripted:
 
 def searching(query: str) -> str:
     return f"Searching the plan and the knowledge base for *{_inline(query)}*."
+
+
+def searching_code(words: str) -> str:
+    return f"Searching the project's repository for *{_inline(words)}*."
 
 
 def reading(key: str) -> str:
@@ -333,6 +347,43 @@ def _knowledge_hits(output: dict[str, Any]) -> str:
     return "In the knowledge base:\n\n" + "\n".join(lines)
 
 
+def _code_hits(output: dict[str, Any]) -> str:
+    """repo_search's hits, by file: the first lines of each, quoted as code."""
+    where = f"**{_inline(str(output.get('repository', '')))}** ({_inline(str(output.get('ref', '')))})"
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for hit in output.get("hits") or []:
+        by_file.setdefault(str(hit.get("path", "")), []).append(hit)
+    if not by_file:
+        return f"Nothing in {where} matches: no file holds those words."
+    # The code first, the files with the most hits first; documentation and tests after it.
+    ranked = sorted(by_file.items(), key=lambda pair: (_aside(pair[0]), -len(pair[1])))
+    lines = []
+    for path, hits in ranked[:CODE_FILES]:
+        quoted = "; ".join(
+            f"line {h.get('line')}: {_code(str(h.get('text', '')))}" for h in hits[:CODE_LINES]
+        )
+        more = f" (and {len(hits) - CODE_LINES} more)" if len(hits) > CODE_LINES else ""
+        lines.append(f"- {_code(path)}, {quoted}{more}")
+    files = "One file" if len(by_file) == 1 else f"{len(by_file)} files"
+    rest = len(by_file) - CODE_FILES
+    tail = f"\n\n…and {rest} more file(s)." if rest > 0 else ""
+    cut = f"\n\n{_inline(str(output['cut']))}" if output.get("cut") else ""
+    return f"{files} in {where} match:\n\n" + "\n".join(lines) + tail + cut
+
+
+def _aside(path: str) -> bool:
+    """A file of documentation or tests, listed after the code."""
+    parts = path.lower().split("/")
+    return parts[-1].endswith((".md", ".rst", ".txt")) or any(p in ("tests", "test", "docs") for p in parts)
+
+
+def _code(text: str) -> str:
+    """``text`` as inline code on one line (a backtick in it becomes a quote)."""
+    line = _inline(text).replace("`", "'")
+    cut = line[:CODE_LINE_CHARS] + ("…" if len(line) > CODE_LINE_CHARS else "")
+    return f"`{cut}`" if cut else "(an empty line)"
+
+
 def _proposed(output: dict[str, Any]) -> str:
     changeset = output.get("changeset") or {}
     return (
@@ -357,6 +408,7 @@ _COMPOSERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "search_project": _plan_hits,
     "search_knowledge": _knowledge_hits,
     "propose_changeset": _proposed,
+    "repo_search": _code_hits,
     "answer_question": _answered,
     "ask_human": _noted,
 }

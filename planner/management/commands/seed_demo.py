@@ -12,16 +12,24 @@ question, waiting for a human (``planner/domain/services/demo.py``), a ticket it
 its reports, one it reported done that waits in review with its comment mentioning ``demo``, and a
 ticket it holds a claim on, with a progress report. A second project, WEB, has an invitation
 waiting for ``viewer``. Users get e-mail addresses (``demo@example.com``, …).
+DEMO has a linked Git repository, ``courtside``: a small local one made under
+``settings.DEMO_REPOSITORY_ROOT`` (``tracker/management/demo_repository.py``; kept once made),
+linked by path and fetched at once. The seed, an operator's command, lets that one folder be
+linked whatever ``[repositories] local_roots`` says; an owner over REST or a page cannot.
 """
 
 from __future__ import annotations
 
 import secrets
+import subprocess
+import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
@@ -34,6 +42,7 @@ from planner.domain.services.demo import demo_question_ensure
 from planner.models import Question, QuestionStatus
 from tracker.errors import BalletError
 from tracker.management import demo_content as content
+from tracker.management import demo_repository
 from tracker.models import (
     Agent,
     ChangesetStatus,
@@ -45,6 +54,7 @@ from tracker.models import (
     Organization,
     Project,
     ReportKind,
+    Repository,
     Role,
     Scope,
 )
@@ -56,6 +66,7 @@ from tracker.services.items import dependency_add, item_create, item_update
 from tracker.services.keys import key_create, key_revoke
 from tracker.services.members import invitation_create
 from tracker.services.projects import membership_set, project_update
+from tracker.services.repositories import repository_fetch, repository_link
 from tracker.services.skills import skill_version_create
 from tracker.services.work import claim_take, report_add
 
@@ -73,6 +84,7 @@ AGENT = DemoUser(username="agent", role=Role.MEMBER, is_staff=False)
 AGENT_KEY = "demo agent"
 AGENT_SCOPES = (Scope.READ, Scope.ASK, Scope.WORK)
 DEMO_LEASE = timedelta(days=7)
+FETCH_POLL = 0.1  # seconds between looks at a fetch another process runs
 
 
 class Command(BaseCommand):
@@ -108,12 +120,49 @@ class Command(BaseCommand):
                 if built:
                     _work_build(owner, User.objects.get(username=AGENT.username), project)
                     _invitation_build(owner, project)
+            lines.append(_repository_ensure(owner, project))
         except BalletError as exc:
             raise CommandError(f"Cannot seed the demo: {exc.message}") from exc
         self.stdout.write("\n".join(lines))
         state = "Built" if built else "Already seeded, nothing changed:"
         self.stdout.write(self.style.SUCCESS(f"{state} {_summary(project)}"))
         self.stdout.write(_planner_line(project))
+
+
+def _repository_ensure(owner: User, project: Project) -> str:
+    """The demo's Git repository: made if missing, linked to the project if it is not, and
+    fetched when its mirror has no commit yet; the line to print about it."""
+    root = Path(settings.DEMO_REPOSITORY_ROOT)
+    try:
+        path, made = demo_repository.demo_repository_ensure(root)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise CommandError(f"Cannot make the demo repository under {root}: {exc}") from exc
+    repo = Repository.objects.filter(project=project, name=demo_repository.NAME).first()
+    if repo is None:
+        repo = repository_link(
+            actor=Actor(user=owner),
+            project=project,
+            name=demo_repository.NAME,
+            local_path=str(path),
+            default_branch=demo_repository.BRANCH,
+            extra_roots=(str(root),),  # this folder alone, for the operator's seed
+        )
+    if not repo.last_commit:
+        repo = repository_fetch(repo.pk) or _fetched_elsewhere(repo)
+    state = "made" if made else "kept"
+    fetched = f"mirror at {repo.last_commit[:12]}" if repo.last_commit else f"not fetched: {repo.last_error}"
+    return f"repository {repo.name} ({state} at {path}): {fetched}"
+
+
+def _fetched_elsewhere(repo: Repository) -> Repository:
+    """The repository once the fetch that another process (a worker, the embedded server's loop,
+    woken by the link) has on its way ends; as it stands if it outlasts git's timeout."""
+    deadline = time.monotonic() + settings.BALLET_REPOSITORIES.timeout_seconds
+    repo.refresh_from_db()
+    while repo.fetching_since is not None and time.monotonic() < deadline:
+        time.sleep(FETCH_POLL)
+        repo.refresh_from_db()
+    return repo
 
 
 def _planner_line(project: Project) -> str:
