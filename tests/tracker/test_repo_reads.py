@@ -412,3 +412,35 @@ def test_a_mirror_not_fetched_yet_is_a_readable_error(tmp_path):
 def test_a_pattern_must_be_one_line(repo):
     for pattern in ("", "a\nb", "a\x00b", "x" * 501):
         assert error_of(reads.search, repo["mirror"], None, pattern).code == "invalid_pattern"
+
+
+def test_a_hostile_repository_of_100000_files_cannot_exhaust_a_read(tmp_path):
+    """Issue 45's hostile repository: a hundred thousand files, five thousand of them in one
+    folder (made with ``git fast-import`` in a second: every path shares one blob), and a file
+    named ``-rf``."""
+    work = tmp_path / "hostile"
+    work.mkdir()
+    run_git(work, "init", "--quiet", "--bare", "-b", "main")
+    wide = [f"files/{n:05d}.txt" for n in range(5_000)]
+    paths = [*wide, *(f"deep/{n // 1000:03d}/{n:06d}.txt" for n in range(95_000))]
+    stream = "".join(
+        [
+            "blob\nmark :1\ndata 7\nneedle\n\n",
+            "commit refs/heads/main\nmark :2\ncommitter Tester <t@example.com> 0 +0000\ndata 5\nMany\n\n",
+            *(f"M 100644 :1 {path}\n" for path in paths),
+            "M 100644 :1 -rf\n\n",
+        ]
+    )
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=work, input=stream.encode(), check=True)
+    mirror = mirror_of(work, tmp_path)
+
+    listed = reads.tree(mirror, "main", "files")
+    assert len(listed["entries"]) == reads.MAX_ENTRIES
+    assert listed["cut"]
+    found = reads.search(mirror, "main", "needle")
+    assert len(found["hits"]) == reads.MAX_HITS
+    assert found["cut"]
+    assert len(shown(found)) < 4 * reads.MAX_BYTES
+    dashed = reads.read(mirror, "main", "-rf")  # a file, never an option of git
+    assert "needle" in shown(dashed)
+    assert [e["name"] for e in reads.tree(mirror, "main")["entries"]] == ["-rf", "deep", "files"]

@@ -19,7 +19,11 @@ from tracker.trust import crypto
 
 pytestmark = pytest.mark.django_db
 API = "/api/v1/projects/BAL/repositories/"
-GOOD: dict[str, Any] = {"name": "app", "url": "https://git.example.com/team/app.git", "credential": "tok-5ecret-abc"}
+GOOD: dict[str, Any] = {
+    "name": "app",
+    "url": "https://git.example.com/team/app.git",
+    "credential": "tok-5ecret-abc",
+}
 
 
 @pytest.fixture(autouse=True)
