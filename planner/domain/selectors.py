@@ -317,9 +317,10 @@ def session_tool_context(*, session_id: uuid.UUID, turn: int, focus: set[str]) -
 def session_tools(session: Session) -> tuple[ToolDefinition, ...]:
     """The tools ``session``'s model is shown: the repository reads only where its project links a
     repository, answer_question only in a question's sub-chat."""
-    return definitions(
-        question=session.question_id is not None, repositories=bool(repositories_of(session.project))
-    )
+    linked = session.project.linked_repositories  # read with the session's row on the hot path
+    if linked is None:
+        linked = bool(repositories_of(session.project))
+    return definitions(question=session.question_id is not None, repositories=linked)
 
 
 def turn_setup(*, session: Session, history: History) -> TurnSetup:

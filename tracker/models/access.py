@@ -26,6 +26,10 @@ class Organization(models.Model):
 
 
 class Project(models.Model):
+    # Whether the project links a Git repository, where a hot path read it with the project's row
+    # (planner/domain/services/sessions/rows.py); None: not read (ask tracker.repos.selectors).
+    linked_repositories: bool | None = None
+
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="projects")
     key = models.CharField(max_length=10, unique=True, validators=[PROJECT_KEY_VALIDATOR])
     name = models.CharField(max_length=200)

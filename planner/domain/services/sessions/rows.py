@@ -232,15 +232,17 @@ def _running_reads(
 
 
 def _lock_statement(key: Any) -> sql.Statement:
-    """The session with its project and organization, its row locked, in SQL
-    (docs/architecture.md#the-hot-path-in-sql)."""
+    """The session with its project and organization, its row locked, and whether the project
+    links a repository, in SQL (docs/architecture.md#the-hot-path-in-sql)."""
     lock = f"{sql.for_update()} OF s" if connection.features.has_select_for_update_of else ""
     selected = ", ".join(
         model_rows.columns(model, alias)
         for model, alias in ((Session, "s"), (Project, "p"), (Organization, "o"))
     )
+    # Whether the project links a repository (its tools are shown then), in the same round trip.
+    linked = "EXISTS (SELECT 1 FROM tracker_repository r WHERE r.project_id = p.id)"
     statement = (
-        f"SELECT {selected} FROM planner_session s JOIN tracker_project p ON p.id = s.project_id"  # noqa: S608
+        f"SELECT {selected}, {linked} FROM planner_session s JOIN tracker_project p ON p.id = s.project_id"  # noqa: S608
         f" JOIN tracker_organization o ON o.id = p.organization_id WHERE s.id = %s{lock}"
     )
     return statement, [key]
@@ -257,7 +259,8 @@ def _session_loaded(found: sql.Row) -> Session:
     ends = len(Session._meta.concrete_fields), len(Project._meta.concrete_fields)
     session = model_rows.load(Session, found[: ends[0]])
     session.project = model_rows.load(Project, found[ends[0] : ends[0] + ends[1]])
-    session.project.organization = model_rows.load(Organization, found[ends[0] + ends[1] :])
+    session.project.organization = model_rows.load(Organization, found[ends[0] + ends[1] : -1])
+    session.project.linked_repositories = bool(found[-1])
     return session
 
 
