@@ -41,13 +41,13 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-class LeaseSweep:
-    """Every ``interval`` seconds, end the claims whose lease ran out (``claims_expire``, on the
-    runner's database threads). What Celery beat does in production (``tracker.expire_claims``);
-    a sweep that fails is logged and the next one runs."""
+class _Background:
+    """A task on the server's event loop beside its requests: started once, cancelled within a
+    bound at stop (``planner/ground/ending.py``). A subclass gives ``_run`` and names ``what``."""
 
-    def __init__(self, interval: float = 30.0) -> None:
-        self.interval = interval
+    what = "a background task"
+
+    def __init__(self) -> None:
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -56,13 +56,36 @@ class LeaseSweep:
 
     async def start(self) -> None:
         if self._task is None:
+            self._starting()
             context = contextvars.Context()  # it outlives whatever request started the server
             self._task = asyncio.get_running_loop().create_task(self._run(), context=context)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            await ending.cancelled([task], "the sweep of expired claims")
+            self._ending()
+            await ending.cancelled([task], self.what)
+
+    def _starting(self) -> None:
+        """Before the task starts."""
+
+    def _ending(self) -> None:
+        """Before the task is cancelled."""
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+
+class LeaseSweep(_Background):
+    """Every ``interval`` seconds, end the claims whose lease ran out (``claims_expire``, on the
+    runner's database threads). What Celery beat does in production (``tracker.expire_claims``);
+    a sweep that fails is logged and the next one runs."""
+
+    what = "the sweep of expired claims"
+
+    def __init__(self, interval: float = 30.0) -> None:
+        super().__init__()
+        self.interval = interval
 
     async def sweep(self) -> int:
         """One sweep: how many claims it ended (0 when it failed)."""
@@ -85,35 +108,27 @@ class LeaseSweep:
 lease_sweep = LeaseSweep()
 
 
-class WebhookDeliveries:
+class WebhookDeliveries(_Background):
     """The embedded server sends its webhooks' deliveries itself, as production's worker does
     (``tracker.deliver_webhooks``): woken by ``bell`` once deliveries commit, and when the next
     retry is due (every ``tick`` seconds at most: another process may have queued some). Each run
     is ``deliveries_send`` on a thread of its own, never on the event loop; a run that fails is
     logged and the next one runs."""
 
+    what = "the webhook deliveries"
+
     def __init__(self, tick: float = 60.0, first: float = 60.0) -> None:
+        super().__init__()
         self.tick, self.first = tick, first
-        self._task: asyncio.Task[None] | None = None
         self._stopping = threading.Event()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webhook-deliveries")
 
-    @property
-    def started(self) -> bool:
-        return self._task is not None
+    def _starting(self) -> None:
+        self._stopping = threading.Event()
 
-    async def start(self) -> None:
-        if self._task is None:
-            self._stopping = threading.Event()
-            context = contextvars.Context()  # it outlives whatever request started the server
-            self._task = asyncio.get_running_loop().create_task(self._run(), context=context)
-
-    async def stop(self) -> None:
+    def _ending(self) -> None:
         """The run on its way takes no new delivery and finishes those it sent, on its thread."""
-        task, self._task = self._task, None
-        if task is not None:
-            self._stopping.set()
-            await ending.cancelled([task], "the webhook deliveries")
+        self._stopping.set()
 
     async def run(self) -> float:
         """One run: the seconds until the next delivery may be due."""
@@ -150,31 +165,19 @@ def _send(stopping: threading.Event) -> SendRun:
 webhook_deliveries = WebhookDeliveries()
 
 
-class RepositoryFetches:
+class RepositoryFetches(_Background):
     """The embedded server fetches its linked repositories itself, as production's worker does
     (``tracker.fetch_repositories``): every ``tick`` seconds whatever is due, and at once when an
     owner links one or asks for a fetch (``repositories.bell``); the first a tick after the start.
     Each run is on a thread of its
     own, never on the event loop; a run that fails is logged and the next one runs."""
 
+    what = "the repository fetches"
+
     def __init__(self, tick: float = 60.0) -> None:
+        super().__init__()
         self.tick = tick
-        self._task: asyncio.Task[None] | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repository-fetches")
-
-    @property
-    def started(self) -> bool:
-        return self._task is not None
-
-    async def start(self) -> None:
-        if self._task is None:
-            context = contextvars.Context()  # it outlives whatever request started the server
-            self._task = asyncio.get_running_loop().create_task(self._run(), context=context)
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            await ending.cancelled([task], "the repository fetches")
 
     async def _run(self) -> None:
         woken = repositories.bell.listen()
