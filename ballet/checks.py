@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError
 
 
 def metrics_shared(app_configs: Any = None, **_kwargs: Any) -> list[checks.CheckMessage]:
@@ -23,5 +24,45 @@ def metrics_shared(app_configs: Any = None, **_kwargs: Any) -> list[checks.Check
     return []
 
 
+MAX_KEYS_NAMED = 20  # a warning names this many projects, then counts the rest
+
+
+def demo_planners(app_configs: Any = None, **_kwargs: Any) -> list[checks.CheckMessage]:
+    """Production projects whose chats the demo planner answers (scripted, no AI model): most
+    likely a credential forgotten at deploy, which a user would otherwise be the first to notice.
+
+    It reads the projects, so it says nothing where it cannot: a database not reachable or not
+    migrated yet (``check --deploy`` run before ``migrate``) has no projects to warn about."""
+    if not settings.PRODUCTION_MODE:
+        return []
+    from tracker.models import Project  # noqa: PLC0415 - the apps are not ready when this module loads
+    from tracker.selectors import demo_planner_reason  # noqa: PLC0415
+
+    by_reason: dict[str, list[str]] = {}
+    try:
+        for project in Project.objects.order_by("key"):
+            if (reason := demo_planner_reason(project)) is not None:
+                by_reason.setdefault(reason, []).append(project.key)
+    except DatabaseError:
+        return []
+    return [
+        checks.Warning(
+            f"The demo planner answers the chats of {_named(keys)} (scripted, no AI model): {reason}.",
+            hint="An owner sets the project's Anthropic credential on /projects/{key}/settings/; or set "
+            "ANTHROPIC_API_KEY for every project, or run bootstrap with --credential-env NAME.",
+            id="ballet.W002",
+        )
+        for reason, keys in by_reason.items()
+    ]
+
+
+def _named(keys: list[str]) -> str:
+    shown = ", ".join(keys[:MAX_KEYS_NAMED])
+    more = len(keys) - MAX_KEYS_NAMED
+    words = f"{shown} and {more} more" if more > 0 else shown
+    return f"project{'s' if len(keys) > 1 else ''} {words}"
+
+
 def register() -> None:
     checks.register(metrics_shared, "ballet", deploy=True)
+    checks.register(demo_planners, "ballet", deploy=True)

@@ -28,15 +28,20 @@ ROLES = ("viewer", "member", "maintainer", "owner")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The two modes split the browser's page tests: what a page shows and does is the same in
     both (marker ``pages``), so the embedded mode runs them and production mode, which runs
-    everything that depends on PostgreSQL, Redis and several processes, deselects them."""
+    everything that depends on PostgreSQL, Redis and several processes, deselects them. So with
+    the tests of the embedded mode alone (marker ``embedded``)."""
     from django.conf import settings  # noqa: PLC0415 - read once pytest-django has configured it
 
     if not settings.PRODUCTION_MODE:
         return
-    pages = [item for item in items if item.get_closest_marker("pages") is not None]
-    if pages:
-        config.hook.pytest_deselected(items=pages)
-        items[:] = [item for item in items if item.get_closest_marker("pages") is None]
+
+    def embedded_only(item: pytest.Item) -> bool:
+        return any(item.get_closest_marker(name) is not None for name in ("pages", "embedded"))
+
+    deselected = [item for item in items if embedded_only(item)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not embedded_only(item)]
 
 
 @pytest.fixture

@@ -62,6 +62,23 @@ def project_planner_config(project: Project) -> PlannerConfig:
     return with_overrides(defaults, _overrides(project), where=f"{project.key} setting ")
 
 
+def demo_planner_reason(project: Project) -> str | None:
+    """Why the demo planner answers ``project``'s chats (docs/architecture.md#the-demo-planner), in
+    words for its operator and owners; None when Claude does. Its ``provider`` setting (the
+    project's own, else the server's) decides; unset, the demo answers when no credential is set
+    anywhere (neither the project's nor ANTHROPIC_API_KEY). The planner's ``project_provider``
+    reads it, and so do ``manage.py bootstrap`` (here, in the tracker, which may not import the
+    planner) and ``check --deploy`` (``ballet/checks.py``)."""
+    match project_planner_config(project).provider:
+        case "demo":
+            return "its provider setting (the project's, or the server's BALLET_PLANNER_PROVIDER) is demo"
+        case "anthropic":
+            return None
+    if project.credential_encrypted or settings.SERVER.anthropic_api_key:
+        return None
+    return "it has no Anthropic credential and the server sets no ANTHROPIC_API_KEY"
+
+
 def project_work_config(project: Project) -> WorkConfig:
     """The work settings of ``project`` (claim lease, answer reuse): defaults, then its overrides."""
     defaults: WorkConfig = settings.BALLET_WORK

@@ -330,8 +330,15 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Ballet API",
-    "DESCRIPTION": "Plan, changesets, skills and knowledge of Ballet Core.",
+    "DESCRIPTION": "Ballet's plan, changesets, claims, questions, planner chats, skills and knowledge, "
+    "as its pages and agents use them.",
     "VERSION": "1.0.0",
+    # Operations grouped by what they are about, read from their paths (ballet/api_docs.py), after
+    # drf-spectacular's own hook that names the enums.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "ballet.api_docs.tag_by_path",
+    ],
     "SERVE_INCLUDE_SCHEMA": False,
     # The doc pages' scripts and styles from drf-spectacular-sidecar's static files: they work offline.
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -35,7 +35,7 @@ from tracker.db import model_rows, sql
 from tracker.errors import NotFoundError
 from tracker.models import Project
 from tracker.repos.selectors import repositories_of
-from tracker.selectors import project_planner_config
+from tracker.selectors import demo_planner_reason, project_planner_config
 from tracker.trust.crypto import decrypt
 from tracker.trust.permissions import (
     PLANNER_CHAT,
@@ -221,14 +221,9 @@ def project_credential(project: Project) -> Credential:
 def project_provider(project: Project) -> Provider:
     """Who answers the project's planner (docs/architecture.md#the-demo-planner): its ``provider``
     setting (the project's own, else the server's), or, unset, the demo planner when no credential
-    is set anywhere (neither the project's nor ANTHROPIC_API_KEY), else Anthropic."""
-    match project_planner_config(project).provider:
-        case "demo":
-            return "demo"
-        case "anthropic":
-            return "anthropic"
-    has_credential = bool(project.credential_encrypted or settings.SERVER.anthropic_api_key)
-    return "anthropic" if has_credential else "demo"
+    is set anywhere (neither the project's nor ANTHROPIC_API_KEY), else Anthropic; the tracker's
+    ``demo_planner_reason`` decides, and says why."""
+    return "demo" if demo_planner_reason(project) is not None else "anthropic"
 
 
 @dataclass(frozen=True)

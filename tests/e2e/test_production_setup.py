@@ -1,8 +1,8 @@
 """The README's production setup followed as written, from an empty PostgreSQL database: its
 exports, migrate, collectstatic, bootstrap, then two daphnes, a worker and beat started with its
-commands; both daphnes healthy, the bootstrapped superuser signs in on one and makes an API key,
-the key reads the project on the other, beat's sweeps reach the worker, and every process stops
-on SIGTERM.
+commands; both daphnes healthy, compose.yaml's probes of them and of the worker pass, the
+bootstrapped superuser signs in on one and makes an API key, the key reads the project on the
+other, beat's sweeps reach the worker, and every process stops on SIGTERM.
 
 The values the README leaves to the reader (``...``, hosts) are this machine's; the static files
 go to a temporary folder instead of the checkout's ``staticfiles/``.
@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from celery import Celery
 from cryptography.fernet import Fernet
 
@@ -187,6 +189,7 @@ def test_the_readme_production_setup_serves_from_an_empty_database(tmp_path, dat
         first, second = (f"http://127.0.0.1:{port}" for port in ports)
         for url, port in ((first, ports[0]), (second, ports[1])):
             wait_healthy(url, processes[f"daphne-{port}"], tmp_path / f"{port}.log")
+        _the_compose_probes_pass(env, ports)
         _signs_in_and_uses_a_key(first, second)
         _sweeps_reach_the_worker(redis_server.url)
     finally:
@@ -198,6 +201,27 @@ def test_the_readme_production_setup_serves_from_an_empty_database(tmp_path, dat
     }
     assert all(code in (0, -signal.SIGTERM) for code in codes.values()), (codes, logs)
     assert not [name for name, text in logs.items() if "Traceback" in text], logs
+
+
+def _the_compose_probes_pass(env: dict[str, str], ports: list[int]) -> None:
+    """compose.yaml's healthchecks, run here as Docker runs them in the containers: the image's
+    /app is this checkout, its daphnes' port 8000 ours, the worker's host name this machine's."""
+    services = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
+    daphne = services["daphne-1"]["healthcheck"]["test"][1:]
+    worker = services["worker"]["healthcheck"]["test"][1].replace("$$HOSTNAME", socket.gethostname())
+    for port in ports:
+        words = [w.replace("/app/", f"{ROOT}/").replace(":8000/", f":{port}/") for w in daphne]
+        done = subprocess.run(words, env=env, capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode == 0, (words, done.stdout, done.stderr)
+    deadline = time.monotonic() + 30  # the worker may not be listening yet
+    while True:
+        done = subprocess.run(
+            worker, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        if done.returncode == 0:
+            return
+        assert time.monotonic() < deadline, (worker, done.stdout, done.stderr)
+        time.sleep(1)
 
 
 def _signs_in_and_uses_a_key(first: str, second: str) -> None:

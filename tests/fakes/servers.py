@@ -254,6 +254,7 @@ class Server:
     port: int = 0  # 0: any free port, fixed at the first start
     log: Path | None = None
     process: subprocess.Popen[bytes] | None = None
+    proxy_headers: bool = False  # behind a proxy: the client's address from X-Forwarded-For
 
     @property
     def url(self) -> str:
@@ -272,7 +273,11 @@ class Server:
             listener.listen(128)
             self.port = int(listener.getsockname()[1])
             self.process = subprocess.Popen(
-                [DAPHNE, "--fd", str(listener.fileno()), "ballet.asgi:application"],
+                [
+                    *(DAPHNE, "--fd", str(listener.fileno())),
+                    *(["--proxy-headers"] if self.proxy_headers else []),
+                    "ballet.asgi:application",
+                ],
                 cwd=self.deployment.root,
                 env=self.deployment.env,
                 stdout=log,

@@ -117,3 +117,34 @@ def test_the_settings_form_needs_its_csrf_token_and_refuses_bad_input(project, o
     nul = client.post(SETTINGS, {"credential": "sk-\x00"})
     assert nul.status_code == 400
     assert credential_of(project) is None
+
+
+PLAN = "/projects/BAL/"
+DEMO_INVITATION = "This plan is empty, and the demo planner answering here cannot draft one"
+CLAUDE_INVITATION = "This plan is empty. Ask the planner in a"
+
+
+def test_the_plan_page_tells_its_owners_alone_that_the_demo_answers(project, users):
+    page = signed_in(users["owner"]).get(PLAN)
+    assertContains(page, NOTICE)
+    assertContains(page, f'<a href="{SETTINGS}">Set the credential</a>', html=True)
+    for role in ("maintainer", "member", "viewer"):
+        assertNotContains(signed_in(users[role]).get(PLAN), NOTICE)
+    project_update(actor=Actor(user=users["owner"]), project=project, credential=SECRET)
+    assertNotContains(signed_in(users["owner"]).get(PLAN), NOTICE)
+
+
+def test_the_empty_plans_invitation_asks_the_demo_only_what_it_can_do(project, users):
+    owner = signed_in(users["owner"]).get(PLAN)
+    assertContains(owner, DEMO_INVITATION)
+    assertContains(owner, "add a ticket for …")
+    assertContains(owner, '<a href="#quick-create">New ticket</a>', html=True)
+    assertContains(owner, '<a href="/projects/BAL/chat/">chat</a>', html=True)
+    assertNotContains(owner, "draft one.")
+    viewer = signed_in(users["viewer"]).get(PLAN)  # neither writes nor chats: offered neither
+    assertContains(viewer, '<p class="empty" id="empty-plan">This plan is empty.</p>', html=True)
+    project_update(actor=Actor(user=users["owner"]), project=project, credential=SECRET)
+    claude = signed_in(users["owner"]).get(PLAN)
+    assertContains(claude, CLAUDE_INVITATION)
+    assertContains(claude, '<a href="/projects/BAL/chat/">chat</a> to draft one.')
+    assertNotContains(claude, DEMO_INVITATION)

@@ -14,6 +14,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tracker.errors import BalletError, ValidationError
 from tracker.inputs import refuse_nul
+from tracker.models import Project
+from tracker.selectors import demo_planner_reason
 from tracker.services.bootstrap import BootstrapResult, bootstrap
 
 TEXT_OPTIONS = ("username", "email", "organization", "project_key", "project_name")
@@ -69,6 +71,8 @@ class Command(BaseCommand):
         except BalletError as exc:
             raise CommandError(f"Nothing was changed: {exc.message}") from exc
         self.stdout.write("\n".join(_lines(result, generated=generated if result.user_created else None)))
+        if (warning := demo_warning(result.project)) is not None:
+            self.stderr.write(self.style.WARNING(warning))
 
     def _password(self, options: dict[str, Any]) -> tuple[str | None, str | None]:
         """The password for a new superuser, and it again if it was generated (to print once).
@@ -87,6 +91,19 @@ class Command(BaseCommand):
             return first, None
         generated = secrets.token_urlsafe(16)
         return generated, generated
+
+
+def demo_warning(project: Project) -> str | None:
+    """Said when the project would answer with the demo planner: a production deployment that
+    forgot its credential must not find out from a user (docs/architecture.md#the-demo-planner)."""
+    reason = demo_planner_reason(project)
+    if reason is None:
+        return None
+    return (
+        f"Warning: project {project.key} answers with the demo planner (scripted, no AI model): {reason}. "
+        f"Set its credential with --credential-env NAME, or an owner sets it on "
+        f"/projects/{project.key}/settings/ (or set ANTHROPIC_API_KEY for every project)."
+    )
 
 
 def _credential(name: str | None) -> str | None:
