@@ -15,11 +15,19 @@ cosine reaches a high bar, or a lower bar with residuals alike, or a middle bar 
 either side. Its four constants are chosen on one half of the tickets and measured on the other
 half (both ways round) and on the whole set.
 
+``bench/reuse_pairs_heldout.json`` is a held-out half in the same format, written after the
+threshold and the rules were chosen (a clinic's booking tool, other tickets): measure on it, never
+tune on it. ``--pairs FILE`` runs all of the above on another file; ``--both`` prints the table
+over thresholds for the labelled set and the held-out half side by side.
+
     .venv/bin/python bench/reuse.py
+    .venv/bin/python bench/reuse.py --pairs bench/reuse_pairs_heldout.json
+    .venv/bin/python bench/reuse.py --both
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
@@ -33,6 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PAIRS = ROOT / "bench" / "reuse_pairs.json"
+HELDOUT = ROOT / "bench" / "reuse_pairs_heldout.json"
 THRESHOLDS = (0.70, 0.75, 0.78, 0.80, 0.82, 0.84, 0.85, 0.86, 0.88, 0.90, 0.92, 0.95)
 # The residual rule's words: what a question asks with, not about.
 QUESTION_WORDS = frozenset(
@@ -75,7 +84,7 @@ class Pair:
 
 def residual_words(first: str, second: str) -> tuple[list[str], list[str]]:
     """The content words of each question whose stem the other lacks."""
-    from tracker.search.query import STOP_WORDS, WORD, _stem
+    from tracker.search.query import STOP_WORDS, WORD, stem
 
     def content(text: str) -> list[str]:
         words = (w.lower() for w in WORD.findall(text))
@@ -83,8 +92,8 @@ def residual_words(first: str, second: str) -> tuple[list[str], list[str]]:
         return list(dict.fromkeys(w for w in words if w not in dropped))
 
     a, b = content(first), content(second)
-    stems_a, stems_b = {_stem(w) for w in a}, {_stem(w) for w in b}
-    return [w for w in a if _stem(w) not in stems_b], [w for w in b if _stem(w) not in stems_a]
+    stems_a, stems_b = {stem(w) for w in a}, {stem(w) for w in b}
+    return [w for w in a if stem(w) not in stems_b], [w for w in b if stem(w) not in stems_a]
 
 
 def residual_pairs(model, pairs: list[dict], similarities: np.ndarray) -> list[Pair]:
@@ -159,7 +168,80 @@ def residual_rule(model, pairs: list[dict], similarities: np.ndarray) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Labelled:
+    """A labelled file's pairs, embedded: the cosine of each pair, its labels."""
+
+    pairs: list[dict]
+    similarities: np.ndarray
+    same: np.ndarray
+    hard: np.ndarray
+    ms_per_question: float
+
+
+def load_pairs(path: Path) -> list[dict]:
+    """The pairs of a labelled file; a file that is not one says so and stops the run."""
+    try:
+        pairs = json.loads(path.read_text())["pairs"]
+        complete = bool(pairs) and all({"a", "b", "same", "ticket"} <= set(p) for p in pairs)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        sys.exit(f"{path}: not a labelled set of pairs ({error.__class__.__name__}: {error})")
+    if not complete:
+        sys.exit(f"{path}: not a labelled set of pairs (every pair needs ticket, a, b and same)")
+    return pairs
+
+
+def embed_pairs(model, path: Path) -> Labelled:  # type: ignore[no-untyped-def]
+    pairs = load_pairs(path)
+    started = time.perf_counter()
+    first = model.embed([p["a"] for p in pairs])
+    second = model.embed([p["b"] for p in pairs])
+    elapsed = time.perf_counter() - started
+    return Labelled(
+        pairs=pairs,
+        similarities=(first * second).sum(axis=1),
+        same=np.array([p["same"] for p in pairs]),
+        hard=np.array([bool(p.get("hard")) for p in pairs]),
+        ms_per_question=1000 * elapsed / (2 * len(pairs)),
+    )
+
+
+def summary(path: Path, data: Labelled, default: float, model_name: str) -> None:
+    same, hard = data.same, data.hard
+    print(
+        f"{path.name}: {len(data.pairs)} pairs: {int(same.sum())} same meaning, {int((~same).sum())} "
+        f"different ({int(hard.sum())} hard); {model_name}, {data.ms_per_question:.1f} ms a question"
+    )
+    precision, recall, true, false = figures(data.similarities, same, default)
+    print(
+        f"default threshold {default}: precision {precision:.3f}, recall {recall:.3f} "
+        f"({true} true reuses, {false} false)\n"
+    )
+
+
+def side_by_side(model, default: float) -> None:  # type: ignore[no-untyped-def]
+    """The table over thresholds for the labelled set and its held-out half, one beside the other."""
+    sets = [(path, embed_pairs(model, path)) for path in (PAIRS, HELDOUT)]
+    for path, data in sets:
+        summary(path, data, default, model.name)
+    print(" " * 11 + "".join(f"{path.name:<38}" for path, _ in sets))
+    print("threshold  " + "precision  recall  reused  false  hard  " * len(sets))
+    for threshold in sorted({*THRESHOLDS, default}):
+        row = f"{threshold:9.2f}  "
+        for _, data in sets:
+            precision, recall, true, false = figures(data.similarities, data.same, threshold)
+            hard_false = int(((data.similarities >= threshold) & data.hard).sum())
+            row += f"{precision:9.3f}  {recall:6.3f}  {true + false:6d}  {false:5d}  {hard_false:4d}  "
+        print(row.rstrip())
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=Path, default=PAIRS, help="a labelled file (default: %(default)s)")
+    parser.add_argument(
+        "--both", action="store_true", help="the labelled set and the held-out half side by side"
+    )
+    args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ballet.settings.base")
     import django
 
@@ -168,31 +250,22 @@ def main() -> None:
     from planner.domain.services.answer_reuse import MAX_CANDIDATES
     from tracker.search.embeddings import LocalModelBackend
 
-    pairs = json.loads(PAIRS.read_text())["pairs"]
     model = LocalModelBackend()
-    started = time.perf_counter()
-    first = model.embed([p["a"] for p in pairs])
-    second = model.embed([p["b"] for p in pairs])
-    elapsed = time.perf_counter() - started
-    similarities = (first * second).sum(axis=1)
-    same = np.array([p["same"] for p in pairs])
-    hard = np.array([bool(p.get("hard")) for p in pairs])
     default = WorkConfig().reuse_threshold
-    print(
-        f"{len(pairs)} pairs: {int(same.sum())} same meaning, {int((~same).sum())} different "
-        f"({int(hard.sum())} hard); {model.name}, {1000 * elapsed / (2 * len(pairs)):.1f} ms a question"
-    )
-    precision, recall, true, false = figures(similarities, same, default)
-    print(
-        f"default threshold {default}: precision {precision:.3f}, recall {recall:.3f} "
-        f"({true} true reuses, {false} false)\n"
-    )
+    if args.both:
+        side_by_side(model, default)
+        return
+    data = embed_pairs(model, args.pairs)
+    pairs, similarities, same, hard = data.pairs, data.similarities, data.same, data.hard
+    summary(args.pairs, data, default, model.name)
     print("threshold  precision  recall  reused  false  hard-false")
     for threshold in sorted({*THRESHOLDS, default}):
         precision, recall, true, false = figures(similarities, same, threshold)
         hard_false = int(((similarities >= threshold) & hard).sum())
         row = f"{threshold:9.2f}  {precision:9.3f}  {recall:6.3f}  {true + false:6d}  {false:5d}"
         print(f"{row}  {hard_false:10d}")
+    first = model.embed([p["a"] for p in pairs])
+    second = model.embed([p["b"] for p in pairs])
     stored = np.tile(second, (MAX_CANDIDATES // len(pairs) + 1, 1))[:MAX_CANDIDATES]
     started = time.perf_counter()
     for _ in range(200):

@@ -3,10 +3,15 @@
 0. The model: the memory it adds to the process (RSS before it loads, and
    after loading and embedding), the threads it starts, and the p50 of a
    short query's embedding.
-1. Relevance: the project's relevance set (tests/search/relevance.py: 521
-   items, skills and knowledge entries, 84 graded queries) indexed with the
-   local model; nDCG@10 and recall@10 of lexical only, semantic only and
-   hybrid, overall and per query family.
+1. Relevance: the project's relevance set, on which the engine was tuned
+   (tests/search/relevance.py: 521 items, skills and knowledge entries, 84
+   graded queries), and the held-out set, which it must never be tuned on
+   (tests/search/relevance_heldout.py: an online bookshop, 385 documents, 76
+   queries, hard negatives); each indexed with the local model into an
+   organization of its own. nDCG@10 and recall@10 of lexical only, semantic
+   only and hybrid, overall and per query family; and the unrelated share:
+   of the first five hits the search calls matches (not shown apart as
+   related), those the set grades not at all for the query.
 2. Latency: a project of 10,000 items; p50 and p99 of a project search (items
    and skills, hybrid, the query's embedding computed each time), and of each
    ranking alone, and the database queries per search.
@@ -14,6 +19,7 @@
    and writing), for the relevance set and for the 10,000 items.
 
     .venv/bin/python bench/search.py                 # SQLite (embedded mode)
+    .venv/bin/python bench/search.py --skip-latency --set heldout   # relevance on the held-out set only
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ballet REDIS_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python bench/search.py             # PostgreSQL (--database NAME: not ballet_bench_search)
 
@@ -26,12 +32,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import math
 import statistics
 import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +47,13 @@ from _setup import _analyze, setup_django
 
 VECTOR_CACHE = Path(tempfile.gettempdir()) / "ballet-search-bench-vectors.npz"
 K = 10
+MATCHES = 5  # the unrelated share looks at the first five matches, what a page shows first
+# The relevance sets: the module of each, and the organization it is indexed into.
+RELEVANCE_SETS = {
+    "tuned": ("tests.search.relevance", "relevance-bench"),
+    "heldout": ("tests.search.relevance_heldout", "relevance-heldout-bench"),
+}
+FAMILIES = ["all", "keyword", "paraphrase", "identifier", "natural"]
 SHORT_QUERIES = ["login fails", "dark mode", "export invoices", "flaky build"]
 
 
@@ -89,10 +104,10 @@ def fresh_organization(slug: str, key: str):  # type: ignore[no-untyped-def]
     return organization, project, user
 
 
-def load_relevance_set(project, user) -> dict[tuple[str, str], str]:  # type: ignore[no-untyped-def]
-    """Write the corpus with bulk inserts (the indexer runs after); the ref of each (kind, key)."""
+def load_relevance_set(project, user, relevance) -> dict[tuple[str, str], str]:  # type: ignore[no-untyped-def]
+    """Write the corpus of the set ``relevance`` (a module) with bulk inserts (the indexer runs
+    after); the ref of each (kind, key)."""
     from knowledge.models import KnowledgeEntry
-    from tests.search import relevance
     from tracker.models import Item, Skill, SkillVersion
 
     docs = relevance.corpus()
@@ -151,42 +166,103 @@ def recall(ranked: list[str], grades: dict[str, int]) -> float:
     return len(relevant & set(ranked[:K])) / len(relevant)
 
 
-def relevance_figures(mode_name: str) -> None:
-    from tests.search import relevance
+@dataclass
+class Unrelated:
+    """One query's first matches as a judge would see them."""
+
+    matches: int  # how many of the first MATCHES hits are matches (the rest were shown apart)
+    unrelated: int  # of those, how many the set does not grade for the query
+    hard: int  # of those, how many are the query's hard negatives
+    related: int  # hits the search showed apart as related, in all it returned
+    related_graded: int  # of those, how many the set grades
+
+
+def unrelated(hits, ranked: list[str], grades: dict[str, int], negatives: frozenset[str]) -> Unrelated:  # type: ignore[no-untyped-def]
+    """What the first MATCHES matches hold; a hit counts as a match unless the search marks it
+    ``related`` (a field SearchHit may not have: then every hit is a match)."""
+    shown = [(getattr(hit, "related", False), ref) for hit, ref in zip(hits, ranked, strict=True)]
+    matches = [ref for related, ref in shown if not related][:MATCHES]
+    apart = [ref for related, ref in shown if related]
+    return Unrelated(
+        matches=len(matches),
+        unrelated=sum(ref not in grades for ref in matches),
+        hard=sum(ref in negatives for ref in matches),
+        related=len(apart),
+        related_graded=sum(ref in grades for ref in apart),
+    )
+
+
+def relevance_figures(mode_name: str, set_name: str) -> None:
     from tracker.search import ITEM, KNOWLEDGE, SKILL, SearchScope, search
 
-    organization, project, user = fresh_organization("relevance-bench", relevance.PROJECT_KEY)
-    refs = load_relevance_set(project, user)
+    module, slug = RELEVANCE_SETS[set_name]
+    relevance = importlib.import_module(module)
+    negatives: dict[str, frozenset[str]] = getattr(relevance, "HARD_NEGATIVES", {})
+    organization, project, user = fresh_organization(slug, relevance.PROJECT_KEY)
+    refs = load_relevance_set(project, user, relevance)
     count, seconds = index_organization(organization.pk)
     _analyze()
     rate = count / seconds
-    print(f"relevance set · {mode_name} · {count} documents indexed in {seconds:.1f} s ({rate:.0f}/s)")
+    print(
+        f"relevance set {set_name} ({module}) · {mode_name} · {count} documents indexed in {seconds:.1f} s "
+        f"({rate:.0f}/s)"
+    )
     scope = SearchScope(
         organization_id=organization.pk, kinds=frozenset({ITEM, SKILL, KNOWLEDGE}), project_id=project.pk
     )
     keys = relevance.item_keys()
     scores: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    judged: dict[str, dict[str, list[Unrelated]]] = defaultdict(lambda: defaultdict(list))
     for query in relevance.QUERIES:
         text = relevance.query_text(query, keys)
         for mode in ("lexical", "semantic", "hybrid"):
             hits = search(scope=scope, query=text, limit=K, mode=mode)  # type: ignore[arg-type]
             ranked = [refs.get((hit.kind, hit.key), "?") for hit in hits]
             pair = (ndcg(ranked, query.grades), recall(ranked, query.grades))
-            scores[mode]["all"].append(pair)
-            scores[mode][query.family].append(pair)
-    families = ["all", "keyword", "paraphrase", "identifier", "natural"]
+            seen = unrelated(hits, ranked, query.grades, negatives.get(query.text, frozenset()))
+            for family in ("all", query.family):
+                scores[mode][family].append(pair)
+                judged[mode][family].append(seen)
     print(
         f"  {'ranking':<9} "
-        + " ".join(f"{f + ' (' + str(len(scores['hybrid'][f])) + ')':>22}" for f in families)
+        + " ".join(f"{f + ' (' + str(len(scores['hybrid'][f])) + ')':>22}" for f in FAMILIES)
     )
     for mode in ("lexical", "semantic", "hybrid"):
         cells = []
-        for family in families:
+        for family in FAMILIES:
             pairs = scores[mode][family]
             cell = f"{statistics.mean(p[0] for p in pairs):.3f} / {statistics.mean(p[1] for p in pairs):.3f}"
             cells.append(cell.rjust(22))
         print(f"  {mode:<9} " + " ".join(cells))
     print("  (each cell: nDCG@10 / recall@10, mean over the queries of the family)")
+    unrelated_figures(judged, bool(negatives))
+
+
+def unrelated_figures(judged: dict[str, dict[str, list[Unrelated]]], hard: bool) -> None:
+    """The unrelated share per ranking and family, and what was shown apart as related."""
+    print(f"  unrelated matches in the first {MATCHES} (ungraded for the query):")
+    print(f"  {'ranking':<9} " + " ".join(f"{family:>22}" for family in FAMILIES))
+    for mode in ("lexical", "semantic", "hybrid"):
+        cells = []
+        for family in FAMILIES:
+            rows = judged[mode][family]
+            with_matches = [r for r in rows if r.matches]
+            share = statistics.mean(r.unrelated / r.matches for r in with_matches) if with_matches else 0.0
+            some = sum(r.unrelated > 0 for r in rows) / len(rows)
+            cells.append(f"{share:.3f} / {some:.2f}".rjust(22))
+        print(f"  {mode:<9} " + " ".join(cells))
+        rows = judged[mode]["all"]
+        empty = sum(not r.matches for r in rows)
+        related, graded = sum(r.related for r in rows), sum(r.related_graded for r in rows)
+        line = f"    no match: {empty} queries; shown apart as related: {related} hits ({graded} graded)"
+        if hard:
+            hits, queries = sum(r.hard for r in rows), sum(r.hard > 0 for r in rows)
+            line += f"; hard negatives among the matches: {hits} in {queries} queries"
+        print(line)
+    print(
+        "  (each cell: share of the first matches that are unrelated, mean over the queries with a match /"
+        " share of queries with at least one)"
+    )
 
 
 def generated_items(project, count: int) -> None:  # type: ignore[no-untyped-def]
@@ -310,6 +386,12 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=300)
     parser.add_argument("--skip-relevance", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument(
+        "--set",
+        choices=("tuned", "heldout", "both"),
+        default="both",
+        help="relevance set: the one the engine was tuned on, the held-out one, or both",
+    )
     parser.add_argument("--database", default="ballet_bench_search", help="PostgreSQL database to use")
     args = parser.parse_args()
     mode_name = setup_django(args.database)
@@ -319,7 +401,8 @@ def main() -> None:
     model_figures(model)
     if not args.skip_relevance:
         embedding_backend_set(model)
-        relevance_figures(mode_name)
+        for set_name in RELEVANCE_SETS if args.set == "both" else (args.set,):
+            relevance_figures(mode_name, set_name)
     if not args.skip_latency:
         backend = CachingBackend(model)
         embedding_backend_set(backend)  # type: ignore[arg-type]

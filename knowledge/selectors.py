@@ -109,7 +109,7 @@ def _search(user: Principal | None, q: str, *, kind: str | None, organization_id
         for org_id in org_ids
         for hit in knowledge_find(user=user, organization_id=org_id, query=q, kind=kind, limit=SEARCH_LIMIT)
     ]
-    hits.sort(key=lambda hit: -hit.score)
+    hits.sort(key=lambda hit: (hit.related, -hit.score))  # every organization's matches first
     return [int(hit.key) for hit in hits[:SEARCH_LIMIT]]
 
 

@@ -329,22 +329,27 @@ def _dependencies(output: dict[str, Any]) -> str:
 
 
 def _plan_hits(output: dict[str, Any]) -> str:
-    hits = output.get("results") or []
-    if not hits:
-        return "Nothing in the plan matches."
-    lines = [
-        f"- **{h['key']}** {_inline(h['title'])}" + (f" ({h['state']})" if h.get("state") else "")
-        for h in hits
-    ]
-    return "In the plan:\n\n" + "\n".join(lines)
+    def line(h: dict[str, Any]) -> str:
+        return f"- **{h['key']}** {_inline(h['title'])}" + (f" ({h['state']})" if h.get("state") else "")
+
+    return _matches_then_related(output, "the plan", line)
 
 
 def _knowledge_hits(output: dict[str, Any]) -> str:
+    return _matches_then_related(
+        output, "the knowledge base", lambda h: f"- knowledge:{h['id']} {_inline(h['title'])} ({h['kind']})"
+    )
+
+
+def _matches_then_related(output: dict[str, Any], where: str, line: Callable[[dict[str, Any]], str]) -> str:
+    """A search's matches, then the hits only related to the query, apart; or that nothing matches."""
     hits = output.get("results") or []
-    if not hits:
-        return "Nothing in the knowledge base matches."
-    lines = [f"- knowledge:{h['id']} {_inline(h['title'])} ({h['kind']})" for h in hits]
-    return "In the knowledge base:\n\n" + "\n".join(lines)
+    matches = [line(h) for h in hits if not h.get("related")]
+    related = [line(h) for h in hits if h.get("related")]
+    parts = [f"In {where}:\n\n" + "\n".join(matches) if matches else f"Nothing in {where} matches."]
+    if related:
+        parts.append("Related, but not a match:\n\n" + "\n".join(related))
+    return "\n\n".join(parts)
 
 
 def _code_hits(output: dict[str, Any]) -> str:

@@ -35,6 +35,7 @@ def test_search_answers_ranked_hits_with_snippets(client_for, viewer, plan):
         "score": first["score"],
         "state": "ready",
         "subkind": "ticket",
+        "related": False,
     }
     assert 0 < first["score"] <= 1
 
@@ -85,7 +86,8 @@ def test_knowledge_q_ranks_by_hybrid_search(client_for, project, member, viewer,
                 actor=Actor(user=member), kind="note", title=title, body=body, projects=[project]
             )
     results = client_for(viewer).get("/api/v1/knowledge/", {"q": "celery retries"}).json()["results"]
-    assert [r["title"] for r in results][:2] == ["Celery retries", "Queue choice"]
-    assert "Coffee machine" not in [r["title"] for r in results]
+    titles = [r["title"] for r in results]
+    assert titles[0] == "Celery retries"  # "Queue choice" shares a word: related at most
+    assert "Coffee machine" not in titles
     debt = client_for(viewer).get("/api/v1/knowledge/", {"q": "celery", "kind": "debt"}).json()["results"]
     assert debt == []

@@ -16,6 +16,7 @@ from planner.domain.services.agent_questions import question_create
 from planner.models import Session
 from tests.factories import make_membership, make_project
 from tracker.models import Item, Role
+from tracker.search.embeddings import LocalModelBackend, embedding_backend_set
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_apply, changeset_propose
 from tracker.services.items import dependency_add
@@ -176,6 +177,29 @@ def test_a_search_ranks_the_matching_items(client: Client, member, make_item, in
     assert "Dark mode toggle" not in found or found.index("Invoice export") < found.index("Dark mode toggle")
     response = page(client, member, "/projects/BAL/?q=zzzqqqxxx")
     assertContains(response, "Nothing in BAL matches")
+
+
+def test_a_search_shows_the_items_only_related_to_it_apart(client: Client, member, make_item, indexed):
+    """A mention of the word in a description, with nothing else about it, is no best match."""
+    embedding_backend_set(LocalModelBackend())
+    try:
+        with indexed():
+            make_item(title="Export the week's bookings as CSV", state="ready")
+            make_item(
+                title="Public launch",
+                description="Every member and their guests can book. Guests pay the guest fee by card, "
+                "everyone gets a confirmation and a reminder, and the front desk can export the week.",
+                state="ready",
+            )
+        response = page(client, member, "/projects/BAL/?q=export")
+    finally:
+        embedding_backend_set(None)
+    html = listed(response)
+    best, related = html.split('id="related-heading"')
+    assert "Export the week&#x27;s bookings as CSV" in best
+    assert "Public launch" not in best
+    assert "Related to “export”" in related
+    assert "Public launch" in related
 
 
 def test_the_runnable_view_lists_only_runnable_tickets(client: Client, member, owner, plan):

@@ -100,7 +100,7 @@ def parse_query(query: str, *, drop: frozenset[str] = frozenset()) -> ParsedQuer
     )
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     """A crude stem for highlighting: enough that "logins" marks "login" and "logging"."""
     for suffix in ("ing", "ed", "es", "s"):
         if len(word) - len(suffix) >= 4 and word.endswith(suffix):
@@ -115,7 +115,7 @@ def _plain(text: str) -> str:
 def snippet(text: str, words: tuple[str, ...]) -> str:
     """A window of ``text`` around the first matched word, with matched words in ``**bold**``."""
     plain = _plain(text)
-    stems = tuple(_stem(w) for w in words)
+    stems = tuple(stem(w) for w in words)
     matches = [m for m in WORD.finditer(plain) if stems and m[0].lower().startswith(stems)]
     start = 0
     if matches:

@@ -21,6 +21,7 @@ class SearchHit:
     score: float  # 1.0 for an exact key; else reciprocal rank fusion, 1.0 = first in every ranking
     state: str | None = None  # items' state; knowledge entries' kind (what the planner has always seen)
     subkind: str | None = None  # milestone, epic or ticket; document, decision, note or debt
+    related: bool = False  # not a match: near the query, shown apart after the matches
 
 
 @dataclass(frozen=True)

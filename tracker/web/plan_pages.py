@@ -152,8 +152,9 @@ def _filtered(project: Project, filters: PlanFilters, errors: list[str]) -> list
 
 def _ranked(
     user: User, project: Project, filters: PlanFilters, items: list[Item], errors: list[str]
-) -> list[Item]:
-    """Of ``items``, those the project's hybrid search finds for ``filters.q``, best first."""
+) -> tuple[list[Item], list[Item]]:
+    """Of ``items``, those the project's hybrid search finds for ``filters.q``, best first: its
+    matches, and those only related to the query (shown apart)."""
     try:
         hits = project_find(
             user=user,
@@ -166,9 +167,10 @@ def _ranked(
         )
     except BalletError as exc:
         errors.append(f"The search could not run: {exc.message}")
-        return []
+        return [], []
     by_key = {item.key: item for item in items}
-    return [by_key[hit.key] for hit in hits if hit.key in by_key]
+    found = [(hit, by_key[hit.key]) for hit in hits if hit.key in by_key]
+    return [item for hit, item in found if not hit.related], [item for hit, item in found if hit.related]
 
 
 @dataclass
@@ -177,7 +179,8 @@ class PlanPage:
 
     rows: list[TicketRow]
     others: list[TicketRow] = field(default_factory=list)  # milestones and epics the filters kept
-    ranked: list[TicketRow] | None = None  # the search's answer, when there is a query
+    ranked: list[TicketRow] | None = None  # the search's matches, when there is a query
+    related: list[TicketRow] = field(default_factory=list)  # the search's hits only related to it
     errors: list[str] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)  # the project's active claims, newest first
     runnable_count: int = 0
@@ -200,7 +203,8 @@ def _plan_rows(user: User, project: Project, filters: PlanFilters) -> PlanPage:
     page = PlanPage(rows=[row(i) for i in items if i.kind == ItemKind.TICKET], errors=errors)
     page.others = [row(i) for i in items if i.kind != ItemKind.TICKET]
     if filters.q:
-        page.ranked = [row(i) for i in _ranked(user, project, filters, items, errors)]
+        matches, related = _ranked(user, project, filters, items, errors)
+        page.ranked, page.related = [row(i) for i in matches], [row(i) for i in related]
     page.errors, page.claims, page.runnable_count = errors, active, len(runnable)
     return page
 

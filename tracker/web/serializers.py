@@ -519,6 +519,10 @@ class SearchHitSerializer(serializers.Serializer[Any]):
     score = serializers.FloatField(help_text="1.0 for an exact key; else the fused rank, 1.0 at best.")
     state = serializers.CharField(allow_null=True)
     subkind = serializers.CharField(allow_null=True, help_text="The item's kind.")
+    related = serializers.BooleanField(
+        help_text="Not a match: near the query without its words or the model's agreement; related hits "
+        "come after every match."
+    )
 
 
 class SearchResultsSerializer(serializers.Serializer[Any]):

@@ -33,7 +33,14 @@ def search_knowledge(ctx: ToolContext, args: JsonObject) -> JsonObject:
     )
     return {
         "results": [
-            {"id": int(h.key), "kind": h.subkind, "title": h.title, "snippet": h.snippet, "score": h.score}
+            {
+                "id": int(h.key),
+                "kind": h.subkind,
+                "title": h.title,
+                "snippet": h.snippet,
+                "score": h.score,
+                "related": h.related,
+            }
             for h in hits
         ]
     }
@@ -104,7 +111,8 @@ SPECS = (
     ToolSpec(
         name="search_knowledge",
         description="Search the knowledge base you can read (documents, decisions, notes, debt records) "
-        "by meaning and words; optional kind and limit. Results carry id, title, snippet and score.",
+        "by meaning and words; optional kind and limit. Results carry id, title, snippet and score; "
+        "matches come first, then entries only related to the query (related: true).",
         input_schema=_schema(
             {
                 "query": {"type": "string", "minLength": 1, "maxLength": 500},

@@ -108,6 +108,7 @@ def search_project(ctx: ToolContext, args: JsonObject) -> JsonObject:
                 "state": h.state,
                 "snippet": h.snippet,
                 "score": h.score,
+                "related": h.related,
             }
             for h in hits
         ]
@@ -231,7 +232,8 @@ SPECS = (
         name="search_project",
         description="Search the project's items and skills by meaning and words (web-search syntax: "
         '"a phrase", or, -word); an item key finds that item first. Filter by kinds and item states. '
-        "Results carry a snippet with the matched words in **bold** and a score.",
+        "Results carry a snippet with the matched words in **bold** and a score; matches come first, "
+        "then hits only related to the query (related: true).",
         input_schema=_schema(
             {
                 "query": {"type": "string", "minLength": 1, "maxLength": 500},
