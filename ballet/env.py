@@ -134,6 +134,10 @@ class QuestionsTable:
     # back without a model call (docs/domain.md#agents-questions, docs/benchmarks.md#answer-reuse).
     # bench/reuse.py: no false reuse on the labelled set at 0.88 and up.
     reuse_threshold: Annotated[Fraction, Env("BALLET_QUESTIONS_REUSE_THRESHOLD")] = 0.90
+    # Below reuse_threshold, answered questions at least this alike go to the project's title model,
+    # which says whether one asks the same (Claude only; 1 turns the judge off). bench/reuse.py: 0.45
+    # keeps 98 % of the labelled rewordings (78 % of the held-out half's) as candidates.
+    reuse_judge_floor: Annotated[Fraction, Env("BALLET_QUESTIONS_REUSE_JUDGE_FLOOR")] = 0.45
 
 
 DIRECT_EDITS = ("all", "state", "none")

@@ -20,9 +20,18 @@ threshold and the rules were chosen (a clinic's booking tool, other tickets): me
 tune on it. ``--pairs FILE`` runs all of the above on another file; ``--both`` prints the table
 over thresholds for the labelled set and the held-out half side by side.
 
+``--judge`` measures the reuse judge (``planner/domain/services/reuse_judge.py``): the pairs at or
+above ``reuse_judge_floor`` and below the threshold are the ones a judge is shown (the first
+question as the answered one, the second as the new one); without a key it prints how many
+rewordings reach the floor (the most the judge can reuse) and how many different questions it must
+turn down; with ``ANTHROPIC_API_KEY`` set (``ANTHROPIC_BASE_URL`` honoured) it asks the title model
+(``BALLET_PLANNER_TITLE_MODEL``) for each and prints precision and recall of threshold and judge
+together.
+
     .venv/bin/python bench/reuse.py
     .venv/bin/python bench/reuse.py --pairs bench/reuse_pairs_heldout.json
     .venv/bin/python bench/reuse.py --both
+    .venv/bin/python bench/reuse.py --judge [--pairs bench/reuse_pairs_heldout.json]
 """
 
 from __future__ import annotations
@@ -235,12 +244,59 @@ def side_by_side(model, default: float) -> None:  # type: ignore[no-untyped-def]
         print(row.rstrip())
 
 
+def judge_figures(data: Labelled, threshold: float, floor: float) -> None:
+    """The reuse judge on ``data``: the bound without a key, the figures with one."""
+    from planner.domain.services.reuse_judge import JUDGE_SYSTEM, JudgeCall, judge_prompt, verdict_of
+
+    shown = (data.similarities >= floor) & (data.similarities < threshold)
+    above = data.similarities >= threshold
+    same = data.same
+    bound = int(((above | shown) & same).sum()) / int(same.sum())
+    rewordings = int((shown & same).sum())
+    print(
+        f"judge floor {floor}: {int(shown.sum())} pairs shown to the judge: {rewordings} rewordings, "
+        f"{int((shown & ~same).sum())} different ({int((shown & data.hard).sum())} hard); a perfect judge "
+        f"with the threshold: recall {bound:.3f}, precision 1.000"
+    )
+    key = os.environ.get("ANTHROPIC_API_KEY")
+    if not key:
+        print("  no ANTHROPIC_API_KEY: the judge's own precision and recall need the model")
+        return
+    import anthropic
+
+    from ballet.env import DEFAULT_TITLE_MODEL
+
+    model = os.environ.get("BALLET_PLANNER_TITLE_MODEL", DEFAULT_TITLE_MODEL)
+    client = anthropic.Anthropic(api_key=key)
+    said = np.zeros(len(data.pairs), dtype=bool)
+    started, calls = time.perf_counter(), 0
+    for i in np.flatnonzero(shown):
+        pair = data.pairs[i]
+        reply = client.messages.create(
+            model=model,
+            system=JUDGE_SYSTEM,
+            max_tokens=5,
+            messages=[{"role": "user", "content": judge_prompt(pair["b"], [pair["a"]])}],
+        )
+        text = "".join(block.text for block in reply.content if block.type == "text")
+        said[i] = verdict_of(text, JudgeCall(0, "", (1,))).reuse_of == 1
+        calls += 1
+    reused = above | said
+    true, false = int((reused & same).sum()), int((reused & ~same).sum())
+    precision = true / (true + false) if true + false else 1.0
+    print(
+        f"  {model}, {calls} calls ({1000 * (time.perf_counter() - started) / max(calls, 1):.0f} ms each): "
+        f"precision {precision:.3f}, recall {true / int(same.sum()):.3f} ({true} true reuses, {false} false)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=Path, default=PAIRS, help="a labelled file (default: %(default)s)")
     parser.add_argument(
         "--both", action="store_true", help="the labelled set and the held-out half side by side"
     )
+    parser.add_argument("--judge", action="store_true", help="the reuse judge on --pairs (a key: the model)")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ballet.settings.base")
     import django
@@ -252,6 +308,11 @@ def main() -> None:
 
     model = LocalModelBackend()
     default = WorkConfig().reuse_threshold
+    if args.judge:
+        data = embed_pairs(model, args.pairs)
+        summary(args.pairs, data, default, model.name)
+        judge_figures(data, default, WorkConfig().reuse_judge_floor)
+        return
     if args.both:
         side_by_side(model, default)
         return

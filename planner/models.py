@@ -331,7 +331,7 @@ class UsageRecord(models.Model):
     session = models.ForeignKey(
         Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage"
     )
-    purpose = models.CharField(max_length=20)  # turn, compaction, title
+    purpose = models.CharField(max_length=20)  # turn, compaction, title, reuse_judge
     model = models.CharField(max_length=100)
     input_tokens = models.IntegerField(default=0)
     output_tokens = models.IntegerField(default=0)

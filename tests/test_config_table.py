@@ -122,6 +122,16 @@ ROWS = [
         1.0,
         per_project=True,
     ),
+    Row(
+        "questions.reuse_judge_floor",
+        "BALLET_QUESTIONS_REUSE_JUDGE_FLOOR",
+        0.45,
+        "0.6",
+        0.6,
+        "1",
+        1.0,
+        per_project=True,
+    ),
     Row("tracker.direct_edits", None, "all", toml='"state"', toml_value="state", per_project=True),
     Row(
         "tracker.labels",

@@ -127,6 +127,8 @@ def script(request: ModelRequest) -> Scripted:
             return Scripted(replies.summary(_first_text(request)))
         case "turn":
             return _turn(request)
+        case "reuse_judge":  # never asked (the demo has no judge: its threshold alone decides); none
+            return Scripted("0")
         case unknown:
             assert_never(unknown)
 

@@ -156,7 +156,7 @@ class ModelRequest:
     messages: tuple[ChatMessage, ...]
     max_tokens: int
     tools: tuple[ToolDefinition, ...] = ()
-    purpose: Literal["turn", "compaction", "title"] = "turn"
+    purpose: Literal["turn", "compaction", "title", "reuse_judge"] = "turn"
     provider: Provider = "anthropic"
 
 

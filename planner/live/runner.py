@@ -32,12 +32,13 @@ from planner.domain.selectors import SessionView, TurnSetup, session_view, work_
 from planner.domain.services import agent_questions, human_requests, question_turns, sessions
 from planner.domain.services.agent_questions import WaitingQuestion
 from planner.domain.services.human_requests import Resolution
+from planner.domain.services.reuse_judge import JudgeCall
 from planner.domain.services.sessions import Begin, TurnsFullError, resend
 from planner.domain.services.sessions.resend import Redone
 from planner.domain.services.subchat_waits import PROCESS_DIED
 from planner.ground.bridge import db
 from planner.ground.turns import LiveTurn
-from planner.live import subchats, titles, turn, waiting
+from planner.live import reuse_judging, subchats, titles, turn, waiting
 from planner.live.hub import Hub, Opening, hub
 from planner.live.inbox import Seen
 from planner.models import SessionState
@@ -47,10 +48,14 @@ logger = logging.getLogger(__name__)
 
 
 class Starting(Protocol):
-    """What recording a question returns: the question to start, if any (``Asked``)."""
+    """What recording a question returns: the question to start, if any, or the reuse judge's call
+    to make before anything is recorded (``Asked``)."""
 
     @property
     def start(self) -> WaitingQuestion | None: ...
+
+    @property
+    def judge(self) -> JudgeCall | None: ...
 
 
 A = TypeVar("A", bound=Starting)
@@ -319,15 +324,20 @@ class Runner:
 
     # ------------------------------------------------------------------ agents' questions
 
-    async def ask(self, asking: Callable[[], A]) -> A:
+    async def ask(self, asking: Callable[..., A]) -> A:
         """Record a question (``asking``, the interface's call of ``question_ask`` on the database
         threads) and start its sub-chat's first turn at once, or, past the running-turn limits,
         leave it open until a turn frees up (docs/domain.md). A question asked before with the
         same idempotency key is returned as it is; one answered at once with an earlier answer, or
-        joined to one still unsettled (not with ``fresh``), has no sub-chat to start. What
+        joined to one still unsettled (not with ``fresh``), has no sub-chat to start. A question
+        the reuse judge should see first comes back unrecorded with the judge's call: the judge is
+        asked here, between two database calls, and ``asking`` again with its ``verdict``. What
         ``asking`` returns (an ``Asked``, or what the interface makes of it on the database side)
         comes back as it is."""
         asked = await db(asking)()
+        if asked.judge is not None:
+            said = await reuse_judging.verdict(asked.judge, gateway=self.gateway)
+            asked = await db(functools.partial(asking, verdict=said))()
         if asked.start is not None:
             await self._start_question(asked.start)
         return asked

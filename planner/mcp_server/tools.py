@@ -40,6 +40,7 @@ from planner.domain.services.agent_questions import (
     question_status,
     question_withdraw,
 )
+from planner.domain.services.reuse_judge import Verdict
 from planner.domain.tools import TOOLS
 from planner.domain.tools.base import (
     JsonObject,
@@ -320,8 +321,11 @@ class _Checked:
     args: JsonObject
 
 
-def _asking(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> Asked:
-    """``ask_question``'s call on the database threads: the project, the input, the question."""
+def _asking(
+    user_id: int, arguments: JsonObject, key: KeyScopes | None, verdict: Verdict | None = None
+) -> Asked:
+    """``ask_question``'s call on the database threads: the project, the input, the question (or,
+    without the reuse judge's ``verdict``, the judge's call to make first: ``runner.ask``)."""
     checked = _checked(ASK_QUESTION, user_id, arguments, key)
     user, project, args = checked.user, checked.project, checked.args
     return question_ask(
@@ -331,6 +335,7 @@ def _asking(user_id: int, arguments: JsonObject, key: KeyScopes | None) -> Asked
         item_key=args.get("item"),
         idempotency_key=args.get("idempotency_key"),
         fresh=args.get("fresh", False),
+        verdict=verdict,
     )
 
 

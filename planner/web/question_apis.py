@@ -31,6 +31,7 @@ from planner.domain.services.agent_questions import (
     question_withdraw,
 )
 from planner.domain.services.answer_confirm import question_confirm
+from planner.domain.services.reuse_judge import JudgeCall, Verdict
 from planner.ground.bridge import db
 from planner.live.question_waits import question_await
 from planner.live.runner import runner
@@ -104,11 +105,13 @@ class _Posted:
     replayed: bool
     start: WaitingQuestion | None
     body: dict[str, Any]
+    judge: JudgeCall | None = None  # nothing recorded yet: the runner asks the judge, then again
 
 
-def _asking(request: Request, key: str) -> _Posted:
+def _asking(request: Request, key: str, verdict: Verdict | None = None) -> _Posted:
     project = project_for(request, key, PLANNER_CHAT)
-    agent_request_count(user_id=caller(request).pk, write=True)
+    if verdict is None:  # the ask's first call; the second, with the judge's verdict, is the same request
+        agent_request_count(user_id=caller(request).pk, write=True)
     data = parse(QuestionAskSerializer, request.data)
     asked = question_ask(
         user=caller(request),
@@ -117,7 +120,10 @@ def _asking(request: Request, key: str) -> _Posted:
         item_key=data.get("item"),
         idempotency_key=data.get("idempotency_key") or request.headers.get("Idempotency-Key"),
         fresh=data.get("fresh", False),
+        verdict=verdict,
     )
+    if asked.judge is not None:
+        return _Posted(False, None, {}, judge=asked.judge)
     found = question_get(user=caller(request), project=project, question_id=asked.question_id)
     return _Posted(asked.replayed, asked.start, dict(QuestionSerializer(found).data))
 

@@ -144,6 +144,14 @@ SPECS: tuple[SettingSpec, ...] = (
         group="Work",
     ),
     SettingSpec(
+        name="reuse_judge_floor",
+        label="Answer reuse judge floor",
+        help="Answered questions at least this alike (0 to 1), below the threshold, are shown to the "
+        "project's title model, which says whether one asks the same (1: never).",
+        control="decimal",
+        group="Work",
+    ),
+    SettingSpec(
         name="direct_edits",
         label="Direct edits",
         help="Edits on a ticket's page: applied at once (all), only state moves and comments at once "

@@ -66,7 +66,10 @@ Title requests. Ballet asks a cheap model for a chat's title after its first tur
 kept apart: it takes no reply from the FIFO and is not in ``fake.requests``; it is recorded in
 ``fake.title_requests`` and answered from ``fake.title_replies`` (``enqueue_title()``), else by the
 optional ``title_responder(request_json)``, else with ``TextReply(DEFAULT_TITLE)``. Tests that
-script turns are unaffected by it.
+script turns are unaffected by it. The reuse judge's requests (``planner/live/reuse_judging.py``,
+system prompt opening with :data:`JUDGE_SYSTEM_OPENING`) are kept apart the same way, in
+``fake.judge_requests``, answered from ``fake.judge_replies`` (``enqueue_judgement()``), else with
+``TextReply(DEFAULT_JUDGEMENT)``: none asks the same.
 
 Prompt caching. With ``prompt_cache=True`` the usage a reply reports for its input (uncached, cache
 written, cache read) is that of a simulated prefix cache over the requests' ``cache_control``
@@ -118,6 +121,9 @@ MESSAGES_PATH: Final = "/v1/messages"
 # planner/live/titles.py's TITLE_SYSTEM opens so (tests/fakes/test_messages_api.py checks they agree).
 TITLE_SYSTEM_OPENING: Final = "You name chats."
 DEFAULT_TITLE: Final = "A fake chat title"
+# planner/domain/services/reuse_judge.py's JUDGE_SYSTEM opens so.
+JUDGE_SYSTEM_OPENING: Final = "You compare questions."
+DEFAULT_JUDGEMENT: Final = "0"
 DEFAULT_MODEL: Final = "claude-fake"
 
 _MAX_HEAD_BYTES: Final = 1 << 20
@@ -793,6 +799,15 @@ def _block_start(block: TextBlockSpec | ThinkingBlockSpec | RedactedThinkingBloc
 
 def is_title_request(body: bytes) -> bool:
     """Is this request Ballet asking for a chat's title (its system prompt opens so)?"""
+    return _system_opens(body, TITLE_SYSTEM_OPENING)
+
+
+def is_judge_request(body: bytes) -> bool:
+    """Is this request Ballet's reuse judge (its system prompt opens so)?"""
+    return _system_opens(body, JUDGE_SYSTEM_OPENING)
+
+
+def _system_opens(body: bytes, opening: str) -> bool:
     try:
         data = json.loads(body) if body else None
     except (ValueError, UnicodeDecodeError):
@@ -800,7 +815,7 @@ def is_title_request(body: bytes) -> bool:
     system = data.get("system") if isinstance(data, dict) else None
     if isinstance(system, list):
         system = "".join(b.get("text", "") for b in system if isinstance(b, dict))
-    return isinstance(system, str) and system.startswith(TITLE_SYSTEM_OPENING)
+    return isinstance(system, str) and system.startswith(opening)
 
 
 class FakeMessagesAPI:
@@ -833,6 +848,8 @@ class FakeMessagesAPI:
         self.requests: list[RecordedRequest] = []
         self.title_requests: list[RecordedRequest] = []
         self.title_replies: deque[Reply] = deque()
+        self.judge_requests: list[RecordedRequest] = []
+        self.judge_replies: deque[Reply] = deque()
         self.responder_errors: list[BaseException] = []
         self.sse_framing = sse_framing
         self.ping = ping
@@ -894,6 +911,11 @@ class FakeMessagesAPI:
         with self._lock:
             self.title_replies.extend(replies)
 
+    def enqueue_judgement(self, *replies: Reply) -> None:
+        """Replies for the next reuse judge requests, in order (then ``DEFAULT_JUDGEMENT`` again)."""
+        with self._lock:
+            self.judge_replies.extend(replies)
+
     def reset(self) -> None:
         """Forget enqueued replies and recorded requests (e.g. between benchmark rounds)."""
         with self._lock:
@@ -902,6 +924,8 @@ class FakeMessagesAPI:
         self.requests.clear()
         self.title_requests.clear()
         self.title_replies.clear()
+        self.judge_requests.clear()
+        self.judge_replies.clear()
         self.responder_errors.clear()
 
     def close(self) -> None:
@@ -1010,7 +1034,8 @@ class FakeMessagesAPI:
     ) -> bool:
         """Answers one request; whether the connection may serve another."""
         title = is_title_request(request.body)
-        recorded = self.title_requests if title else self.requests
+        judge = not title and is_judge_request(request.body)
+        recorded = self.title_requests if title else self.judge_requests if judge else self.requests
         record = RecordedRequest(
             index=len(recorded),
             method=request.method,
@@ -1020,7 +1045,7 @@ class FakeMessagesAPI:
         )
         recorded.append(record)
         try:
-            keep_open = await self._dispatch(record, request, reader, writer, title=title)
+            keep_open = await self._dispatch(record, request, reader, writer, title=title, judge=judge)
         except asyncio.CancelledError:
             if record.outcome == "pending":
                 record.outcome = "server_closed"
@@ -1040,8 +1065,9 @@ class FakeMessagesAPI:
         writer: asyncio.StreamWriter,
         *,
         title: bool = False,
+        judge: bool = False,
     ) -> bool:
-        request_id = f"req_fake_{'title_' if title else ''}{record.index}"
+        request_id = f"req_fake_{'title_' if title else 'judge_' if judge else ''}{record.index}"
         keep_alive = request.keep_alive
         no_retry = [("x-should-retry", "false")]
         if request.method != "POST" or request.target.split("?", 1)[0] != MESSAGES_PATH:
@@ -1069,7 +1095,12 @@ class FakeMessagesAPI:
             return True
 
         try:
-            reply = self._title_reply(record.json) if title else self._next_reply(record.json)
+            if title:
+                reply: Reply | None = self._title_reply(record.json)
+            elif judge:
+                reply = self._judge_reply()
+            else:
+                reply = self._next_reply(record.json)
         except Exception as exc:  # a broken responder must fail the test loudly, not hang it
             self.responder_errors.append(exc)
             record.outcome = "responder_error"
@@ -1095,6 +1126,12 @@ class FakeMessagesAPI:
                 return self.title_replies.popleft()
         reply = self.title_responder(body) if self.title_responder is not None else None
         return reply if reply is not None else TextReply(DEFAULT_TITLE)
+
+    def _judge_reply(self) -> Reply:
+        with self._lock:
+            if self.judge_replies:
+                return self.judge_replies.popleft()
+        return TextReply(DEFAULT_JUDGEMENT)
 
     def _next_reply(self, body: dict[str, Any]) -> Reply | None:
         with self._lock:

@@ -10,6 +10,10 @@ Title requests (purpose ``title``, made after a session's first turn,
 not in ``requests``; they are answered from ``titles`` (steps like the
 script's) or, when none is left, with :data:`DEFAULT_TITLE`, and recorded in
 ``title_requests``. A test about titles scripts them; other tests are unaffected.
+The reuse judge's requests (purpose ``reuse_judge``, ``planner/live/reuse_judging.py``) are
+kept apart the same way: answered from ``judgements``, else with :data:`DEFAULT_JUDGEMENT` ("none
+asks the same", so a question is asked as if nothing were remembered), recorded in
+``judge_requests``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from tests.fakes.messages_api import history_problems
 _ids = itertools.count(1)
 DEFAULT_TITLE = "A scripted title"
 TITLE_USAGE = Usage(input_tokens=40, output_tokens=5)
+DEFAULT_JUDGEMENT = "0"
+JUDGE_USAGE = Usage(input_tokens=120, output_tokens=1)
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,8 @@ class ScriptedGateway:
         self.records: list[CallRecord] = []
         self.titles: list[Step] = []
         self.title_requests: list[ModelRequest] = []
+        self.judgements: list[Step] = []
+        self.judge_requests: list[ModelRequest] = []
 
     def add(self, *steps: Step) -> None:
         self.steps.extend(steps)
@@ -102,6 +110,10 @@ class ScriptedGateway:
             assert_valid_history(request)
             self.title_requests.append(request)
             step = self.titles.pop(0) if self.titles else Answer(DEFAULT_TITLE, usage=TITLE_USAGE)
+        elif request.purpose == "reuse_judge":
+            assert_valid_history(request)
+            self.judge_requests.append(request)
+            step = self.judgements.pop(0) if self.judgements else Answer(DEFAULT_JUDGEMENT, usage=JUDGE_USAGE)
         else:
             self.requests.append(request)
             assert_valid_history(request)
@@ -119,7 +131,7 @@ class ScriptedGateway:
             step = step(request)
         response = await self._stream(step, sink, request.model)
         record = CallRecord(request.purpose, request.model, step.usage, 1.0, "ok")
-        if request.purpose != "title":
+        if request.purpose not in ("title", "reuse_judge"):
             self.records.append(record)
         await meter(record)
         return response

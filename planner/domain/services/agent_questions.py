@@ -40,7 +40,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from planner.domain.services import answer_reuse
+from planner.domain.services import answer_reuse, reuse_judge
 from planner.domain.signals import question_settled
 from planner.models import Question, QuestionStatus, Session
 from tracker.db.locks import locked as row_locked
@@ -126,6 +126,7 @@ class Asked:
     project_id: int
     replayed: bool = False  # asked before with the same idempotency key: nothing new was opened
     start: WaitingQuestion | None = None  # the sub-chat to start; None: replayed, reused or joined
+    judge: reuse_judge.JudgeCall | None = None  # nothing recorded yet: ask again with its verdict
 
 
 @transaction.atomic
@@ -137,12 +138,16 @@ def question_ask(
     item_key: Any = None,
     idempotency_key: Any = None,
     fresh: Any = False,
+    verdict: reuse_judge.Verdict | None = None,
 ) -> Asked:
     """:func:`question_create`, idempotent with ``idempotency_key``: asking again with the same
     key (a client retrying a request whose answer it lost) returns the question first asked with
-    it and opens nothing; the same key for another question is a conflict."""
+    it and opens nothing; the same key for another question is a conflict. Without a ``verdict``,
+    a question the reuse judge should see first is not recorded: the answer carries the judge's
+    call (``judge``), and the caller asks again with its verdict (``runner.ask``)."""
     key = checked_key(idempotency_key)
     fresh = _fresh(fresh)
+    judging = verdict is None and not (key and _asked_with(user, key))
     asking = functools.partial(
         question_create,
         user=user,
@@ -151,18 +156,28 @@ def question_ask(
         item_key=item_key,
         idempotency_key=key,
         fresh=fresh,
+        verdict=verdict,
+        judging=judging,
     )
-    if not key:
-        question = asking()
-    else:
-        try:
-            with transaction.atomic():  # a savepoint: a racing twin's insert fails alone
-                question = asking(idempotency_key=key)
-        except IntegrityError:
-            first = _replayed(user=user, project=project, key=key, text=_text(text), item_key=item_key)
-            return Asked(first.pk, project.pk, replayed=True)
+    try:
+        if not key:
+            question = asking()
+        else:
+            try:
+                with transaction.atomic():  # a savepoint: a racing twin's insert fails alone
+                    question = asking(idempotency_key=key)
+            except IntegrityError:
+                first = _replayed(user=user, project=project, key=key, text=_text(text), item_key=item_key)
+                return Asked(first.pk, project.pk, replayed=True)
+    except reuse_judge.JudgeFirst as first:
+        return Asked(0, project.pk, judge=first.call)
     opened = question.reused_from_id is None and question.joined_to_id is None
     return Asked(question.pk, project.pk, start=_waiting(question) if opened else None)
+
+
+def _asked_with(user: User, key: str) -> bool:
+    """Has ``user`` asked with idempotency ``key`` already (a retry, or a conflict: no judge)?"""
+    return Question.objects.filter(asker=user, idempotency_key=key).exists()
 
 
 def _fresh(fresh: Any) -> bool:
@@ -182,6 +197,8 @@ def question_create(
     item_key: Any = None,
     idempotency_key: str = "",
     fresh: bool = False,
+    verdict: reuse_judge.Verdict | None = None,
+    judging: bool = False,
 ) -> Question:
     """Record ``user``'s question (needs ``planner.chat``): answered at once with the answer of an
     answered question of the same item that means the same, or joined to an unsettled one that
@@ -194,11 +211,18 @@ def question_create(
         _join_lock(project, item)
         asking = _Asking(user, project, item, text, idempotency_key, vector)
         match = answer_reuse.reusable_answer(project=project, item=item, vector=vector)
+        if match is None and verdict is not None:
+            match = reuse_judge.judged_match(project=project, item=item, vector=vector, verdict=verdict)
         if match is not None:
             return _reused(asking, match)
         joinable = answer_reuse.joinable_question(project=project, item=item, vector=vector)
         if joinable is not None:
             return _joined(asking, joinable)
+        call = (
+            reuse_judge.judge_call(project=project, item=item, text=text, vector=vector) if judging else None
+        )
+        if call is not None:
+            raise reuse_judge.JudgeFirst(call)
     question = Question.objects.create(
         project=project, asker=user, item=item, text=text, idempotency_key=idempotency_key
     )

@@ -102,10 +102,15 @@ def first_hand() -> Q:
 def reusable_answer(*, project: Project, item: Item | None, vector: Vector) -> Match | None:
     """The answered question of ``project`` about ``item`` (None: about no item) that means the
     same as the question of ``vector``: the most similar at or above the project's threshold."""
+    return _best(_answered(project), project=project, item=item, vector=vector)
+
+
+def _answered(project: Project) -> QuerySet[Question]:
+    """The project's questions whose answers may be given again, newest first."""
     answered = Question.objects.filter(
         first_hand(), project=project, status=QuestionStatus.ANSWERED, one_off=False, reused_from__isnull=True
     )
-    return _best(answered.order_by("-answered_at", "-pk"), project=project, item=item, vector=vector)
+    return answered.order_by("-answered_at", "-pk")
 
 
 def joinable_question(*, project: Project, item: Item | None, vector: Vector) -> Match | None:
@@ -121,27 +126,40 @@ def joinable_question(*, project: Project, item: Item | None, vector: Vector) ->
     return _best(unsettled.order_by("-created_at", "-pk"), project=project, item=item, vector=vector)
 
 
+def near_answers(*, project: Project, item: Item | None, vector: Vector, floor: float) -> list[Match]:
+    """The answered questions :func:`reusable_answer` compares with, at least ``floor`` alike, most
+    alike first: the candidates a judge is shown (``planner/domain/services/reuse_judge.py``)."""
+    return [m for m in _ranked(_answered(project), item, vector) if m.similarity >= floor]
+
+
 def _best(
     candidates: QuerySet[Question], *, project: Project, item: Item | None, vector: Vector
 ) -> Match | None:
     """Of the newest :data:`MAX_CANDIDATES` of ``candidates`` about ``item``, the one most similar to
     ``vector``, at or above the project's threshold (the newest of equals)."""
     threshold = project_work_config(project).reuse_threshold
+    ranked = _ranked(candidates, item, vector)
+    if not ranked or ranked[0].similarity < threshold:
+        return None
+    match = Question.objects.select_related("project", "item").get(pk=ranked[0].question.pk)
+    return Match(match, ranked[0].similarity)
+
+
+def _ranked(candidates: QuerySet[Question], item: Item | None, vector: Vector) -> list[Match]:
+    """The newest :data:`MAX_CANDIDATES` of ``candidates`` about ``item``, most similar to ``vector``
+    first (the newest of equals); their questions hold only their text and vector."""
     about = candidates.filter(item=item) if item is not None else candidates.filter(item__isnull=True)
     found = list(about.only("pk", "text", "embedding", "embedding_model")[:MAX_CANDIDATES])
     if not found:
-        return None
+        return []
     _vectors_missing(found, vector.model)
-    rows = [(q, q.embedding) for q in found if q.embedding is not None and q.embedding_model == vector.model]
+    rows = [q for q in found if q.embedding is not None and q.embedding_model == vector.model]
     if not rows:
-        return None
-    matrix = np.stack([from_bytes(data) for _, data in rows])
+        return []
+    matrix = np.stack([from_bytes(q.embedding) for q in rows if q.embedding is not None])
     similarities = matrix @ vector.values
-    best = int(np.argmax(similarities))  # the newest of equals: candidates are newest first
-    if float(similarities[best]) < threshold:
-        return None
-    match = Question.objects.select_related("project", "item").get(pk=rows[best][0].pk)
-    return Match(match, float(similarities[best]))
+    order = np.argsort(-similarities, kind="stable")  # stable: the newest of equals first
+    return [Match(rows[i], float(similarities[i])) for i in order]
 
 
 def _vectors_missing(candidates: list[Question], model: str) -> None:

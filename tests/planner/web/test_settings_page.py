@@ -75,6 +75,7 @@ def test_an_owner_saves_every_setting(project, owner):
         approve_tools=[tool],
         claim_minutes="45",
         reuse_threshold="0.95",
+        reuse_judge_floor="0.6",
         direct_edits="state",
         labels__source="own",
         labels="Bug, ui ,bug",
@@ -95,6 +96,7 @@ def test_an_owner_saves_every_setting(project, owner):
     assert (planner.daily_token_budget, planner.four_eyes, planner.skill) == (123456, True, "planning")
     assert planner.approve_tools == (tool,)
     assert (work.claim_minutes, work.reuse_threshold, work.direct_edits) == (45, 0.95, "state")
+    assert work.reuse_judge_floor == 0.6
     assert work.labels == ("bug", "ui")
     assert set(project.settings) == set(PROJECT_SETTINGS)
     page = client.get(SETTINGS)
