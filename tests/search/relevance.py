@@ -18,6 +18,7 @@ so ``{ref}`` in a query's text is replaced by that item's key.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -615,36 +616,57 @@ _SKILL_TOPICS = (
 )
 
 
-def _fillers() -> list[Doc]:
-    docs: list[Doc] = []
-    for n, ((action, detail), component) in enumerate(product(_ACTIONS, _COMPONENTS)):
-        docs.append(
-            _t(f"filler-{n}", f"{action} {component}", f"{action} {component}. {detail}", _STATES[n % 6])
-        )
-    for n in range(1, 101):
-        topic = _TOPICS[n % len(_TOPICS)]
-        other = _TOPICS[(n * 3) % len(_TOPICS)]
-        docs.append(
-            _k(
-                f"note-{n}",
-                "note",
-                f"Weekly sync {n}: {topic}",
-                f"Discussed {topic} and {other}. Owners noted action items for next week.",
-            )
-        )
-    docs += [_s(name, body) for name, body in _SKILL_TOPICS]
-    return docs
+@dataclass(frozen=True)
+class Fillers:
+    """The neighbours of a set: a ticket per action and component, meeting notes, skills."""
+
+    actions: tuple[tuple[str, str], ...]  # (action, the sentence that details it)
+    components: tuple[str, ...]
+    states: tuple[str, ...]
+    topics: tuple[str, ...]
+    skills: tuple[tuple[str, str], ...]
+    notes: int
+    note: Callable[[int, str, str], tuple[str, str]]  # (number, topic, other topic) -> (title, body)
+
+    def docs(self) -> list[Doc]:
+        docs: list[Doc] = []
+        for n, ((action, detail), component) in enumerate(product(self.actions, self.components)):
+            title = f"{action} {component}"
+            docs.append(_t(f"filler-{n}", title, f"{title}. {detail}", self.states[n % len(self.states)]))
+        for n in range(1, self.notes + 1):
+            topic, other = self.topics[n % len(self.topics)], self.topics[(n * 3) % len(self.topics)]
+            docs.append(_k(f"note-{n}", "note", *self.note(n, topic, other)))
+        return docs + [_s(name, body) for name, body in self.skills]
+
+
+def numbered(docs: list[Doc], project_key: str) -> dict[str, str]:
+    """Each item's key by ref: items take their numbers in the order of ``docs``."""
+    items = [doc.ref for doc in docs if doc.kind == "item"]
+    return {ref: f"{project_key}-{n}" for n, ref in enumerate(items, start=1)}
+
+
+FILLERS = Fillers(
+    _ACTIONS,
+    _COMPONENTS,
+    _STATES,
+    _TOPICS,
+    _SKILL_TOPICS,
+    100,
+    lambda n, topic, other: (
+        f"Weekly sync {n}: {topic}",
+        f"Discussed {topic} and {other}. Owners noted action items for next week.",
+    ),
+)
 
 
 def corpus() -> list[Doc]:
     """Every document, hand-written ones first (their items are numbered 1, 2, ...)."""
-    return [*CORE, *_fillers()]
+    return [*CORE, *FILLERS.docs()]
 
 
 def item_keys() -> dict[str, str]:
     """Each item's key by ref, in the numbering :func:`corpus` implies."""
-    items = [doc.ref for doc in corpus() if doc.kind == "item"]
-    return {ref: f"{PROJECT_KEY}-{n}" for n, ref in enumerate(items, start=1)}
+    return numbered(corpus(), PROJECT_KEY)
 
 
 def _q(text: str, family: str, **grades: int) -> Query:

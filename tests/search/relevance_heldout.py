@@ -33,9 +33,7 @@ graded; a search that shows them as matches shows something unrelated.
 
 from __future__ import annotations
 
-from itertools import product
-
-from tests.search.relevance import Doc, Query, _k, _s, _t, query_text
+from tests.search.relevance import Doc, Fillers, Query, _k, _s, _t, numbered, query_text
 
 __all__ = ["CORE", "HARD_NEGATIVES", "PROJECT_KEY", "QUERIES", "corpus", "item_keys", "query_text"]
 
@@ -606,36 +604,28 @@ _SKILL_TOPICS = (
 )
 
 
-def _fillers() -> list[Doc]:
-    docs: list[Doc] = []
-    for n, ((action, detail), component) in enumerate(product(_ACTIONS, _COMPONENTS)):
-        docs.append(
-            _t(f"filler-{n}", f"{action} {component}", f"{action} {component}. {detail}", _STATES[n % 6])
-        )
-    for n in range(1, 71):
-        topic = _TOPICS[n % len(_TOPICS)]
-        other = _TOPICS[(n * 3) % len(_TOPICS)]
-        docs.append(
-            _k(
-                f"note-{n}",
-                "note",
-                f"Shop standup {n}: {topic}",
-                f"Talked about {topic} and {other}. Owners wrote down what they do before next Monday.",
-            )
-        )
-    docs += [_s(name, body) for name, body in _SKILL_TOPICS]
-    return docs
+FILLERS = Fillers(
+    _ACTIONS,
+    _COMPONENTS,
+    _STATES,
+    _TOPICS,
+    _SKILL_TOPICS,
+    70,
+    lambda n, topic, other: (
+        f"Shop standup {n}: {topic}",
+        f"Talked about {topic} and {other}. Owners wrote down what they do before next Monday.",
+    ),
+)
 
 
 def corpus() -> list[Doc]:
     """Every document, hand-written ones first (their items are numbered 1, 2, ...)."""
-    return [*CORE, *_fillers()]
+    return [*CORE, *FILLERS.docs()]
 
 
 def item_keys() -> dict[str, str]:
     """Each item's key by ref, in the numbering :func:`corpus` implies."""
-    items = [doc.ref for doc in corpus() if doc.kind == "item"]
-    return {ref: f"{PROJECT_KEY}-{n}" for n, ref in enumerate(items, start=1)}
+    return numbered(corpus(), PROJECT_KEY)
 
 
 HARD_NEGATIVES: dict[str, frozenset[str]] = {}

@@ -9,27 +9,18 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from tests.tracker.test_bootstrap import ARGS, PASSWORD
 from tracker.models import Project
 
 pytestmark = pytest.mark.django_db
 
-ARGS = (
-    "--username",
-    "root",
-    "--organization",
-    "Acme Inc",
-    "--project-key",
-    "ACME",
-    "--project-name",
-    "Acme web",
-)
 WARNING = "Warning: project ACME answers with the demo planner (scripted, no AI model)"
 
 
 @pytest.fixture(autouse=True)
 def no_server_key(settings, monkeypatch):
     settings.SERVER = dataclasses.replace(settings.SERVER, anthropic_api_key=None)
-    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", "a long enough passphrase 7")
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", PASSWORD)
 
 
 def run(*args: str) -> tuple[str, str]:
