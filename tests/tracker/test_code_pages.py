@@ -60,6 +60,12 @@ def commit_page(sha: str) -> str:
     return f"/projects/BAL/code/app/commit/{sha}/"
 
 
+def abbreviated(sha: str, length: int) -> str:
+    """``sha`` cut to ``length`` characters, or more until one is a letter: an all-digit word is a
+    number, never a commit (a hash's first 8 are all digits about once in 43)."""
+    return next(sha[:n] for n in range(length, len(sha) + 1) if not sha[:n].isdigit())
+
+
 def test_a_reader_sees_a_commit_with_its_message_as_text_and_its_files(viewer, linked):
     page = signed_in(viewer).get(commit_page(linked["second"][:9]))
 
@@ -129,7 +135,7 @@ def test_what_names_nothing_is_a_readable_404(viewer, linked, url):
 
 def test_a_description_links_real_commits_and_paths_only(viewer, make_item, linked):
     text = (
-        f"Fixed in {linked['second'][:8]}, not in deadbee1 nor 1234567.\n\n"
+        f"Fixed in {abbreviated(linked['second'], 8)}, not in deadbee1 nor 1234567.\n\n"
         "See src/app/models.py and app:README.md, not src/app/views.py nor config/secret.yml."
     )
     item = make_item(description=text)
@@ -149,7 +155,9 @@ def test_a_description_links_real_commits_and_paths_only(viewer, make_item, link
 def test_a_comment_links_a_commit_and_a_path(owner, viewer, make_item, linked):
     item = make_item()
     comment_add(
-        actor=Actor(user=owner), item=item, body=f"In `{linked['first'][:7]}`: see `src/app/models.py`."
+        actor=Actor(user=owner),
+        item=item,
+        body=f"In `{abbreviated(linked['first'], 7)}`: see `src/app/models.py`.",
     )
 
     page = signed_in(viewer).get(f"/projects/BAL/items/{item.key}/")
@@ -161,7 +169,9 @@ def test_a_comment_links_a_commit_and_a_path(owner, viewer, make_item, linked):
 
 
 def test_a_report_summary_links_only_what_exists(project, linked):
-    html = markdown(f"Done: {linked['second'][:10]} touches src/app/models.py and src/gone.py", project)
+    html = markdown(
+        f"Done: {abbreviated(linked['second'], 10)} touches src/app/models.py and src/gone.py", project
+    )
 
     assert f"/code/app/commit/{linked['second']}/" in html
     assert "/code/app/file/main/src/app/models.py" in html
@@ -169,7 +179,7 @@ def test_a_report_summary_links_only_what_exists(project, linked):
 
 
 def test_nothing_links_in_a_project_without_repositories(other_project, linked):
-    html = markdown(f"{linked['second'][:10]} src/app/models.py app:README.md", other_project)
+    html = markdown(f"{abbreviated(linked['second'], 10)} src/app/models.py app:README.md", other_project)
 
     assert "/code/" not in html
     assert not Repository.objects.filter(project=other_project).exists()
@@ -201,7 +211,7 @@ def test_a_branch_with_a_slash_links_files_at_its_commit(owner, project, tmp_pat
 
 
 def test_the_chat_s_refs_endpoint_answers_only_real_commits_and_files(viewer, users, linked):
-    short = linked["second"][:8]
+    short = abbreviated(linked["second"], 8)
     query = f"code={short},deadbee1,1234567,src/app/models.py,config/secret.yml,app:README.md,src/gone.py"
 
     body = signed_in(viewer).get(f"/projects/BAL/refs/?{query}").json()["code"]
