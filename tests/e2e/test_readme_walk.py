@@ -140,42 +140,58 @@ def made_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path, in
     env = environment(tmp_path)
     port = free_port()
     log = tmp_path / "make-run.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [*line, f"PORT={port}"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    # As a terminal starts it: Ctrl-C heard. A shell without job control (CI's `make test &`)
+    # starts its background jobs with SIGINT ignored, and children inherit an ignored signal.
+    heard = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with open(log, "wb") as out:
+            process = subprocess.Popen(
+                [*line, f"PORT={port}"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    finally:
+        signal.signal(signal.SIGINT, heard)
     try:
         yield process, log, port, env
     finally:
-        ended = _interrupt(process)
+        left = _interrupt(process)
         text = log.read_text(errors="replace")
-        assert ended, f"make run outlived its Ctrl-C:\n{text[-3000:]}"
+        assert left is None, f"make run outlived its Ctrl-C; its processes left:\n{left}\n{text[-3000:]}"
         assert "Traceback" not in text, text[-5000:]
 
 
-def _interrupt(process: subprocess.Popen[bytes]) -> bool:
-    """Ctrl-C, as a terminal sends it to its foreground group; True when the whole group ended."""
+def _group(pid: int) -> str:
+    """The processes of ``pid``'s group, as ``ps`` lists them."""
+    listed = ["ps", "-o", "pid,stat,etime,args", "-g", str(pid)]
+    ran = subprocess.run(listed, check=False, capture_output=True, text=True)
+    return ran.stdout
+
+
+def _interrupt(process: subprocess.Popen[bytes]) -> str | None:
+    """Ctrl-C, as a terminal sends it to its foreground group; None when the whole group ended,
+    else the processes left (then killed)."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGINT)
     try:
-        process.wait(timeout=30)
+        process.wait(timeout=60)  # daphne's grace and more, on a machine as loaded as CI's
     except subprocess.TimeoutExpired:
+        left = _group(process.pid)
         os.killpg(process.pid, signal.SIGKILL)
-        return False
-    deadline = time.monotonic() + 15
+        return left
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             os.killpg(process.pid, 0)
         except ProcessLookupError:
-            return True
+            return None
         time.sleep(0.1)
+    left = _group(process.pid)
     os.killpg(process.pid, signal.SIGKILL)
-    return False
+    return left
 
 
 def wait_banner(process: subprocess.Popen[bytes], log: Path, pattern: re.Pattern[str]) -> re.Match[str]:

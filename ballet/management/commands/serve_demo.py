@@ -32,6 +32,7 @@ PASSWORD_LINE = re.compile(r"^demo \([^)]*\): (?:created|new) password: (?P<secr
 KEY_LINE = re.compile(r"^agent \([^)]*\): (?:new )?API key \([^)]*\): (?P<secret>ballet_\S+)$", re.M)
 RESET = ".venv/bin/python manage.py seed_demo --reset-passwords"
 STOP_GRACE = 10.0  # seconds daphne has to end after a signal before it is killed
+RELAY_GRACE = 2.0  # seconds for daphne's last log lines once it ended
 # Daphne's log line once its port listens (daphne/server.py, listen_success).
 LISTENING = "Listening on TCP address"
 # A wildcard address listens on the loopback one too: the address to open.
@@ -69,7 +70,7 @@ class Command(BaseCommand):
             code = daphne.wait()
         except KeyboardInterrupt:
             code = _ended(daphne)
-        relay.join(timeout=STOP_GRACE)  # daphne's last lines
+        relay.join(timeout=RELAY_GRACE)  # daphne's last lines (a child of daphne's may hold its pipe)
         if code:
             raise CommandError(f"daphne exited with {code}", returncode=code if code > 0 else 1)
 
