@@ -15,12 +15,18 @@ Which results are cleared is a function of the messages alone (their order and
 sizes), replayed from the first message after the summary: the request a
 restart, another process or a retry builds is the same, and nothing is stored.
 
-The replay: after each message that adds tool results, if the results not yet
-cleared hold more than :data:`TRIGGER_TOKENS`, every result but the latest
-:data:`KEEP_RESULTS` (and never one the model has not seen yet, those of
-that very message) is cleared at once, provided that frees at least
-:data:`MIN_CLEAR_TOKENS`; otherwise nothing is cleared until it would. A result
-no longer than the stub is left as it is.
+The replay: when a turn opens (a user message that carries no tool results: the
+human's message, a question, steering), if the results not yet cleared hold more
+than :data:`TRIGGER_TOKENS`, every result but the latest :data:`KEEP_RESULTS` is
+cleared at once, provided that frees at least :data:`MIN_CLEAR_TOKENS`. An event
+rewrites the cache from its first cleared result on, so it is paid by the turn's
+first call, whose new message is not cached anyway, and the turn's later calls
+read all of it; small, frequent events keep each one's rewrite, and so the
+costliest turn, small (docs/benchmarks.md: no turn above 4 times an early one).
+Within one long turn the same happens after a message of tool results once the
+uncleared results pass :data:`TURN_TOKENS` (never clearing the results the model
+has not seen yet, those of that very message). A result no longer than the stub
+is left as it is.
 
 The thresholds are constants, not settings: they trade the cost of rewriting
 the cache at an event against re-reading old results at every call, which
@@ -35,13 +41,14 @@ from planner.agent.messages import ChatMessage, ToolResultBlock
 
 CHARS_PER_TOKEN = 4  # as compaction.CHARS_PER_TOKEN
 STUB = "Result cleared to save context; call the tool again if you need it."
-TRIGGER_TOKENS = 20_000
-"""Clear once the uncleared tool results of the request hold more than this (about 80 KB)."""
+TRIGGER_TOKENS = 12_000
+"""Clear when a turn opens once the uncleared tool results hold more than this (about 48 KB)."""
 KEEP_RESULTS = 3
 """The latest results always go out whole: a round's worth (the benchmark's rounds make three calls)."""
-MIN_CLEAR_TOKENS = 10_000
-"""An event clears at least this much, so events (each rewrites the cache after its first cleared
-result) are rare: about one per ``MIN_CLEAR_TOKENS`` of new results."""
+MIN_CLEAR_TOKENS = 6_000
+"""An event clears at least this much, so that each is worth its cache rewrite."""
+TURN_TOKENS = 40_000
+"""Within a turn, clear after a round's results once the uncleared ones hold more than this."""
 
 
 def result_tokens(block: ToolResultBlock) -> int:
@@ -84,10 +91,29 @@ class Replay:
         self._homes: list[int] = []  # the index in _sent of each result's message
         self._cleared = 0  # _results[:_cleared] are cleared
         self._live = 0  # tokens of _results[_cleared:]
+        self._event_anchor: int | None = None  # the anchor before an event the last message made
 
     @property
     def cleared(self) -> frozenset[str]:
         return frozenset(b.tool_use_id for b in self._results[: self._cleared])
+
+    @property
+    def anchor(self) -> int | None:
+        """Where the request puts a cache breakpoint besides its end (an index among the messages
+        replayed): the message before the first result not cleared yet. What the next clearing
+        event leaves as it is ends there, so the requests until then write the cache there, and
+        the event's request, marked where it was before the event, reads it: the event rewrites
+        only what came after the last one, however long the session. Without it the rewrite
+        starts wherever the cache's look-back from the request's end (20 blocks) finds a cached
+        prefix: in a long session near its start. None without such a result."""
+        if self._event_anchor is not None:
+            return self._event_anchor
+        return self._anchor_now()
+
+    def _anchor_now(self) -> int | None:
+        if self._cleared >= len(self._results) or self._homes[self._cleared] == 0:
+            return None
+        return self._homes[self._cleared] - 1
 
     def messages(self, messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
         if not self._goes_on(messages):
@@ -105,18 +131,27 @@ class Replay:
         return len(messages) >= self._seen and messages[0] is first and messages[self._seen - 1] is last
 
     def _add(self, message: ChatMessage) -> None:
+        self._event_anchor = None
         self._sent.append(message)
-        fresh = [b for b in message.content if isinstance(b, ToolResultBlock) and len(b.content) > len(STUB)]
+        results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+        if message.role == "user" and not results:  # a turn opens
+            if self._live > TRIGGER_TOKENS:
+                self._clear(len(self._results) - KEEP_RESULTS)
+            return
+        fresh = [b for b in results if len(b.content) > len(STUB)]
         if not fresh:
             return
         self._results.extend(fresh)
         self._homes.extend([len(self._sent) - 1] * len(fresh))
         self._live += sum(result_tokens(b) for b in fresh)
-        if self._live <= TRIGGER_TOKENS:
-            return
-        upto = min(len(self._results) - KEEP_RESULTS, len(self._results) - len(fresh))
+        if self._live > TURN_TOKENS:
+            self._clear(min(len(self._results) - KEEP_RESULTS, len(self._results) - len(fresh)))
+
+    def _clear(self, upto: int) -> None:
+        """Clear the results before ``upto`` not cleared yet, if that frees :data:`MIN_CLEAR_TOKENS`."""
         batch = sum(result_tokens(b) for b in self._results[self._cleared : upto])
         if upto > self._cleared and batch >= MIN_CLEAR_TOKENS:
+            self._event_anchor = self._anchor_now()
             newly = frozenset(b.tool_use_id for b in self._results[self._cleared : upto])
             for home in sorted(set(self._homes[self._cleared : upto])):
                 self._sent[home] = _stubbed(self._sent[home], newly)

@@ -161,7 +161,8 @@ def request_messages(
 ) -> tuple[ChatMessage, ...]:
     """The summary, if any, then every message after the one it covers, stale tool results
     cleared (``planner/agent/clearing.py``: replayed from the first message after the summary,
-    with ``replay`` only from where its last call left off)."""
+    with ``replay`` only from where its last call left off; its ``anchor`` then counts from that
+    first message, one less than its place here when the summary leads)."""
     if not summary or summary_up_to is None:
         return clearing.clear_stale_results(messages, replay)
     head = ChatMessage(

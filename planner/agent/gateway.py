@@ -80,9 +80,13 @@ class _Answer:
 def request_params(request: ModelRequest) -> dict[str, Any]:
     """The SDK's parameters, with cache breakpoints on the system prompt, tools and history."""
     messages = wire_messages(request.messages)  # shared with other requests: copied where changed
-    if messages and messages[-1]["content"]:
-        *head, last = messages[-1]["content"]
-        messages[-1] = {**messages[-1], "content": [*head, {**last, "cache_control": CACHE}]}
+    marked = [len(messages) - 1] if messages else []
+    if request.anchor is not None and 0 <= request.anchor < len(messages) - 1:
+        marked.append(request.anchor)  # the fourth breakpoint, with the tools' and the system's
+    for index in marked:
+        if messages[index]["content"]:
+            *head, last = messages[index]["content"]
+            messages[index] = {**messages[index], "content": [*head, {**last, "cache_control": CACHE}]}
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,

@@ -196,7 +196,7 @@ class TurnLoop:
         self.round = _Round()
         self.stopping = False
         self._call: asyncio.Future[ModelResponse] | None = None
-        self._sent: tuple[tuple[object, ...], tuple[ChatMessage, ...]] | None = None
+        self._sent: tuple[tuple[object, ...], tuple[ChatMessage, ...], int | None] | None = None
 
     def stop(self) -> None:
         """Stop at the next safe point; a streaming model call is cancelled at once."""
@@ -260,20 +260,23 @@ class TurnLoop:
         h = self.history
         state = (len(h.messages), h.messages[-1] if h.messages else None, h.summary_up_to, h.summary)
         if self._sent is None or self._sent[0] != state:
-            self._sent = (
-                state,
-                compaction.request_messages(h.messages, h.summary, h.summary_up_to, h.replay),
-            )
+            sent = compaction.request_messages(h.messages, h.summary, h.summary_up_to, h.replay)
+            anchor = h.replay.anchor
+            if anchor is not None and h.summary and h.summary_up_to is not None:
+                anchor += 1  # the summary leads what is sent
+            self._sent = (state, sent, anchor)
         return self._sent[1]
 
     def _request(self) -> ModelRequest:
+        messages = self._request_messages()
         return ModelRequest(
             model=self.settings.model,
             system=self.settings.system,
-            messages=self._request_messages(),
+            messages=messages,
             max_tokens=self.settings.max_tokens,
             tools=self.settings.tools,
             provider=self.settings.provider,
+            anchor=self._sent[2] if self._sent is not None else None,
         )
 
     async def _call_model(self) -> ModelResponse:

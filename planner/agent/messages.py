@@ -158,6 +158,9 @@ class ModelRequest:
     tools: tuple[ToolDefinition, ...] = ()
     purpose: Literal["turn", "compaction", "title", "reuse_judge"] = "turn"
     provider: Provider = "anthropic"
+    # A message (its index) whose last block is a cache breakpoint too: where the next clearing of
+    # stale tool results starts (docs/architecture.md#clearing-stale-tool-results).
+    anchor: int | None = None
 
 
 @dataclass(frozen=True)

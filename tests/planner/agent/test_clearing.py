@@ -11,16 +11,19 @@ from planner.agent import clearing, compaction
 from planner.agent.gateway import request_params
 from planner.agent.messages import ChatMessage, ModelRequest, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.fakes.messages_api import history_problems
+from tests.fakes.prompt_cache import PromptCache
 
 RESULT = "r" * 400  # 100 tokens
 
 
 @pytest.fixture(autouse=True)
 def thresholds(monkeypatch):
-    """Small thresholds: clear over 1,000 tokens of results, keep 3, clear at least 500."""
+    """Small thresholds: clear when a turn opens over 1,000 tokens of results, keep 3, clear at
+    least 500; within a turn, over 3,000."""
     monkeypatch.setattr(clearing, "TRIGGER_TOKENS", 1_000)
     monkeypatch.setattr(clearing, "KEEP_RESULTS", 3)
     monkeypatch.setattr(clearing, "MIN_CLEAR_TOKENS", 500)
+    monkeypatch.setattr(clearing, "TURN_TOKENS", 3_000)
 
 
 def turn(number: int, seq: int, *, content: str = RESULT, error: bool = False) -> list[ChatMessage]:
@@ -56,13 +59,14 @@ def sent(messages) -> list[dict]:
     return request_params(request)["messages"]
 
 
-def test_nothing_is_cleared_until_the_results_pass_the_trigger():
-    messages = session(3)  # 900 tokens of results
+def test_nothing_is_cleared_until_a_turn_opens_past_the_trigger():
+    assert compaction.request_messages(session(3), "", None) == tuple(session(3))  # 900 tokens
+    messages = session(4)  # 1,200 tokens, but within turn 4: its later calls read them cached
     assert compaction.request_messages(messages, "", None) == tuple(messages)
 
 
 def test_an_event_clears_every_result_but_the_latest_round():
-    messages = session(4)  # 1,200 tokens: over the trigger after turn 4's results
+    messages = [*session(4), turn(5, 17)[0]]  # turn 5 opens past the trigger
     shown = results(compaction.request_messages(messages, "", None))
     assert [i for i, c in shown.items() if c == clearing.STUB] == [
         f"t{n}_{i}" for n in (1, 2, 3) for i in range(3)
@@ -72,25 +76,29 @@ def test_an_event_clears_every_result_but_the_latest_round():
 
 def test_between_events_the_cleared_set_stays_put():
     cleared = [clearing.cleared_results(session(n)) for n in range(1, 12)]
-    assert [len(c) for c in cleared] == [0, 0, 0, 9, 9, 9, 18, 18, 18, 27, 27]
+    assert [len(c) for c in cleared] == [0, 0, 0, 0, 9, 9, 9, 18, 18, 18, 27]
     assert all(a <= b for a, b in itertools.pairwise(cleared))
 
 
 def test_an_event_waits_until_it_frees_the_minimum(monkeypatch):
     monkeypatch.setattr(clearing, "MIN_CLEAR_TOKENS", 1_000)
-    assert len(clearing.cleared_results(session(4))) == 0  # 900 tokens clearable: not enough
-    assert len(clearing.cleared_results(session(5))) == 12
+    assert len(clearing.cleared_results(session(5))) == 0  # 900 tokens clearable: not enough
+    assert len(clearing.cleared_results(session(6))) == 12
 
 
-def test_the_results_the_model_has_not_seen_stay_whole(monkeypatch):
+def test_within_a_long_turn_the_results_the_model_has_not_seen_stay_whole(monkeypatch):
     monkeypatch.setattr(clearing, "KEEP_RESULTS", 1)
-    messages = session(4)
+    monkeypatch.setattr(clearing, "TURN_TOKENS", 1_000)
+    messages = session(4)  # past the limit within turn 4, after its results
     shown = results(compaction.request_messages(messages, "", None))
     assert [shown[f"t4_{i}"] for i in range(3)] == [RESULT] * 3  # one message's results: all kept
+    assert [i for i, c in shown.items() if c == clearing.STUB] == [
+        f"t{n}_{i}" for n in (1, 2, 3) for i in range(3)
+    ]
 
 
 def test_the_stub_keeps_the_call_its_pairing_and_is_error():
-    messages = [*session(2), *turn(3, 9, error=True), *turn(4, 13)]
+    messages = [*session(2), *turn(3, 9, error=True), *turn(4, 13), turn(5, 17)[0]]
     wire = sent(messages)
     assert history_problems(wire) == []
     uses = [b for m in wire for b in m["content"] if b["type"] == "tool_use"]
@@ -102,7 +110,7 @@ def test_the_stub_keeps_the_call_its_pairing_and_is_error():
 
 
 def test_short_results_are_left_as_they_are():
-    messages = [*turn(1, 1, content="{}"), *session(5)[4:]]
+    messages = [*turn(1, 1, content="{}"), *session(6)[4:]]
     shown = results(compaction.request_messages(messages, "", None))
     assert [shown[f"t1_{i}"] for i in range(3)] == ["{}"] * 3
 
@@ -123,10 +131,10 @@ def test_between_events_each_request_begins_with_the_one_before_byte_for_byte():
             if previous is not None:
                 prefixes_kept.append(json.dumps(wire[: len(previous)]) == json.dumps(previous))
             previous = wire
-    # 23 requests after the first; the results of turns 4, 7 and 10 set off events, whose requests
-    # (those turns' second calls) are the only ones that change what went before.
+    # 23 requests after the first; turns 5, 8 and 11 open with events, whose requests (those turns'
+    # first calls) are the only ones that change what went before.
     assert len(prefixes_kept) == 23
-    assert [i + 1 for i, kept in enumerate(prefixes_kept) if not kept] == [7, 13, 19]
+    assert [i + 1 for i, kept in enumerate(prefixes_kept) if not kept] == [8, 14, 20]
 
 
 def test_after_a_summary_the_replay_starts_after_it():
@@ -148,7 +156,7 @@ def test_the_stored_messages_are_not_touched():
 def test_a_kept_replay_sends_what_a_fresh_one_sends_at_every_call():
     replay = clearing.Replay()
     history: list[ChatMessage] = []
-    for number in range(1, 13):  # events at turns 4, 7 and 10
+    for number in range(1, 13):  # events as turns 5, 8 and 11 open
         for message in turn(number, 4 * number - 3):
             history.append(message)
             fresh = compaction.request_messages(history, "", None)
@@ -159,12 +167,12 @@ def test_a_kept_replay_sends_what_a_fresh_one_sends_at_every_call():
 
 def test_between_events_a_kept_replay_sends_the_same_messages_again():
     replay = clearing.Replay()
-    history = session(4)  # turn 4's results set off an event
+    history = session(5)  # turn 5 opened with an event
     before = compaction.request_messages(history, "", None, replay)
-    history.extend(turn(5, 17))
+    history.extend(turn(6, 21))
     after = compaction.request_messages(history, "", None, replay)
     assert all(a is b for a, b in zip(before, after, strict=False))  # the stubbed copies too
-    assert after[len(before) :] == tuple(turn(5, 17))
+    assert after[len(before) :] == tuple(turn(6, 21))
 
 
 def test_a_history_that_does_not_go_on_from_the_replayed_one_is_replayed_again():
@@ -193,3 +201,66 @@ def test_a_request_marks_its_last_block_without_touching_what_later_requests_sen
     assert marked == [{"type": "text", "text": "answer 2", "cache_control": {"type": "ephemeral"}}]
     shared = messages[2].wire["content"][-1]
     assert shared == {"type": "tool_result", "tool_use_id": "t1_2", "content": RESULT}
+
+
+def anchored(messages: list[ChatMessage]) -> int | None:
+    replay = clearing.Replay()
+    compaction.request_messages(messages, "", None, replay)
+    return replay.anchor
+
+
+def test_the_anchor_is_where_the_next_event_starts_and_an_events_request_keeps_the_old_one():
+    # Before any event: the message before the first result (turn 1's tool calls).
+    assert anchored(session(3)) == 1
+    # The event's request (turn 5's first call) is marked where the cache holds the prefix: as before.
+    assert anchored([*session(4), turn(5, 17)[0]]) == 1
+    # The next calls are marked before the first result left whole (turn 4's tool calls), which the
+    # next event (turn 8) leaves as it is and reads.
+    assert anchored(session(5)) == 13
+    assert anchored([*session(7), turn(8, 29)[0]]) == 13
+    assert anchored(session(8)) == 25
+
+
+def test_a_request_marks_its_anchor_too():
+    messages = session(5)
+    params = request_params(
+        ModelRequest(
+            model="m", system="s", messages=tuple(messages), max_tokens=10, anchor=anchored(messages)
+        )
+    )
+    marked = [i for i, m in enumerate(params["messages"]) if "cache_control" in m["content"][-1]]
+    assert marked == [13, len(messages) - 1]
+    assert "cache_control" not in messages[13].wire["content"][-1]  # the shared wire form is untouched
+
+
+def event_writes(*, anchored_too: bool) -> dict[int, int]:
+    """What each turn's first call writes to the fake's prompt cache (the API's look-back of 20
+    blocks) over a 50-turn session, with the anchor marked or not."""
+    cache = PromptCache()
+    history: list[ChatMessage] = []
+    replay = clearing.Replay()
+    written: dict[int, int] = {}
+    for number in range(1, 51):
+        for message in turn(number, 4 * number - 3):
+            history.append(message)
+            if message.role == "assistant":
+                continue
+            sent_messages = compaction.request_messages(history, "", None, replay)
+            anchor = replay.anchor if anchored_too else None
+            request = ModelRequest(
+                model="m", system="s", messages=sent_messages, max_tokens=10, anchor=anchor
+            )
+            _, creation, _ = cache.usage(request_params(request))
+            if message.kind == "human":
+                written[number] = creation
+    return written
+
+
+def test_an_events_cache_rewrite_does_not_grow_with_the_session():
+    written = event_writes(anchored_too=True)
+    events = list(range(8, 51, 3))  # every third turn opens with an event, from turn 5 on
+    assert max(written[n] for n in events) <= 1.05 * min(written[n] for n in events)  # flat
+    assert all(written[n] < 2 * written[8] for n in range(8, 51))
+    # Without the anchor, the look-back finds nothing cached that far back: the rewrite grows.
+    unanchored = event_writes(anchored_too=False)
+    assert unanchored[50] > 5 * written[50]

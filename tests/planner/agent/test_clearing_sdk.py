@@ -28,7 +28,8 @@ async def test_the_request_carries_stubs_and_the_transcript_stays_whole(
     make_item,
     monkeypatch,
 ):
-    monkeypatch.setattr(clearing, "TRIGGER_TOKENS", 0)  # clear whenever a round's results come
+    monkeypatch.setattr(clearing, "TRIGGER_TOKENS", 0)  # clear whenever a turn opens
+    monkeypatch.setattr(clearing, "TURN_TOKENS", 0)  # and whenever a round's results come
     monkeypatch.setattr(clearing, "KEEP_RESULTS", 2)
     monkeypatch.setattr(clearing, "MIN_CLEAR_TOKENS", 1)
     await sync(make_item)(title="Billing export", description="Export the invoices. " * 20)

@@ -241,7 +241,8 @@ async def test_a_context_too_long_rejection_with_nothing_to_compact_fails_the_tu
 async def test_cleared_results_then_a_compaction_keep_every_request_valid(
     planner, model, compacting_session, member, make_item, monkeypatch
 ):
-    monkeypatch.setattr(clearing, "TRIGGER_TOKENS", 0)  # clear whenever a round's results come
+    monkeypatch.setattr(clearing, "TRIGGER_TOKENS", 0)  # clear whenever a turn opens
+    monkeypatch.setattr(clearing, "TURN_TOKENS", 0)  # and whenever a round's results come
     monkeypatch.setattr(clearing, "KEEP_RESULTS", 1)
     monkeypatch.setattr(clearing, "MIN_CLEAR_TOKENS", 1)
     await sync(make_item)(title="Billing export", description="Export the invoices. " * 10)
