@@ -126,10 +126,14 @@ def joinable_question(*, project: Project, item: Item | None, vector: Vector) ->
     return _best(unsettled.order_by("-created_at", "-pk"), project=project, item=item, vector=vector)
 
 
-def near_answers(*, project: Project, item: Item | None, vector: Vector, floor: float) -> list[Match]:
-    """The answered questions :func:`reusable_answer` compares with, at least ``floor`` alike, most
-    alike first: the candidates a judge is shown (``planner/domain/services/reuse_judge.py``)."""
-    return [m for m in _ranked(_answered(project), item, vector) if m.similarity >= floor]
+def near_answers(
+    *, project: Project, item: Item | None, vector: Vector, floor: float, question_id: int | None = None
+) -> list[Match]:
+    """The answered questions :func:`reusable_answer` compares with (or only ``question_id``), at
+    least ``floor`` alike, most alike first: the candidates a judge is shown
+    (``planner/domain/services/reuse_judge.py``)."""
+    answered = _answered(project) if question_id is None else _answered(project).filter(pk=question_id)
+    return [m for m in _ranked(answered, item, vector) if m.similarity >= floor]
 
 
 def _best(

@@ -111,8 +111,8 @@ def judged_match(*, project: Project, item: Item | None, vector: Vector, verdict
     if verdict.reuse_of is None:
         return None
     floor = project_work_config(project).reuse_judge_floor
-    for match in near_answers(project=project, item=item, vector=vector, floor=floor):
-        if match.question.pk == verdict.reuse_of:
-            earlier = Question.objects.select_related("project", "item").get(pk=match.question.pk)
-            return Match(earlier, match.similarity)
-    return None
+    named = near_answers(project=project, item=item, vector=vector, floor=floor, question_id=verdict.reuse_of)
+    if not named:
+        return None
+    earlier = Question.objects.select_related("project", "item").get(pk=verdict.reuse_of)
+    return Match(earlier, named[0].similarity)

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
 from planner.agent.calls import GatewayError
-from planner.agent.gateway import AnthropicGateway
 from planner.domain.services.agent_questions import question_ask
 from planner.domain.services.reuse_judge import JUDGE_SYSTEM, JudgeCall, Verdict, verdict_of
 from planner.live.runner import runner
 from planner.models import Question, QuestionStatus, Session, UsageRecord
-from tests.fakes.messages_api import FakeMessagesAPI, TextReply
+from tests.fakes.messages_api import TextReply
 from tests.fakes.scripted import Answer, call, say
+from tests.planner.agent.test_gateway_sdk import fake_api  # noqa: F401 - the real SDK on the fake
 from tests.planner.api_client import client_for
 from tests.planner.conftest import sync
 from tests.planner.live.test_budget import metered, set_settings
@@ -181,19 +180,12 @@ def test_only_a_number_among_the_candidates_names_one(reply, chosen):
     assert verdict_of(reply, JudgeCall(1, "…", (11, 22))) == Verdict(chosen)
 
 
-@pytest.fixture
-async def fake_api() -> AsyncIterator[FakeMessagesAPI]:
-    """The real SDK's gateway against the local fake of the Messages API."""
-    with FakeMessagesAPI() as fake:
-        previous = runner._gateway
-        gateway = runner.gateway = AnthropicGateway(base_url=fake.base_url, max_retries=0)
-        yield fake
-        await gateway.close()
-        runner.gateway = previous
-
-
 async def test_over_rest_with_the_real_sdk_the_judges_number_reuses_the_answer(
-    fake_api, chat_project, member, owner, make_item
+    fake_api,  # noqa: F811 - the fixture imported above
+    chat_project,
+    member,
+    owner,
+    make_item,
 ):
     item = await sync(make_item)(title="Move sessions", state="ready")
     earlier = await sync(answered)(chat_project, owner, item)
