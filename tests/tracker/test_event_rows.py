@@ -101,7 +101,10 @@ def test_a_tickets_audience_is_its_watchers_and_claim_holders_as_the_orm_reads_t
         claimed.number: watchers_and_holders(claimed),
     }
     assert found[watched.number].title == "Watched"
-    assert named[nobody.number].audience == {owner.pk}  # the claim an event names: its holder hears
+    # The claim an event names (ended, say): its holder, for that event alone.
+    assert named[nobody.number].named == {ended.pk: owner.pk}
+    assert named[nobody.number].audience == frozenset()
+    assert found[claimed.number].named == {}
     assert every[nobody.number].audience == frozenset()  # with every: the ticket, told to no one yet
     assert event_rows.ticket_audiences(TicketsAsked(project.pk, ())) == {}
 

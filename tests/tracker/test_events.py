@@ -15,9 +15,9 @@ from tracker.event_selectors import event_head, events_after
 from tracker.models import Event, Project, Role
 from tracker.services.activity import Actor
 from tracker.services.changesets import changeset_apply, changeset_propose
-from tracker.services.events import EVENT_TYPES, VERB_TYPES
+from tracker.services.events import EVENT_TYPES, VERB_TYPES, events_gathered
 from tracker.services.items import dependency_add, dependency_remove, item_update
-from tracker.services.work import claim_take
+from tracker.services.work import claim_release, claim_take
 
 
 def types_of(project, after: int = 0) -> list[tuple[str, str]]:
@@ -54,6 +54,47 @@ def test_an_activity_rolled_back_leaves_no_event(project, owner, make_item):
     with pytest.raises(RuntimeError):
         failing_request()
     assert Event.objects.count() == before
+
+
+def test_a_claim_and_its_release_record_their_events_in_order_and_announce_the_ticket_last(
+    project, owner, member, make_item
+):
+    ticket = make_item(title="Checkout", state="ready")
+    start = event_head(user=owner, project=project)
+    claim = claim_take(actor=Actor(user=member), project=project, item=ticket)
+    claim_release(actor=Actor(user=member), claim=claim)
+    assert types_of(project, start) == [
+        ("item.updated", ticket.key),
+        ("claim.taken", ticket.key),
+        ("item.updated", ticket.key),
+        ("claim.released", ticket.key),
+        ("item.runnable", ticket.key),  # once the claim has let it go
+    ]
+
+
+def test_gathered_events_are_recorded_as_the_block_ends_and_not_when_it_fails(project, owner, make_item):
+    ticket = make_item(title="Checkout")
+    start = event_head(user=owner, project=project)
+    with transaction.atomic(), events_gathered():
+        item_update(actor=Actor(user=owner), item=ticket, fields={"title": "Renamed"})
+        with events_gathered():  # nested: the outer block records it
+            item_update(actor=Actor(user=owner), item=ticket, fields={"state": "ready"})
+        assert types_of(project, start) == []
+    assert types_of(project, start) == [
+        ("item.updated", ticket.key),
+        ("item.updated", ticket.key),
+        ("item.runnable", ticket.key),
+    ]
+
+    def failing_write() -> None:
+        with transaction.atomic(), events_gathered():
+            item_update(actor=Actor(user=owner), item=ticket, fields={"title": "Lost"})
+            raise RuntimeError("the write failed after the activity")
+
+    head = event_head(user=owner, project=project)
+    with pytest.raises(RuntimeError):
+        failing_write()
+    assert types_of(project, head) == []
 
 
 def test_a_ticket_made_ready_without_blockers_becomes_runnable(project, owner, make_item):

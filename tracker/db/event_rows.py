@@ -11,8 +11,8 @@ PostgreSQL alike, prepared on PostgreSQL. Each has a test against its ORM twin
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.db import sql
@@ -27,7 +27,8 @@ class TicketAudience:
 
     number: int
     title: str
-    audience: frozenset[int]
+    audience: frozenset[int]  # its watchers and active claims' holders
+    named: Mapping[int, int] = field(default_factory=dict)  # a claim asked for (ended too) → its holder
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,9 @@ def ticket_audiences_statement(asked: TicketsAsked) -> sql.Statement:
     """The statement :func:`ticket_audiences` runs (to read it ahead with the events' INSERT)."""
     numbered = sql.placeholders(len(asked.numbers))
     statement = (
-        "SELECT i.number, i.title, w.user_id FROM tracker_watch w"  # noqa: S608 - placeholders only
+        "SELECT i.number, i.title, w.user_id, CAST(NULL AS BIGINT) FROM tracker_watch w"  # noqa: S608 - placeholders only
         f" JOIN tracker_item i ON i.id = w.item_id WHERE i.project_id = %s AND i.number IN ({numbered})"
-        " UNION ALL SELECT i.number, i.title, c.holder_id FROM tracker_claim c"
+        " UNION ALL SELECT i.number, i.title, c.holder_id, NULL FROM tracker_claim c"
         " JOIN tracker_item i ON i.id = c.item_id"
         f" WHERE i.project_id = %s AND i.number IN ({numbered}) AND c.status = %s"
     )
@@ -60,7 +61,7 @@ def ticket_audiences_statement(asked: TicketsAsked) -> sql.Statement:
     ]
     if asked.claims:
         statement += (
-            " UNION ALL SELECT i.number, i.title, c.holder_id FROM tracker_claim c"  # noqa: S608 - placeholders only
+            " UNION ALL SELECT i.number, i.title, c.holder_id, c.id FROM tracker_claim c"  # noqa: S608 - placeholders only
             " JOIN tracker_item i ON i.id = c.item_id"
             f" WHERE i.project_id = %s AND i.number IN ({numbered})"
             f" AND c.project_id = %s AND c.id IN ({sql.placeholders(len(asked.claims))})"
@@ -68,7 +69,7 @@ def ticket_audiences_statement(asked: TicketsAsked) -> sql.Statement:
         params += [asked.project_id, *asked.numbers, asked.project_id, *asked.claims]
     if asked.every:
         statement += (
-            " UNION ALL SELECT number, title, NULL FROM tracker_item"  # noqa: S608 - placeholders only
+            " UNION ALL SELECT number, title, NULL, NULL FROM tracker_item"  # noqa: S608 - placeholders only
             f" WHERE project_id = %s AND number IN ({numbered})"
         )
         params += [asked.project_id, *asked.numbers]
@@ -77,16 +78,20 @@ def ticket_audiences_statement(asked: TicketsAsked) -> sql.Statement:
 
 def ticket_audiences(asked: TicketsAsked) -> dict[int, TicketAudience]:
     """Number → the ticket, for those asked that someone watches or holds a claim on (an active
-    claim, or one of the claims asked); with ``every``, the others too (an empty audience)."""
+    claim, or one of the claims asked: ``named``, each event telling its own claim's holder); with
+    ``every``, the others too (an empty audience)."""
     if not asked.numbers:
         return {}
-    found: dict[int, tuple[str, set[int]]] = {}
-    for number, title, user_id in sql.rows(*ticket_audiences_statement(asked)):
-        users = found.setdefault(number, (title, set()))[1]
-        if user_id is not None:
+    found: dict[int, tuple[str, set[int], dict[int, int]]] = {}
+    for number, title, user_id, claim_id in sql.rows(*ticket_audiences_statement(asked)):
+        _, users, named = found.setdefault(number, (title, set(), {}))
+        if claim_id is not None:
+            named[claim_id] = user_id
+        elif user_id is not None:
             users.add(user_id)
     return {
-        number: TicketAudience(number, title, frozenset(users)) for number, (title, users) in found.items()
+        number: TicketAudience(number, title, frozenset(users), named)
+        for number, (title, users, named) in found.items()
     }
 
 

@@ -37,7 +37,7 @@ from tracker.services.changeset_validation import (
     ResolvedOperation,
     changeset_validate,
 )
-from tracker.services.events import runnable_deferred
+from tracker.services.events import events_gathered, runnable_deferred
 from tracker.services.items import dependency_add, dependency_remove, item_create, item_update
 from tracker.signals import changeset_decided
 from tracker.trust.permissions import (
@@ -197,7 +197,11 @@ def _apply(
         authorize(locked)
         row_locked(Project.objects.filter(pk=locked.project_id)).first()  # held past a conflict too
         try:
-            with transaction.atomic(), runnable_deferred(actor=actor.label, on_behalf_of=actor.user):
+            with (
+                transaction.atomic(),
+                runnable_deferred(actor=actor.label, on_behalf_of=actor.user),
+                events_gathered(),
+            ):
                 created = _execute(actor, locked)
         except ApplyConflictError as exc:
             return _decide(actor, locked, ChangesetStatus.CONFLICTED, note=note, reason=exc.message)

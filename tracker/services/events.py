@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Final
 
 from django.contrib.auth.models import User
@@ -86,6 +87,25 @@ NONE: Final = Candidates()  # no ticket to check
 _deferred: contextvars.ContextVar[set[int] | None] = contextvars.ContextVar("runnable_deferred", default=None)
 
 
+@dataclass
+class _Gathered:
+    """An activity's events held for :func:`events_gathered`'s one recording, with what they may
+    have made runnable and who they are recorded for."""
+
+    events: list[Event]
+    candidates: Candidates
+    actor: str
+    on_behalf_of_id: int | None
+    project: Project | None
+
+
+# The events of the activities of a block that records several (a claim: the ticket's state, the
+# claim), recorded together at its end: one round trip for all of them.
+_gathering: contextvars.ContextVar[list[_Gathered] | None] = contextvars.ContextVar(
+    "events_gathering", default=None
+)
+
+
 def events_from_activity(activity: ActivityEvent) -> list[Event]:
     """The events of ``activity`` (recorded by ``activity_record``, in its transaction, under the
     organization's row lock)."""
@@ -107,14 +127,57 @@ def events_from_activity(activity: ActivityEvent) -> list[Event]:
         events = [Event(project=project, data=data, **base)]
     candidates = _candidates(activity, project) if project is not None else NONE
     deferred = _deferred.get()
-    runnable = _record(events, runnable=candidates if deferred is None else NONE)
     if candidates and deferred is not None:
         deferred.update(event_rows.candidate_ids(candidates))
-    if runnable:
-        _record(
-            _runnable_events(runnable, actor=actor, on_behalf_of_id=activity.on_behalf_of_id, project=project)
-        )
+        candidates = NONE
+    gathering = _gathering.get()
+    if gathering is not None:
+        gathering.append(_Gathered(events, candidates, actor, activity.on_behalf_of_id, project))
+        return events
+    _record_with_runnable([_Gathered(events, candidates, actor, activity.on_behalf_of_id, project)])
     return events
+
+
+@contextlib.contextmanager
+def events_gathered() -> Iterator[None]:
+    """Inside (a transaction), the events of every activity recorded are held and recorded
+    together as the block ends, in their order: one round trip for a write that records several
+    activities, where each would take its own. Code inside must not read the events it recorded,
+    nor go on after an error of a savepoint that recorded an activity (its events would still be
+    held); a block that raises records nothing (its transaction is rolled back). Nested, the
+    outer block records them."""
+    if _gathering.get() is not None:
+        yield
+        return
+    gathered: list[_Gathered] = []
+    token = _gathering.set(gathered)
+    try:
+        yield
+    finally:
+        _gathering.reset(token)
+    if gathered:
+        _record_with_runnable(gathered)
+
+
+def _record_with_runnable(gathered: list[_Gathered]) -> None:
+    """Record the events of ``gathered`` in one round trip with the read of which of the first
+    one's candidates are runnable now, then an ``item.runnable`` event for each that is (the
+    candidates of the rest, rarely any, each read on its own)."""
+    checked = [entry for entry in gathered if entry.candidates]
+    first = checked[0] if checked else None
+    runnable = _record(
+        [event for entry in gathered for event in entry.events],
+        runnable=first.candidates if first is not None else NONE,
+    )
+    for entry in checked:
+        if entry is not first:
+            runnable = event_rows.runnable_among(entry.candidates)
+        if runnable:
+            _record(
+                _runnable_events(
+                    runnable, actor=entry.actor, on_behalf_of_id=entry.on_behalf_of_id, project=entry.project
+                )
+            )
 
 
 def event_record(

@@ -160,12 +160,16 @@ def _deliver(told: list[Told]) -> list[Notice]:
     batch = _batch()
     allowed, addresses = _allowed(told)
     fresh: dict[tuple[int, str, str], Told] = {}
+    before: dict[tuple[int, str, str], list[str]] = {}
     for each in allowed:
-        said = batch.said.get(_key(each))
+        key = _key(each)
+        said = batch.said.get(key)
         if said is not None:
             _restate(each, said)
-        else:
-            fresh[_key(each)] = each  # twice in one call: the last says it
+            continue
+        if key in fresh:  # twice in one call: the last says it, the mail both
+            before.setdefault(key, []).append(fresh[key].title)
+        fresh[key] = each
     batch.user_ids.update(each.user_id for each in allowed)
     if not fresh:
         return []
@@ -175,11 +179,12 @@ def _deliver(told: list[Told]) -> list[Notice]:
     )
     notices: list[Notice] = []
     for key, each in fresh.items():
+        titles = [*before.get(key, []), each.title]
         notice = _notice(each)
-        mail = _mail(each, modes) if addresses.get(each.user_id) else None
+        mail = _mail(each, modes, _detail(each, titles)) if addresses.get(each.user_id) else None
         if notice is not None:
             notices.append(notice)
-        batch.said[key] = _Said(notice.pk if notice else None, mail.pk if mail else None, [each.title])
+        batch.said[key] = _Said(notice.pk if notice else None, mail.pk if mail else None, titles)
         batch.mail_now = batch.mail_now or (mail is not None and mail.mode == NotifyMode.NOW)
     return notices
 
@@ -196,13 +201,11 @@ def _notice(each: Told) -> Notice | None:
     )
 
 
-def _mail(each: Told, modes: dict[tuple[int, str], str]) -> Mail | None:
+def _mail(each: Told, modes: dict[tuple[int, str], str], detail: str) -> Mail | None:
     mode = modes.get((each.user_id, each.kind), DEFAULT_MODES[each.kind])
     if mode == NotifyMode.OFF:
         return None
-    subject, body = mail_text(
-        title=each.title, url=each.url, project_key=each.project_key, detail=each.detail
-    )
+    subject, body = mail_text(title=each.title, url=each.url, project_key=each.project_key, detail=detail)
     return Mail.objects.create(
         user_id=each.user_id,
         project_id=each.project_id,
@@ -222,10 +225,18 @@ def _restate(each: Told, said: _Said) -> None:
     if said.notice_id is not None:
         Notice.objects.filter(pk=said.notice_id).update(title=_cut(each.title))
     if said.mail_id is not None:
-        earlier = "\n".join(f"Before: {title}" for title in said.titles[:-1])
-        detail = f"{each.detail}\n\n{earlier}" if each.detail else earlier
+        detail = _detail(each, said.titles)
         subject, body = mail_text(title=each.title, url=each.url, project_key=each.project_key, detail=detail)
         Mail.objects.filter(pk=said.mail_id).update(subject=subject, body=body, event_id=each.event_id)
+
+
+def _detail(each: Told, titles: list[str]) -> str:
+    """The mail's detail of ``each``, the last of ``titles`` its user is told of its page in this
+    transaction: its own, then what came before."""
+    earlier = "\n".join(f"Before: {title}" for title in titles[:-1])
+    if not earlier:
+        return each.detail
+    return f"{each.detail}\n\n{earlier}" if each.detail else earlier
 
 
 def _allowed(told: list[Told]) -> tuple[list[Told], dict[int, str]]:

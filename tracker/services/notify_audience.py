@@ -18,7 +18,7 @@ of review): those whose count changed are named apart, to hear it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Final
@@ -77,7 +77,14 @@ class Told:
 class _Ticket:
     key: str
     title: str
-    audience: frozenset[int]  # watchers and claim holders
+    audience: frozenset[int]  # watchers and active claims' holders
+    named: Mapping[int, int]  # a claim an event of the batch names → its holder
+
+    def told(self, event: Event) -> frozenset[int]:
+        """Who hears of ``event`` on this ticket: its audience, and the holder of the claim the
+        event names (ended by it, say), not of one another event of the batch names."""
+        holder = self.named.get(_int(event.data.get("claim")) or 0)
+        return self.audience | {holder} if holder is not None else self.audience
 
 
 def _number(key: str) -> int | None:
@@ -148,7 +155,7 @@ class _Reading:
         keys = {e.project_id: _project_key(e) for e in self.events if e.project_id is not None}
         return {
             (asked.project_id, number): _Ticket(
-                f"{keys[asked.project_id]}-{number}", ticket.title, ticket.audience
+                f"{keys[asked.project_id]}-{number}", ticket.title, ticket.audience, ticket.named
             )
             for asked in tickets_asked(self.events)
             for number, ticket in ticket_audiences(asked).items()
@@ -319,7 +326,7 @@ def _ticket_moved(event: Event, reading: _Reading) -> list[Told]:
     notice = "comment" if event.type == "comment.added" else "watched"
     return first + [
         _told(event, user, NotifyKind.TICKET, title, url, detail=detail, notice=notice)
-        for user in sorted(ticket.audience)
+        for user in sorted(ticket.told(event))
     ]
 
 

@@ -42,6 +42,7 @@ from tracker.selectors import (
     with_article,
 )
 from tracker.services.activity import Actor, activity_record
+from tracker.services.events import events_gathered
 from tracker.services.items import item_update
 from tracker.trust.permissions import TRACKER_READ, TRACKER_WRITE, require
 from tracker.work_selectors import LEASE_SWEEP
@@ -166,6 +167,7 @@ def _record(actor: Actor, ticket: Item, verb: str, data: dict[str, Any]) -> None
 
 
 @transaction.atomic
+@events_gathered()
 def claim_take(*, actor: Actor, project: Project, item: Item) -> Claim:
     """Claim the runnable ticket ``item`` for ``actor`` for the project's lease; it goes in_progress.
 
@@ -375,7 +377,7 @@ def report_add(
     _require_holder(actor, claim, "reports on it")
     kind, summary, links, details = _report_input(kind, summary, links, details)
     key = checked_key(idempotency_key)
-    with transaction.atomic():
+    with transaction.atomic(), events_gathered():
         item, locked = _locked(claim)
         earlier = Report.objects.filter(claim=locked, idempotency_key=key).first() if key else None
         if earlier is not None:
@@ -474,7 +476,7 @@ def claim_release(*, actor: Actor, claim: Claim, reason: Any = "", by_key: bool 
         raise ValidationError({"reason": [f"At most {MAX_REASON} characters."]})
     refuse_nul(reason=reason)
     reason = reason.strip()
-    with transaction.atomic():
+    with transaction.atomic(), events_gathered():
         item, locked = _locked(claim)
         held = _open(locked, item, timezone.now())
         if held:
@@ -506,7 +508,7 @@ def _due_claim_ids(now: datetime) -> list[int]:
 
 def _expire_one(claim_id: int, now: datetime) -> bool:
     """Expire the claim if, under its locks, it is still active and its lease still ran out."""
-    with transaction.atomic():
+    with transaction.atomic(), events_gathered():
         claim = Claim.objects.filter(pk=claim_id).only("pk", "item_id").first()
         if claim is None:
             return False
