@@ -373,6 +373,27 @@ def test_a_creator_removed_from_the_project_gets_nothing_more(project, owner):
     assert [d.event.data["title"] for d in created if d.event is not None] == ["Before"]
 
 
+def test_what_was_queued_before_the_creator_lost_the_project_is_never_sent_after(project, owner):
+    """A delivery queued (or failing, retried for hours) while its creator read the project is
+    checked again as it is sent: once they are removed, it ends unsent, and the log says why."""
+    other_owner = make_user(username="second-owner")
+    make_membership(project=project, user=other_owner, role=Role.OWNER)
+    with receiving() as receiver:
+        hook = hook_for(owner, project, receiver)
+        item_create(actor=Actor(user=other_owner), project=project, kind="ticket", fields={"title": "Queued"})
+        webhook_ping(actor=Actor(user=other_owner), project=project, webhook_id=hook.pk)
+        membership_remove(actor=Actor(user=other_owner), project=project, username="owner")
+
+        deliveries_send()
+
+    assert [body["type"] for body in bodies(receiver)] == ["ping"]  # a ping reads no event
+    queued = WebhookDelivery.objects.get(webhook=hook, type="item.created")
+    assert queued.status == DeliveryStatus.FAILED
+    [attempt] = WebhookAttempt.objects.filter(delivery=queued)
+    assert attempt.status_code is None
+    assert attempt.error == webhooks.NOT_READABLE
+
+
 def test_a_slack_webhook_gets_one_line_with_a_link(project, owner, make_item, settings):
     settings.BALLET_BASE_URL = "https://ballet.example"
     with receiving() as receiver:

@@ -85,6 +85,7 @@ RUN_SECONDS: Final = 60.0  # a run takes new deliveries for this long, then fini
 LOOK_AGAIN_SECONDS: Final = 1.0  # while deliveries are on their way, new ones are looked for this often
 BATCH_DELIVERIES: Final = 50  # an endpoint's due deliveries sent one after the other under one look
 BATCH_SECONDS: Final = 1.0  # after which a batch starts no new request: its outcomes are recorded
+NOT_READABLE: Final = "Not sent: the endpoint's creator may no longer read this event."
 NOTICE_KIND: Final = "webhook_disabled"  # planner/domain/inbox.py's words for it
 
 
@@ -300,7 +301,7 @@ def deliveries_next_due() -> datetime | None:
 
 def _batch_due(webhook_id: int, now: datetime) -> tuple[Webhook | None, list[WebhookDelivery]]:
     """The endpoint, and its oldest pending deliveries that are due, in order, up to a batch: none
-    after one that is not due yet."""
+    after one that is not due yet; those whose event its creator may no longer read end unsent."""
     hook = Webhook.objects.filter(pk=webhook_id).first()
     if hook is None:
         return None, []
@@ -310,7 +311,34 @@ def _batch_due(webhook_id: int, now: datetime) -> tuple[Webhook | None, list[Web
         if delivery.next_attempt_at > now:
             break
         batch.append(delivery)
-    return hook, batch
+    return hook, _still_readable(hook, batch)
+
+
+def _still_readable(hook: Webhook, batch: list[WebhookDelivery]) -> list[WebhookDelivery]:
+    """Those of ``batch`` whose event the endpoint's creator may still read, as when it was queued
+    (``_wants``): a delivery queued, or failing and retried for hours, before they lost the
+    project is never sent after. The others fail, each with an attempt that says why."""
+    if all(delivery.event is None for delivery in batch):  # pings: no event to read
+        return batch
+    reader = hook.created_by_id
+    with access_scope(within=True):
+        readable = set(project_ids_with(reader, TRACKER_READ)) if reader is not None else set()
+    kept, refused = [], []
+    for delivery in batch:
+        event = delivery.event
+        if event is None or (reader is not None and event_readable(event, user=reader, readable=readable)):
+            kept.append(delivery)
+        else:
+            refused.append(delivery.pk)
+    if refused:
+        with transaction.atomic():
+            WebhookAttempt.objects.bulk_create(
+                WebhookAttempt(delivery_id=delivery_id, error=NOT_READABLE) for delivery_id in refused
+            )
+            WebhookDelivery.objects.filter(pk__in=refused, status=DeliveryStatus.PENDING).update(
+                status=DeliveryStatus.FAILED
+            )
+    return kept
 
 
 Outcome = tuple[int, webhook_sender.Answer]  # a delivery's id, and what its attempt got
