@@ -11,12 +11,13 @@ import pytest
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
-from tests.factories import MembershipFactory
+from tests.factories import MembershipFactory, ProjectFactory
 from tests.tracker.repo_helpers import commit, configured, git, source_repo
 from tracker.models import Repository
 from tracker.services import repositories
 from tracker.services.activity import Actor
 from tracker.services.comments import comment_add
+from tracker.services.members import membership_remove
 from tracker.services.repositories import repository_fetch, repository_link
 from tracker.templatetags.markdown_text import markdown
 
@@ -93,12 +94,20 @@ def test_a_markdown_file_is_shown_as_its_source(viewer, linked):
     assertContains(page, "shown as its source")
 
 
-@pytest.mark.parametrize("who", ["stranger", "viewer_of_other"])
-def test_someone_who_cannot_read_the_project_gets_404(who, users, other_project, linked):
+@pytest.mark.parametrize("who", ["stranger", "viewer_of_other", "owner_of_a_sibling", "removed_member"])
+def test_someone_who_cannot_read_the_project_gets_404(who, users, owner, project, other_project, linked):
     user = users["stranger"]
     if who == "viewer_of_other":
         MembershipFactory(project=other_project, user=user, role="viewer")
+    if who == "owner_of_a_sibling":
+        sibling = ProjectFactory(organization=project.organization, key="SIB")
+        MembershipFactory(project=sibling, user=user, role="owner")
     client = signed_in(user)
+    if who == "removed_member":
+        user = users["viewer"]
+        client = signed_in(user)
+        assert client.get(commit_page(linked["second"])).status_code == 200
+        membership_remove(actor=Actor(user=owner), project=project, username=user.username)
 
     assert client.get(commit_page(linked["second"])).status_code == 404
     assert client.get("/projects/BAL/code/app/file/main/src/app/models.py").status_code == 404

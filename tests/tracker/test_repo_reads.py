@@ -444,3 +444,41 @@ def test_a_hostile_repository_of_100000_files_cannot_exhaust_a_read(tmp_path):
     dashed = reads.read(mirror, "main", "-rf")  # a file, never an option of git
     assert "needle" in shown(dashed)
     assert [e["name"] for e in reads.tree(mirror, "main")["entries"]] == ["-rf", "deep", "files"]
+
+
+def test_a_file_over_the_search_bound_is_left_out_and_said(repo, monkeypatch):
+    """git grep inflates each file whole: a 1 GB file of text (a few MB packed, under the size cap)
+    would take 1 GB of memory a search, so files over the bound are never grepped, only named."""
+    monkeypatch.setattr(reads, "MAX_SEARCH_BYTES", 50_000)  # big.txt (90 KB) and wide.txt (400 KB)
+
+    found = reads.search(repo["mirror"], None, "booking")
+
+    paths = {hit["path"] for hit in found["hits"]}
+    assert "big.txt" not in paths
+    assert {"src/app.py", "-rf"} <= paths
+    assert "2 file(s) over 50,000 bytes not searched (such as big.txt)" in found["cut"]
+    assert "repo_read" in found["cut"]
+    assert reads.read(repo["mirror"], None, "big.txt", lines=1)["text"] == "     1\tline 1 booking"
+    monkeypatch.undo()
+    unbounded = reads.search(repo["mirror"], None, "booking")
+    assert "big.txt" in {hit["path"] for hit in unbounded["hits"]}
+
+
+def test_a_denied_file_over_the_search_bound_is_not_named(repo, monkeypatch):
+    monkeypatch.setattr(reads, "MAX_SEARCH_BYTES", 10)  # every denied file is larger
+
+    found = reads.search(repo["mirror"], None, SECRET)
+
+    assert found["hits"] == []
+    assert SECRET not in shown(found)
+    assert not any(name in found["cut"] for name in (".env", "secret", "id_rsa", ".pem", "CREDENTIALS"))
+
+
+def test_too_many_files_over_the_search_bound_refuse_the_search(repo, monkeypatch):
+    monkeypatch.setattr(reads, "MAX_SEARCH_BYTES", 10)
+    monkeypatch.setattr(reads, "MAX_LARGE", 3)
+
+    error = error_of(reads.search, repo["mirror"], None, "booking")
+
+    assert error.code == "too_large"
+    assert "more than 3 files over 10 bytes" in error.message

@@ -14,6 +14,7 @@ from tracker.models import ActivityEvent, Repository, Role
 from tracker.repos.selectors import mirror_path
 from tracker.services import repositories
 from tracker.services.activity import Actor
+from tracker.services.members import membership_remove
 from tracker.services.repositories import repositories_fetch_due, repository_link
 from tracker.trust import crypto
 
@@ -201,11 +202,45 @@ def test_another_project_s_owner_finds_nothing(client_for, owner, project):
 
 
 def test_a_read_key_lists_and_no_key_links(owner, api_client, project):
-    repository_link(actor=Actor(user=owner), project=project, **GOOD)
+    repo = repository_link(actor=Actor(user=owner), project=project, **GOOD)
     api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_key(owner, 'read')}")
 
     listed = api_client.get(API)
     linked: Any = api_client.post(API, {**GOOD, "name": "other"}, format="json")
+    writes = [
+        api_client.patch(f"{API}{repo.pk}/", {"default_branch": "x"}, format="json"),
+        api_client.post(f"{API}{repo.pk}/fetch/"),
+        api_client.delete(f"{API}{repo.pk}/"),
+    ]
 
     assert (listed.status_code, linked.status_code) == (200, 403)
-    assert Repository.objects.count() == 1
+    assert [write.status_code for write in writes] == [403, 403, 403]
+    assert list(Repository.objects.values_list("name", "default_branch")) == [("app", "main")]
+
+
+@pytest.mark.parametrize("who", ["owner_of_a_sibling_project", "removed_owner"])
+def test_a_sibling_project_s_owner_or_a_removed_owner_finds_nothing(client_for, users, owner, project, who):
+    repo = repository_link(actor=Actor(user=owner), project=project, **GOOD)
+    if who == "owner_of_a_sibling_project":
+        user = users["stranger"]
+        make_membership(
+            project=make_project(organization=project.organization, key="SIB"), user=user, role=Role.OWNER
+        )
+    else:
+        user = make_user(username="former")
+        make_membership(project=project, user=user, role=Role.OWNER)
+        assert client_for(user).get(f"{API}{repo.pk}/").status_code == 200
+        membership_remove(actor=Actor(user=owner), project=project, username="former")
+    client = client_for(user)
+
+    calls = [
+        client.get(API),
+        client.get(f"{API}{repo.pk}/"),
+        client.post(API, {**GOOD, "name": "mine"}, format="json"),
+        client.patch(f"{API}{repo.pk}/", {"default_branch": "x"}, format="json"),
+        client.post(f"{API}{repo.pk}/fetch/"),
+        client.delete(f"{API}{repo.pk}/"),
+    ]
+
+    assert [call.status_code for call in calls] == [404] * len(calls)
+    assert list(Repository.objects.values_list("name", "default_branch")) == [("app", "main")]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ballet.env import RepositoriesTable
 from tests.tracker.repo_helpers import commit, configured, git, source_repo
 from tracker.models import Repository
 from tracker.repos import mirror as mirror_module
@@ -289,3 +290,32 @@ def test_an_error_is_scrubbed_of_the_credential_its_parts_and_any_url_password()
     assert "pw99" not in scrubbed
     assert scrubbed.endswith("https://u:***@h/y")
     assert len(mirror_module.scrub("x" * 5000, "")) == mirror_module.ERROR_CHARS
+
+
+def test_a_local_path_no_longer_under_the_roots_is_fetched_no_more(owner, project, roots, settings, tmp_path):
+    """The roots are checked again at each fetch: a folder the operator has taken out of
+    local_roots, or one replaced by a link out of them, keeps its last mirror and says why."""
+    source = source_repo(roots / "app")
+    good = git(source, "rev-parse", "HEAD")
+    repo = linked(owner, project, source)
+    assert fetch(repo).last_commit == good
+    elsewhere = source_repo(tmp_path / "elsewhere")
+    commit(elsewhere, {"stolen.txt": "from outside the roots\n"}, "Outside")
+    source.rename(roots / "moved")
+    source.symlink_to(elsewhere)
+
+    linked_out = fetch(repo)
+
+    assert "no longer under [repositories] local_roots" in linked_out.last_error
+    assert linked_out.last_commit == good
+    assert mirrored_head(repo) == good
+    source.unlink()
+    (roots / "moved").rename(source)
+    settings.BALLET_REPOSITORIES = RepositoriesTable(local_roots=(str(tmp_path / "other"),))
+
+    taken_out = fetch(repo)
+
+    assert "no longer under" in taken_out.last_error
+    assert mirrored_head(repo) == good
+    configured(settings, tmp_path)
+    assert fetch(repo).last_error == ""

@@ -4,7 +4,8 @@ Pure functions over the mirror's path, each running the ``git`` command through
 :mod:`tracker.repos.plumbing` (no shell, no configuration but ours, no hooks, literal pathspecs after
 ``--``, a timeout, a cap on what is read). A ref is checked as one (``plumbing.resolve``) and then
 only its commit hash is passed on. Every answer is bounded (about 2,000 lines or 100 KB) and says
-what it cut in ``cut``.
+what it cut in ``cut``; a search leaves out files over 8 MB (``git grep`` inflates a file whole in
+memory, and a 1 GB file compresses to a few MB under the mirror's size cap) and says so.
 
 The deny list (globs matched, case-insensitively, against every component of a path and against
 the whole path) is never shown: a denied file cannot be read, a search never greps it (pathspec
@@ -19,6 +20,7 @@ from __future__ import annotations
 import mimetypes
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -47,6 +49,9 @@ MAX_ENTRIES = 1000  # of a tree listing
 MAX_LOG = 100
 MAX_COMMIT_FILES = 500
 MAX_PATTERN_CHARS = 500
+MAX_SEARCH_BYTES = MAX_SCAN_BYTES  # of a file a search greps: git grep inflates each blob whole
+MAX_LARGE = 1000  # files over it left out of a search by name; more and the search is refused
+MAX_TREE_BYTES = 64_000_000  # of a recursive listing (sizes and names, about 700,000 files)
 BINARY_PROBE = 8000  # bytes git itself looks at for a NUL to call a file binary
 
 _KINDS = {"040000": "dir", "120000": "symlink", "160000": "submodule"}
@@ -331,22 +336,68 @@ def search(
             raise RepoError("invalid_path", "path_glob cannot start with ':'.")
         specs.append(glob)
     sha = resolve(mirror, ref, timeout=timeout)
+    large = _large(str(mirror), sha, MAX_SEARCH_BYTES, MAX_LARGE, timeout)
     args = ["grep", "-I", "-n", "-z", "--no-color", "--no-textconv", f"--max-count={MAX_HITS_PER_FILE}"]
     args += ["-E" if regex else "-F", "-e", pattern, sha, "--", *specs, *_exclusions(deny)]
+    args += [f":(exclude,literal){path}" for path in large]
     ran = git(mirror, args, timeout=timeout, max_bytes=MAX_BYTES * 4, literal=False)
     if ran.code not in (0, 1) and not ran.cut and not ran.timed_out:
         raise RepoError("invalid_pattern", f"Git could not search for that pattern: {first_line(ran.err)}")
     hits, more = _hits(ran, sha, deny, limit)
     answer: dict[str, Any] = {"commit": sha, "hits": hits}
+    notes = []
     if ran.timed_out:
-        answer["cut"] = (
-            f"The search stopped after {timeout:g} s; narrow it with path_glob or a longer pattern."
-        )
+        notes.append(f"The search stopped after {timeout:g} s; narrow it with path_glob or a longer pattern.")
     elif more:
-        answer["cut"] = (
+        notes.append(
             f"Only the first {len(hits)} hits are shown; narrow the search with path_glob or a pattern."
         )
+    shown_large = [path for path in large if not denied(path, deny)]
+    if shown_large:
+        notes.append(
+            f"{len(shown_large)} file(s) over {MAX_SEARCH_BYTES:,} bytes not searched "
+            f"(such as {_printable(shown_large[0])[:200]}): read them with repo_read."
+        )
+    if notes:
+        answer["cut"] = " ".join(notes)
     return answer
+
+
+def _printable(path: str) -> str:
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+@lru_cache(maxsize=64)
+def _large(mirror: str, sha: str, threshold: int, most: int, timeout: float) -> tuple[str, ...]:
+    """The files at ``sha`` over ``threshold`` bytes (at most ``most``), which a search leaves out:
+    ``git grep`` inflates every blob whole in memory (a 1 GB file that packs to 3 MB takes 1 GB a
+    search). One ``ls-tree`` a commit (sizes from the objects' headers), remembered: a commit's tree
+    never changes."""
+    ran = checked(
+        git(
+            Path(mirror),
+            ["ls-tree", "-r", "-l", "-z", "--full-tree", sha],
+            timeout=timeout,
+            max_bytes=MAX_TREE_BYTES,
+        ),
+        timeout,
+        "list the files to search",
+    )
+    if ran.cut:
+        raise RepoError("too_large", "The repository has too many files to search; read it with repo_tree.")
+    large = []
+    for record in ran.out.split(b"\x00"):
+        meta, _, raw = record.partition(b"\t")
+        size = meta.rsplit(b" ", 1)[-1].strip()
+        if size.isdigit() and int(size) > threshold:
+            large.append(raw.decode("utf-8", "surrogateescape"))
+            if len(large) > most:
+                raise RepoError(
+                    "too_large",
+                    f"The repository has more than {most} files over {threshold:,} bytes: it cannot be "
+                    "searched; read its files with repo_read.",
+                )
+    return tuple(large)
 
 
 def _hits(ran: Ran, sha: str, deny: Sequence[str], limit: int) -> tuple[list[dict[str, Any]], bool]:

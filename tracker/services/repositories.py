@@ -32,7 +32,7 @@ from django.utils import timezone
 from tracker.commit_hooks import on_commit_robust
 from tracker.errors import ValidationError
 from tracker.models import Project, Repository
-from tracker.repos.mirror import Limits, Source, mirror_fetch, mirror_remove
+from tracker.repos.mirror import Fetched, Limits, Source, mirror_fetch, mirror_remove
 from tracker.repos.selectors import mirror_path, repository_get
 from tracker.services.activity import Actor, activity_record
 from tracker.services.webhooks import DeliveryBell
@@ -310,6 +310,15 @@ def _claim(repository_id: int) -> bool:
     return claimed == 1
 
 
+def _still_allowed(path: str) -> bool:
+    """Whether a linked local path is still under ``local_roots`` (or the demo's folder): a root
+    the operator has since taken out, or a folder since replaced by a link out of the roots, is
+    fetched no more."""
+    roots = (*settings.BALLET_REPOSITORIES.local_roots, str(settings.DEMO_REPOSITORY_ROOT))
+    resolved = Path(os.path.realpath(path))
+    return any(resolved.is_relative_to(os.path.realpath(root)) for root in roots)
+
+
 def repository_fetch(repository_id: int) -> Repository | None:
     """Fetch one repository's mirror now and record how it went; None if it is gone or another
     fetch of it is on its way. A failure keeps the last good mirror, its commit and size."""
@@ -320,7 +329,11 @@ def repository_fetch(repository_id: int) -> Repository | None:
         return None
     credential = (crypto.decrypt(repo.credential_encrypted) or "") if repo.credential_encrypted else ""
     source = Source(location=repo.source, local=bool(repo.local_path), credential=credential)
-    fetched = mirror_fetch(source, mirror=mirror_path(repo), branch=repo.default_branch, limits=_limits())
+    fetched = (
+        mirror_fetch(source, mirror=mirror_path(repo), branch=repo.default_branch, limits=_limits())
+        if not repo.local_path or _still_allowed(repo.local_path)
+        else Fetched(ok=False, error="The local path is no longer under [repositories] local_roots.")
+    )
     changes: dict[str, Any] = {"last_fetch_at": timezone.now(), "fetching_since": None}
     if fetched.ok:
         missing = (

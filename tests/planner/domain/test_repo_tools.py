@@ -11,10 +11,13 @@ from planner.agent.loop import History
 from planner.domain.selectors import session_tools, turn_setup
 from planner.domain.services.sessions import session_create
 from planner.domain.tools import DEFINITIONS, REPO_DEFINITIONS, definitions
+from tests.factories import make_membership, make_project
 from tests.planner.domain.test_tools import error, ok
 from tests.tracker.repo_helpers import commit, configured, git, source_repo
-from tracker.models import Repository
+from tracker.models import Repository, Role
 from tracker.repos.selectors import mirror_path
+from tracker.services.activity import Actor
+from tracker.services.members import membership_remove
 
 SECRET = "hunter2"
 FILES = {
@@ -163,3 +166,26 @@ def test_with_several_repositories_the_call_names_one(project, viewer, roots, li
 def test_another_projects_repository_is_not_this_ones(project, other_project, viewer, roots):
     link(other_project, "courtside", source_repo(roots / "theirs", FILES))
     assert error(viewer, project, "repo_tree", {"repository": "courtside"})["code"] == "no_repository"
+
+
+@pytest.mark.parametrize("who", ["owner_of_a_sibling_project", "removed_member"])
+def test_a_sibling_project_s_owner_or_a_removed_member_reads_nothing(project, users, owner, linked, who):
+    """Rights are the project's, checked at each call: neither another project of the same
+    organization nor a membership that has ended reads its code."""
+    user = users["stranger"] if who == "owner_of_a_sibling_project" else users["member"]
+    if who == "owner_of_a_sibling_project":
+        sibling = make_project(organization=project.organization, key="SIB")
+        make_membership(project=sibling, user=user, role=Role.OWNER)
+    else:
+        assert ok(user, project, "repo_read", {"path": "README.md"})["text"] == "     1\t# Courtside"
+        membership_remove(actor=Actor(user=owner), project=project, username=user.username)
+
+    for name, arguments in [
+        ("repo_tree", {}),
+        ("repo_read", {"path": "README.md"}),
+        ("repo_search", {"pattern": "book"}),
+        ("repo_log", {}),
+    ]:
+        refused = error(user, project, name, arguments)
+        assert refused["code"] == "permission_denied"
+        assert "Courtside" not in json.dumps(refused)

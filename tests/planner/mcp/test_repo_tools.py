@@ -14,6 +14,8 @@ from tests.planner.domain.test_repo_tools import FILES, SECRET, link
 from tests.planner.mcp.conftest import connected
 from tests.tracker.repo_helpers import configured, source_repo
 from tracker.models import Scope
+from tracker.services.activity import Actor
+from tracker.services.members import membership_remove
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,3 +65,17 @@ async def test_without_read_or_rights_nothing_is_read(users, linked):
 
     assert output(scoped)["error"]["code"] == "missing_scope"
     assert output(stranger)["error"] == {"code": "not_found", "message": "Project BAL not found."}
+
+
+async def test_a_removed_member_s_read_key_reads_no_more(users, linked):
+    key = await sync(make_key)(users["viewer"], "read")
+
+    async with connected(key) as session:
+        before = await session.call_tool("repo_read", {"project": "BAL", "path": "README.md"})
+        await sync(membership_remove)(
+            actor=Actor(user=users["owner"]), project=linked.project, username="viewer"
+        )
+        after = await session.call_tool("repo_read", {"project": "BAL", "path": "README.md"})
+
+    assert "# Courtside" in output(before)["text"]
+    assert output(after)["error"] == {"code": "not_found", "message": "Project BAL not found."}
