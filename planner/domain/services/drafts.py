@@ -29,7 +29,7 @@ from tracker.errors import ConflictError, NotFoundError
 from tracker.page_links import knowledge_url
 from tracker.selectors import items_found_by_keys
 from tracker.services.activity import Actor
-from tracker.trust.permissions import KNOWLEDGE_WRITE, has_permission
+from tracker.trust.permissions import KNOWLEDGE_WRITE, has_permission, visible_projects
 
 DRAFTS_PER_COMPACTION = 4  # one per section
 
@@ -67,8 +67,10 @@ def drafts_from_summary(session: Session, *, summary: str, up_to: int) -> int:
 
 
 def _owned(*, session_id: uuid.UUID, user: User) -> Session:
-    """The caller's own session; to anyone else its drafts do not exist."""
-    session = Session.objects.select_related("project").filter(pk=session_id).first()
+    """The caller's own session, in a project they may still read; to anyone else (an owner
+    removed from the project too) its drafts do not exist."""
+    readable = Session.objects.filter(pk=session_id, project__in=visible_projects(user))
+    session = readable.select_related("project").first()
     if session is None or session.user_id != user.pk:
         raise NotFoundError("Session not found.")
     return session

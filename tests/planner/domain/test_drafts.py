@@ -8,9 +8,10 @@ import pytest
 from knowledge.models import KnowledgeEntry
 from knowledge.selectors import knowledge_find
 from planner.domain.services.drafts import drafts_from_summary
+from planner.domain.services.notes import notes_for, notes_summary
 from planner.domain.services.sessions import session_create
 from planner.models import DraftStatus, KnowledgeDraft, Question
-from tracker.models import Membership, Role
+from tracker.models import ActivityEvent, Membership, Role
 
 pytestmark = pytest.mark.django_db
 
@@ -65,9 +66,12 @@ def test_drafts_reach_no_search_until_published(chat, plan, member, client_for, 
     with indexed():
         drafts = _drafted(chat, plan)
     assert knowledge_find(user=member, organization_id=chat.project.organization_id, query="Stripe") == []
-    response = client_for(member).post(_url(chat, f"{drafts[1].pk}/publish/"), {}, format="json")
+    with indexed():
+        response = client_for(member).post(_url(chat, f"{drafts[1].pk}/publish/"), {}, format="json")
     assert response.status_code == 200, response.content
     assert response.json()["status"] == "published"
+    found = knowledge_find(user=member, organization_id=chat.project.organization_id, query="Stripe")
+    assert [int(hit.key) for hit in found] == [response.json()["entry"]]  # ordinary knowledge now
 
 
 def test_the_owner_publishes_a_draft_as_ordinary_knowledge_the_brief_then_includes(
@@ -178,3 +182,14 @@ def test_no_drafts_for_an_owner_who_may_not_write_knowledge_nor_in_a_questions_s
     asked.save()
     assert drafts_from_summary(asked, summary=text, up_to=3) == 0
     assert not KnowledgeDraft.objects.exists()
+
+
+def test_a_published_draft_reaches_another_chats_change_notes(chat, plan, member, owner, client_for):
+    decisions = _drafted(chat, plan)[1]
+    ActivityEvent.objects.all().delete()  # only what the publishing does
+    entry = client_for(member).post(_url(chat, f"{decisions.pk}/publish/"), {}, format="json").json()["entry"]
+    events = list(ActivityEvent.objects.order_by("seq"))
+    own = notes_for(events, session_label=f"planner:{chat.pk}", project=chat.project, user=member, focus=())
+    assert own == []  # the chat that drafted it is not told of its own write
+    noted = notes_for(events, session_label="planner:another", project=chat.project, user=owner, focus=())
+    assert notes_summary(noted) == f"knowledge #{entry} created by a planner chat"
