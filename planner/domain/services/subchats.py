@@ -74,11 +74,19 @@ def subchat_refusals(*, session_id: uuid.UUID, calls: list[ToolUseBlock]) -> dic
         return {call.id: why for call in calls}
     limit = project_planner_config(session.project).max_subchats
     room = limit - _running(session)
+    turn_room = limit - _started_this_turn(session)
     refused: dict[str, tuple[str, str]] = {}
     for call in calls:
         item = call.input.get("item")
         if item is not None and not _item_exists(session.project, item):
             refused[call.id] = ("not_found", f"There is no item {item} in {session.project.key}.")
+        elif turn_room <= 0:
+            refused[call.id] = (
+                "too_many_subchats",
+                f"At most {limit} sub-chats start in one turn of a chat ([planner] max_subchats): this "
+                "one was not started. Do the rest yourself, or say what is left and let the human ask "
+                "again.",
+            )
         elif room <= 0:
             refused[call.id] = (
                 "too_many_subchats",
@@ -87,7 +95,16 @@ def subchat_refusals(*, session_id: uuid.UUID, calls: list[ToolUseBlock]) -> dic
             )
         else:
             room -= 1
+            turn_room -= 1
     return refused
+
+
+def _started_this_turn(parent: Session) -> int:
+    """The sub-chats ``parent`` started in its current turn, over all its rounds: a split that
+    runs away round after round is refused too, not only one that asks too many at once."""
+    return HumanRequest.objects.filter(
+        session=parent, turn=parent.turn_count, kind=RequestKind.SUBCHAT
+    ).count()
 
 
 def _item_exists(project: Project, key: str) -> bool:

@@ -172,6 +172,34 @@ async def test_the_limit_refuses_a_fourth_subchat(planner, model, session, membe
     assert "At most 3 sub-chats" in refused["error"]["message"]
 
 
+async def test_a_split_that_runs_away_round_after_round_is_refused_past_the_limit(
+    planner, model, session, member
+):
+    answers = {brief: say(f"{brief} done.") for brief in ["Epic A", "Epic B", "Epic C", "Epic D"]}
+    model.add(
+        start("Epic A", "Epic B"),
+        *(by_brief(answers) for _ in range(2)),
+        start("Epic C", "Epic D"),  # the next round: one more fits the turn, the other does not
+        by_brief(answers),
+        say("Three done, one refused."),
+    )
+    await planner.send(session_id=session.pk, user=member, text="Replan every epic.")
+    for _ in range(3):
+        await planner.wait(session.pk)
+        for child in await children(session):
+            await planner.wait(child.pk)
+    await planner.wait(session.pk)
+    await planner.settle()
+
+    assert len(await children(session)) == 3
+    got = results(model.turn_requests[-1])[-2:]  # the second round's
+    assert (got[0][0]["answer"], got[0][1]) == ("Epic C done.", False)
+    refused, is_error = got[1]
+    assert is_error
+    assert refused["error"]["code"] == "too_many_subchats"
+    assert "At most 3 sub-chats start in one turn" in refused["error"]["message"]
+
+
 async def test_a_subchat_cannot_start_one(planner, model, session, member):
     model.add(
         start("Epic A"),
