@@ -14,8 +14,8 @@ from planner.models import Event, HumanRequest, Session
 from tests.fakes.scripted import Hang, call, say
 from tests.planner.conftest import sync
 from tests.planner.live.test_budget import USED_UP, metered, set_settings
-from tests.planner.live.test_subchat_waits import ends
-from tests.planner.live.test_subchats import by_brief, children, first_text, results, run_through, start
+from tests.planner.live.test_subchat_waits import both_answered, ends
+from tests.planner.live.test_subchats import by_brief, children, run_through, start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,16 +34,8 @@ async def test_a_subchat_past_the_projects_running_turn_limit_waits_and_starts_w
     assert (held.state, held.turn_count) == ("idle", 0)  # waiting for the project's free turn
     assert await sync(HumanRequest.objects.filter(session=session, status="pending").count)() == 2
 
-    hang.release.set()
-    await planner.wait(a.pk)
-    await planner.wait(b.pk)
-    await planner.wait(session.pk)
-    await planner.settle()
-
-    assert [first_text(r) for r in model.turn_requests[1:3]] == ["Epic A", "Epic B"]
-    (ran, ran_error), (waited, waited_error) = results(model.turn_requests[-1])
-    assert (ran["answer"], ran_error) == ("A done.", False)
-    assert (waited["answer"], waited_error) == ("B done.", False)
+    ran, waited = await both_answered(planner, model, hang, session, a, b)
+    assert (ran["answer"], waited["answer"]) == ("A done.", "B done.")
     assert await sync(ends)(session) == ["completed"]
 
 

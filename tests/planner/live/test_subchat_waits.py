@@ -59,6 +59,19 @@ def die_mid_turn(child: Session, member) -> None:
     )
 
 
+async def both_answered(planner, model: ScriptedGateway, hang: Hang, session, a, b) -> tuple[dict, dict]:
+    """Release sub-chat ``a``'s hung turn; once ``a``, the ``b`` that waited for it and the parent
+    have ended, the parent's two results (neither an error): the one that ran, the one that waited."""
+    hang.release.set()
+    for chat in (a, b, session):
+        await planner.wait(chat.pk)
+    await planner.settle()
+    assert [first_text(r) for r in model.turn_requests[1:3]] == ["Epic A", "Epic B"]
+    (ran, ran_error), (waited, waited_error) = results(model.turn_requests[-1])
+    assert (ran_error, waited_error) == (False, False)
+    return ran, waited
+
+
 def ends(session) -> list[str]:
     rows = Event.objects.filter(session=session, kind="turn_ended").order_by("pk")
     return [e.data["reason"] for e in rows]
@@ -187,16 +200,9 @@ async def test_a_subchat_past_the_running_turn_limits_waits_and_starts_when_a_tu
     pending = HumanRequest.objects.filter(session=session, status="pending")
     assert await sync(pending.count)() == 2
 
-    hang.release.set()  # A's turn ends: its end starts B
-    await planner.wait(a.pk)
-    await planner.wait(b.pk)
-    await planner.wait(session.pk)
-    await planner.settle()
-
-    assert [first_text(r) for r in model.turn_requests[1:3]] == ["Epic A", "Epic B"]
-    (ran, ran_error), (waited, waited_error) = results(model.turn_requests[-1])
-    assert (ran["answer"], ran_error) == ("A done.", False)
-    assert (waited["answer"], waited["outcome"], waited_error) == ("B done.", "completed", False)
+    ran, waited = await both_answered(planner, model, hang, session, a, b)  # A's end starts B
+    assert ran["answer"] == "A done."
+    assert (waited["answer"], waited["outcome"]) == ("B done.", "completed")
     assert await sync(ends)(session) == ["completed"]
     assert await sync(subchats_waiting)() == []
 
