@@ -96,6 +96,7 @@ def test_a_team_leads_morning(browser: Any, server: Server, width: str) -> None:
 
     # Accept the reported ticket from its page: on a phone its actions come under its title.
     expect(lead.locator(".item-badges")).to_contain_text("in review")
+    lead.wait_for_load_state("load")  # the stylesheets too: without them there is no layout to measure
     actions, text = (lead.locator(f"#{name}-heading").bounding_box() for name in ("actions", "description"))
     assert actions
     assert text
