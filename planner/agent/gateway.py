@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 import anthropic
+from anthropic.types import Message, RawMessageStreamEvent
 from prometheus_client import Counter, Histogram
 
 from planner.agent.calls import CallRecord, GatewayError, Meter, StreamSink
@@ -40,10 +41,12 @@ from planner.agent.messages import (
     TextBlock,
     ToolUseBlock,
     Usage,
-    wire_messages,
 )
+from planner.agent.request_body import request_body
 
 logger = logging.getLogger(__name__)
+
+_EventStream = anthropic.AsyncStream[RawMessageStreamEvent]
 
 LLM_TOKENS = Counter("ballet_llm_tokens_total", "Tokens metered by the LLM gateway.", ["kind"])
 LLM_SECONDS = Histogram(
@@ -57,7 +60,6 @@ LLM_CALLS = Counter("ballet_llm_requests_total", "Model calls through the gatewa
 STREAM_RETRIES = 2
 STOP_REASONS: dict[str, StopReason] = {reason: reason for reason in get_args(StopReason)}
 RETRYABLE_STREAM_ERRORS = ("overloaded_error", "api_error")
-CACHE = {"type": "ephemeral"}
 
 
 @dataclass
@@ -78,25 +80,10 @@ class _Answer:
 
 
 def request_params(request: ModelRequest) -> dict[str, Any]:
-    """The SDK's parameters, with cache breakpoints on the system prompt, tools and history."""
-    messages = wire_messages(request.messages)  # shared with other requests: copied where changed
-    marked = [len(messages) - 1] if messages else []
-    if request.anchor is not None and 0 <= request.anchor < len(messages) - 1:
-        marked.append(request.anchor)  # the fourth breakpoint, with the tools' and the system's
-    for index in marked:
-        if messages[index]["content"]:
-            *head, last = messages[index]["content"]
-            messages[index] = {**messages[index], "content": [*head, {**last, "cache_control": CACHE}]}
-    params: dict[str, Any] = {
-        "model": request.model,
-        "max_tokens": request.max_tokens,
-        "system": [{"type": "text", "text": request.system, "cache_control": CACHE}],
-        "messages": messages,
-    }
-    if request.tools:
-        tools = [tool.to_wire() for tool in request.tools]
-        tools[-1] = {**tools[-1], "cache_control": CACHE}
-        params["tools"] = tools
+    """The request's parameters as ``messages.create`` takes them (what :func:`request_body`
+    encodes, less ``stream``), with cache breakpoints on the system prompt, tools and history."""
+    params: dict[str, Any] = json.loads(request_body(request))
+    del params["stream"]
     return params
 
 
@@ -194,10 +181,10 @@ class AnthropicGateway:
                 "This project has no Anthropic API key. An owner can set one on the project's "
                 "settings page (/projects/KEY/settings/), or the server can set ANTHROPIC_API_KEY.",
             )
-        params = request_params(request)
+        body = request_body(request)
         for attempt in range(STREAM_RETRIES + 1):
             try:
-                return await self._attempt(request, params, api_key, sink, meter)
+                return await self._attempt(request, body, api_key, sink, meter)
             except anthropic.APIStatusError as exc:
                 retryable = exc.status_code == 200 and _stream_error_type(exc) in RETRYABLE_STREAM_ERRORS
                 if not retryable or attempt == STREAM_RETRIES:
@@ -213,7 +200,7 @@ class AnthropicGateway:
     async def _attempt(
         self,
         request: ModelRequest,
-        params: dict[str, Any],
+        body: bytes,
         api_key: str,
         sink: StreamSink | None,
         meter: Meter,
@@ -222,14 +209,18 @@ class AnthropicGateway:
         started = time.perf_counter()
         outcome, error = "error", ""
         try:
-            messages = self.client(api_key).messages.with_streaming_response
-            async with messages.create(**params, stream=True) as response:
-                async for sse in anthropic.AsyncStream.raw_events(response.http_response):
+            # The body as the SDK's messages.create would send it, encoded from kept parts
+            # (planner/agent/request_body.py); the client's retries, timeouts and headers all hold.
+            stream = await self.client(api_key).post(
+                "/v1/messages", cast_to=Message, content=body, stream=True, stream_cls=_EventStream
+            )
+            async with stream:
+                async for sse in anthropic.AsyncStream.raw_events(stream.response):
                     kind = sse.event
                     if kind == "content_block_delta":
                         await _delta(answer, json.loads(sse.data)["delta"], sink)
                     elif kind == "error":
-                        raise _stream_error(sse.data, response.http_response)
+                        raise _stream_error(sse.data, stream.response)
                     elif kind is not None and kind != "ping":
                         _consume(answer, kind, json.loads(sse.data))
             stop_reason = _stop_reason(answer)

@@ -6,6 +6,7 @@ Messages API takes and the transcript stores, ``block_from_wire`` reads it back.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, TypeAlias
@@ -112,6 +113,11 @@ class ChatMessage:
         """The message as the Messages API takes it, alone (``wire_messages``); built once."""
         return _wire_message(self.role, list(self.content))
 
+    @cached_property
+    def wire_json(self) -> str:
+        """:attr:`wire` encoded as JSON, once (``planner/agent/request_body.py``)."""
+        return json.dumps(self.wire)
+
     @property
     def tool_uses(self) -> list[ToolUseBlock]:
         return [b for b in self.content if isinstance(b, ToolUseBlock)]
@@ -205,15 +211,16 @@ def wire_messages(messages: tuple[ChatMessage, ...] | list[ChatMessage]) -> list
     group: list[ChatMessage] = []
     for message in messages:
         if group and group[-1].role != message.role:
-            wire.append(_wire_group(group))
+            wire.append(wire_group(group))
             group = []
         group.append(message)
     if group:
-        wire.append(_wire_group(group))
+        wire.append(wire_group(group))
     return wire
 
 
-def _wire_group(group: list[ChatMessage]) -> dict[str, Any]:
+def wire_group(group: list[ChatMessage]) -> dict[str, Any]:
+    """A run of messages of one role, as the one message the API takes."""
     if len(group) == 1:
         return group[0].wire
     return _wire_message(group[0].role, [block for message in group for block in message.content])
