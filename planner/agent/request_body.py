@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -67,19 +68,22 @@ def _system_json(system: str) -> str:
 
 
 _tool_sets: OrderedDict[int, tuple[tuple[ToolDefinition, ...], str]] = OrderedDict()
+_tool_sets_lock = threading.Lock()
 
 
 def _tools_json(tools: tuple[ToolDefinition, ...]) -> str:
     """The tools with a cache breakpoint on the last, kept by the tuple itself (a session's tools
     are one tuple, built once with its prompt); another tuple of the same tools is encoded anew."""
-    kept = _tool_sets.get(id(tools))
-    if kept is not None and kept[0] is tools:
-        _tool_sets.move_to_end(id(tools))
-        return kept[1]
+    with _tool_sets_lock:  # loops of other threads call models too (a worker's, a sync caller's)
+        kept = _tool_sets.get(id(tools))
+        if kept is not None and kept[0] is tools:
+            _tool_sets.move_to_end(id(tools))
+            return kept[1]
     wire = [tool.to_wire() for tool in tools]
     wire[-1] = {**wire[-1], "cache_control": CACHE}
     encoded = json.dumps(wire)
-    _tool_sets[id(tools)] = (tools, encoded)
-    if len(_tool_sets) > KEPT_TOOL_SETS:
-        _tool_sets.popitem(last=False)
+    with _tool_sets_lock:
+        _tool_sets[id(tools)] = (tools, encoded)
+        if len(_tool_sets) > KEPT_TOOL_SETS:
+            _tool_sets.popitem(last=False)
     return encoded
