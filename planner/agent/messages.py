@@ -207,16 +207,18 @@ def wire_messages(messages: tuple[ChatMessage, ...] | list[ChatMessage]) -> list
     message, as the API requires. A message that merges with none is sent as
     its own ``wire``, built once for every request that sends it.
     """
-    wire: list[dict[str, Any]] = []
-    group: list[ChatMessage] = []
+    return [wire_group(run) for run in role_runs(messages)]
+
+
+def role_runs(messages: tuple[ChatMessage, ...] | list[ChatMessage]) -> list[list[ChatMessage]]:
+    """The messages in runs of one role: each run is one message on the wire."""
+    runs: list[list[ChatMessage]] = []
     for message in messages:
-        if group and group[-1].role != message.role:
-            wire.append(wire_group(group))
-            group = []
-        group.append(message)
-    if group:
-        wire.append(wire_group(group))
-    return wire
+        if runs and runs[-1][-1].role == message.role:
+            runs[-1].append(message)
+        else:
+            runs.append([message])
+    return runs
 
 
 def wire_group(group: list[ChatMessage]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from planner.agent.messages import ChatMessage, ModelRequest, ToolDefinition, wire_group
+from planner.agent.messages import ChatMessage, ModelRequest, ToolDefinition, role_runs, wire_group
 
 CACHE = {"type": "ephemeral"}
 KEPT_TOOL_SETS = 32  # the tools of this many requests' sets kept encoded: a process's few prompts
@@ -26,7 +26,7 @@ KEPT_TOOL_SETS = 32  # the tools of this many requests' sets kept encoded: a pro
 def request_body(request: ModelRequest) -> bytes:
     """The JSON body of a streamed call of ``request``, with cache breakpoints on the system
     prompt, the tools, the last message and ``request.anchor``'s."""
-    groups = _groups(request.messages)
+    groups = role_runs(request.messages)
     marked = {len(groups) - 1} if groups else set()
     if request.anchor is not None and 0 <= request.anchor < len(groups) - 1:
         marked.add(request.anchor)
@@ -37,17 +37,6 @@ def request_body(request: ModelRequest) -> bytes:
     head = json.dumps({"model": request.model, "max_tokens": request.max_tokens, "stream": True})[:-1]
     tools = f',"tools":{_tools_json(request.tools)}' if request.tools else ""
     return f'{head},"system":{_system_json(request.system)}{tools},"messages":[{messages}]}}'.encode()
-
-
-def _groups(messages: tuple[ChatMessage, ...]) -> list[list[ChatMessage]]:
-    """The messages in runs of one role: each run is one message on the wire (``wire_messages``)."""
-    groups: list[list[ChatMessage]] = []
-    for message in messages:
-        if groups and groups[-1][-1].role == message.role:
-            groups[-1].append(message)
-        else:
-            groups.append([message])
-    return groups
 
 
 def _json(group: list[ChatMessage]) -> str:

@@ -130,11 +130,12 @@ def events_from_activity(activity: ActivityEvent) -> list[Event]:
     if candidates and deferred is not None:
         deferred.update(event_rows.candidate_ids(candidates))
         candidates = NONE
+    entry = _Gathered(events, candidates, actor, activity.on_behalf_of_id, project)
     gathering = _gathering.get()
     if gathering is not None:
-        gathering.append(_Gathered(events, candidates, actor, activity.on_behalf_of_id, project))
-        return events
-    _record_with_runnable([_Gathered(events, candidates, actor, activity.on_behalf_of_id, project)])
+        gathering.append(entry)
+    else:
+        _record_with_runnable([entry])
     return events
 
 

@@ -102,10 +102,9 @@ def _path_errors(path: Any, extra_roots: tuple[str, ...] = ()) -> list[str]:
     roots = (*settings.BALLET_REPOSITORIES.local_roots, *extra_roots)
     if not roots:
         return ["Local repositories are off on this server ([repositories] local_roots is empty)."]
-    resolved = Path(os.path.realpath(path.strip()))
-    if not any(resolved.is_relative_to(os.path.realpath(root)) for root in roots):
+    if not _under_roots(path.strip(), roots):
         return [f"The path must be under one of {', '.join(roots)}."]
-    if not resolved.is_dir():
+    if not Path(path.strip()).is_dir():  # through its links, as its resolved path
         return ["No such folder."]
     return []
 
@@ -314,7 +313,11 @@ def _still_allowed(path: str) -> bool:
     """Whether a linked local path is still under ``local_roots`` (or the demo's folder): a root
     the operator has since taken out, or a folder since replaced by a link out of the roots, is
     fetched no more."""
-    roots = (*settings.BALLET_REPOSITORIES.local_roots, str(settings.DEMO_REPOSITORY_ROOT))
+    return _under_roots(path, (*settings.BALLET_REPOSITORIES.local_roots, str(settings.DEMO_REPOSITORY_ROOT)))
+
+
+def _under_roots(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether ``path``, its links resolved, is under one of ``roots`` (theirs resolved too)."""
     resolved = Path(os.path.realpath(path))
     return any(resolved.is_relative_to(os.path.realpath(root)) for root in roots)
 
