@@ -128,10 +128,14 @@ def test_a_discarded_draft_never_becomes_knowledge(chat, plan, member, client_fo
 @pytest.mark.parametrize("who", ["owner", "maintainer", "viewer", "stranger"])
 def test_nobody_but_the_sessions_owner_sees_or_decides_its_drafts(chat, plan, users, client_for, who):
     drafts = _drafted(chat, plan)
-    client = client_for(users[who])
+    refused_everything(client_for(users[who]), chat, drafts[0])
+
+
+def refused_everything(client, chat, draft) -> None:
+    """``client`` neither lists, publishes nor discards ``chat``'s drafts (404), and none moved."""
     assert client.get(_url(chat)).status_code == 404
-    assert client.post(_url(chat, f"{drafts[0].pk}/publish/"), {}, format="json").status_code == 404
-    assert client.post(_url(chat, f"{drafts[0].pk}/discard/")).status_code == 404
+    assert client.post(_url(chat, f"{draft.pk}/publish/"), {}, format="json").status_code == 404
+    assert client.post(_url(chat, f"{draft.pk}/discard/")).status_code == 404
     assert {d.status for d in KnowledgeDraft.objects.all()} == {DraftStatus.PENDING}
     assert not KnowledgeEntry.objects.exists()
 

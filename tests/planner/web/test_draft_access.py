@@ -9,7 +9,7 @@ from knowledge.models import KnowledgeEntry
 from planner.domain.services.sessions import session_create
 from planner.models import DraftStatus, KnowledgeDraft
 from tests.factories import MembershipFactory, UserFactory
-from tests.planner.domain.test_drafts import _drafted, _url
+from tests.planner.domain.test_drafts import _drafted, _url, refused_everything
 from tracker.models import Membership, Role
 
 pytestmark = pytest.mark.django_db
@@ -23,14 +23,6 @@ def plan(make_item):
 @pytest.fixture
 def chat(project, member):
     return session_create(user=member, project=project, title="Payments replan")
-
-
-def refused_everything(client, chat, draft) -> None:
-    assert client.get(_url(chat)).status_code == 404
-    assert client.post(_url(chat, f"{draft.pk}/publish/"), {}, format="json").status_code == 404
-    assert client.post(_url(chat, f"{draft.pk}/discard/")).status_code == 404
-    assert {d.status for d in KnowledgeDraft.objects.all()} == {DraftStatus.PENDING}
-    assert not KnowledgeEntry.objects.exists()
 
 
 def test_another_member_of_the_project_reaches_none_of_a_chats_drafts(chat, plan, project, client_for):
