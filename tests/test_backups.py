@@ -88,8 +88,10 @@ def test_a_missing_pg_dump_is_named(monkeypatch):
 
 
 def test_a_backup_that_fails_leaves_no_folder_behind(tmp_path, monkeypatch, db):
-    """Production mode without pg_dump; the embedded mode's in-memory test database, no file to copy."""
+    """Production mode without pg_dump; the embedded mode's database file gone from under it."""
     monkeypatch.setenv("PATH", "")
+    settings = backups._settings()
+    monkeypatch.setattr(backups, "_settings", lambda: {**settings, "NAME": str(tmp_path / "gone.sqlite3")})
     with pytest.raises(BackupError, match=r"pg_dump is not installed|No SQLite database"):
         backups.backup_create(target=tmp_path / "b")
     assert not (tmp_path / "b").exists()

@@ -1,11 +1,19 @@
 """Settings for the test suite: fast hashing, and the mode picked by the environment."""
 
+import os
+import tempfile
+from pathlib import Path
+
 from ballet.settings.base import *  # noqa: F403
 from ballet.settings.base import CACHES, DATABASES, PRODUCTION_MODE
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if not PRODUCTION_MODE:
-    DATABASES["default"]["TEST"] = {"NAME": None}  # in-memory test database
+    # A file, as the embedded server runs on: SQLite's shared in-memory cache fails a statement at
+    # once ("database table is locked") while another thread writes, where a file's writer waits
+    # within the busy timeout, as on every user's server.
+    TEST_DATABASE = Path(tempfile.gettempdir()) / f"ballet-test-{os.getpid()}.sqlite3"
+    DATABASES["default"]["TEST"] = {"NAME": str(TEST_DATABASE)}
 # Tests run Celery tasks in-process in both modes; the worker path is exercised end to end elsewhere.
 CELERY_TASK_ALWAYS_EAGER = True
 # A deterministic stand-in for the embedding model; the ranking tests switch the real one on.

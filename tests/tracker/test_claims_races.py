@@ -3,9 +3,8 @@ processes, against the same database, end with exactly one active claim; every o
 told who holds it.
 
 The racers share a database that commits. On PostgreSQL that is the test database itself. In the
-embedded mode the test database lives in memory, where SQLite refuses a second writer at once
-instead of queueing it as the embedded server's database file does (its busy timeout): the racers
-use a file copy of it, opened with the server's settings.
+embedded mode it is a file copy of the test database, which each racer opens with the server's
+settings (its busy timeout queues the second writer), as the embedded server opens its own.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ async def test_the_server_s_loop_delivers_when_its_bell_rings_and_retries_when_d
 
     with receiving(down_once) as receiver:
         # The commit rings the bell (test_webhooks_delivery.py); here the bell rings once the write
-        # is done, as the test database in memory takes no second writer while one writes.
+        # is done, so that the first attempt sees the hook and the item together.
         with monkeypatch.context() as quiet:
             quiet.setattr(webhooks.bell, "ring", lambda: None)
             hook = await sync_to_async(hook_for)(owner, project, receiver)

@@ -100,7 +100,7 @@ async def test_a_stopped_turn_leaves_it_to_the_humans(scripted, chat_project, me
     asked = await ask(client)
     waiting = asyncio.ensure_future(client.get(f"{QUESTIONS}{asked['id']}/?wait=20"))
     await hang.started.wait()
-    await asyncio.sleep(0.2)  # the wait has begun (the in-memory test database takes one writer)
+    await asyncio.sleep(0.2)  # the wait has begun (SQLite takes one writer at a time)
 
     await runner.stop(session_id=uuid.UUID(asked["session"]), user=member)
     body = (await waiting).json()

@@ -67,8 +67,7 @@ async def test_steer_and_stop_over_rest(scripted, chat_project, member):
     assert steered.json()["meaning"] == "steered"
     stopped = await client.post(f"/api/v1/planner/sessions/{session_id}/stop/")
     assert stopped.json() == {"stopped": True}
-    # Wait for the turn to end before reading it: the test database (shared-cache SQLite in
-    # memory) refuses a read while the runner's thread writes the stop.
+    # Wait for the turn to end before reading it: the stop's last write ends with the turn.
     await runner.wait(uuid.UUID(session_id))
     body = (await client.get(f"/api/v1/planner/sessions/{session_id}/")).json()
     assert body["events"][-1]["data"]["reason"] == "stopped"

@@ -7,11 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connections
+from django.db import connections
 
 from planner.live.event_feed import _feeds
 from planner.live.event_waits import events_topic
@@ -31,9 +30,8 @@ FEED = "/api/v1/projects/BAL/events/"
 
 
 async def feed_waiting(project_id: int, watches: int = 1) -> None:
-    """Until ``watches`` waiters joined the project's feed and it read for them and waits: a write
-    committed while the feed reads would find the tests' in-memory SQLite table locked (a file's
-    WAL lets both go on)."""
+    """Until ``watches`` waiters joined the project's feed and it read for them and waits: what is
+    written then wakes a wait, rather than being found by its first read."""
     for _ in range(500):
         feed = _feeds.get(project_id)
         settled = feed is not None and feed.loop is asyncio.get_running_loop() and feed.idle
@@ -45,20 +43,11 @@ async def feed_waiting(project_id: int, watches: int = 1) -> None:
 
 def on_another_thread(work) -> None:
     """What another request does: write and commit on a thread of its own (and close its
-    connection, as a request's end does: the test database is dropped after). A read on the
-    database threads at that moment locks the tests' in-memory SQLite table, which no busy timeout
-    waits out (a file's WAL lets both go on): the write, rolled back whole, is tried again."""
+    connection, as a request's end does: the test database is dropped after)."""
 
     def request() -> None:
         try:
-            for attempt in range(50):
-                try:
-                    work()
-                    return
-                except OperationalError as exc:
-                    if "locked" not in str(exc) or attempt == 49:
-                        raise
-                    time.sleep(0.02)
+            work()
         finally:
             connections.close_all()
 
@@ -233,8 +222,7 @@ class Stream:
 
 def depend(owner, blocker, blocked) -> None:
     """A write whose commit wakes the stream and writes nothing after (an item's creation or edit
-    indexes it for search as it commits, which the tests' in-memory SQLite would have the stream's
-    read wait for)."""
+    indexes it for search as it commits)."""
     dependency_add(actor=Actor(user=owner), blocker=blocker, blocked=blocked)
 
 
