@@ -16,12 +16,14 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 # The Anthropic SDK loads on demand (planner/agent/providers.py); a server loads it now, before
 # the gc freeze below, rather than in its first turn.
 import planner.agent.gateway  # noqa: E402, F401
+from ballet import ws_protocol  # noqa: E402
 from ballet.lifespan import Lifespan  # noqa: E402
 from planner.mcp_server.app import mcp_app, with_mcp  # noqa: E402
 from planner.web.event_route import with_event_route  # noqa: E402
 from planner.web.routing import websocket_urlpatterns  # noqa: E402
 from planner.web.ws_auth import SessionUserMiddleware  # noqa: E402
 
+ws_protocol.install()  # autobahn's options held by daphne's protocol class, not by every socket
 # Static files come through Django's middleware: WhiteNoise (ballet/static.py).
 application = Lifespan(
     ProtocolTypeRouter(

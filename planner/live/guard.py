@@ -39,7 +39,7 @@ FORBIDDEN = 4403
 NOT_FOUND = 4404
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Grant:
     """A user's standing access to chat in a project, held by a socket or a running turn."""
 

@@ -72,6 +72,35 @@ class Opening:
         return live
 
 
+class Watching:
+    """One watcher's place among the session's (:meth:`Hub.watching`), for as long as the block
+    runs: a class rather than a generator, since every open socket holds one."""
+
+    __slots__ = ("hub", "inbox", "session_id")
+    inbox: Inbox  # once entered
+
+    def __init__(self, hub: Hub, session_id: uuid.UUID) -> None:
+        self.hub = hub
+        self.session_id = session_id
+
+    async def __aenter__(self) -> tuple[Inbox, bool]:
+        hub, session_id = self.hub, self.session_id
+        await hub.relay.watch(session_id)
+        # Joining and taking a local turn's frames so far happen at once, so they come first.
+        live = hub.turns.get(session_id)
+        self.inbox = Inbox(live.frames if live is not None else None)
+        hub.watchers.setdefault(session_id, set()).add(self.inbox)
+        return self.inbox, live is not None
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        hub, session_id = self.hub, self.session_id
+        watchers = hub.watchers[session_id]
+        watchers.discard(self.inbox)
+        if not watchers:
+            del hub.watchers[session_id]
+        await hub.relay.unwatch(session_id)
+
+
 @dataclass(eq=False)
 class Listener:
     """One wait for news of a topic: ``heard`` is set when it happened (or may have: the relay
@@ -258,24 +287,11 @@ class Hub:
 
     # ------------------------------------------------------------------ watching
 
-    @contextlib.asynccontextmanager
-    async def watching(self, session_id: uuid.UUID) -> AsyncIterator[tuple[Inbox, bool]]:
+    def watching(self, session_id: uuid.UUID) -> Watching:
         """An inbox of the session's frames, starting with the frames so far of its turn if one
         runs here, and whether one does; raises ``UnavailableError`` when the channel layer is
         down."""
-        await self.relay.watch(session_id)
-        # Joining and taking a local turn's frames so far happen at once, so they come first.
-        live = self.turns.get(session_id)
-        inbox = Inbox(live.frames if live is not None else None)
-        self.watchers.setdefault(session_id, set()).add(inbox)
-        try:
-            yield inbox, live is not None
-        finally:
-            watchers = self.watchers[session_id]
-            watchers.discard(inbox)
-            if not watchers:
-                del self.watchers[session_id]
-            await self.relay.unwatch(session_id)
+        return Watching(self, session_id)
 
     # ------------------------------------------------------------------ news
 

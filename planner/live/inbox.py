@@ -58,6 +58,8 @@ class Seen:
     the channel layer, or in a replay and live. The second copy is dropped.
     """
 
+    __slots__ = ("highest",)
+
     def __init__(self) -> None:
         self.highest: dict[str, int] = {}
 

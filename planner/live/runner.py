@@ -494,6 +494,7 @@ class Runner:
                     yield frame
             if session.state == SessionState.IDLE and session.answer_waiting:
                 await self._follow_up_now(session_id)  # once this watcher hears it from the start
+            del session, viewed  # what an idle watcher holds while it waits: as little as it can
             seen = Seen()
             while True:
                 # Everything waiting, with runs of text deltas joined: a watcher behind a busy

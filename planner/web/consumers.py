@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -59,7 +60,7 @@ MAX_FRAME_BYTES = 4 * MAX_MESSAGE_CHARS + 1024
 Verdict = Literal["accept", "refuse", "drop", "close"]
 
 
-@dataclass
+@dataclass(slots=True)
 class FrameMeter:
     """At most ``per_second`` frames a second from one connection (docs/trust.md#limits).
 
@@ -103,14 +104,27 @@ def _may_chat(user: User, session_id: str) -> tuple[int | None, int]:
 
 
 class PlannerSessionConsumer(AsyncWebsocketConsumer):
-    # No channel of its own: frames come through the runner's watch (the hub's inboxes). An unconfigured alias
-    # spares every idle connection a channel-layer queue and receive.
-    channel_layer_alias = "planner-consumers-use-the-runner"
+    # No channel of its own: frames come through the runner's watch (the hub's inboxes), which
+    # spares every idle connection a channel-layer queue and receive (see __call__).
+    channel_layer = None
+    groups = ()  # (none to join: the class's, rather than an empty list of every connection's own)
     session_id: uuid.UUID
     user: User
     grant: guard.Grant | None = None
-    meter: FrameMeter
+    meter: FrameMeter | None = None  # made at the first frame the client sends: most never send one
     watcher: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Dispatch daphne's messages one after the other, as channels' consumer does, but awaiting
+        ``receive`` in this task: channels' dispatch awaits it in a task of its own, and a
+        channel layer's receive besides, which would cost every idle connection a second task."""
+        self.scope = scope
+        self.base_send = send
+        try:
+            while True:
+                await self.dispatch(await receive())
+        except StopConsumer:
+            pass
 
     async def connect(self) -> None:
         await self.accept()
@@ -124,8 +138,6 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
             return
         self.user = user
         self.session_id = uuid.UUID(self.scope["url_route"]["kwargs"]["session"])
-        limits = settings.BALLET_LIMITS
-        self.meter = FrameMeter(limits.frames_per_second, limits.frames_excess_seconds)
         # The login the cookie carried (ws_auth.py); a socket authenticated otherwise has none.
         self.grant = guard.Grant(user.pk, project_id, self.scope.get("login_key"), self._revoke)
         hub.guard.hold(self.grant)
@@ -168,6 +180,9 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.watcher is None or self.grant is None:
             return  # refused or revoked connections are closing
+        if self.meter is None:
+            limits = settings.BALLET_LIMITS
+            self.meter = FrameMeter(limits.frames_per_second, limits.frames_excess_seconds)
         verdict = self.meter.take(time.monotonic())
         if verdict != "accept":
             await self._over_limit(verdict)
@@ -201,6 +216,7 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
             self._end_watch()
             await self.close(code=CLOSE_TOO_MANY_FRAMES)
         elif verdict == "refuse":
+            assert self.meter is not None  # (it measured this frame)
             limit = self.meter.per_second
             await self._error("rate_limited", f"At most {limit} frames a second; this one was ignored.")
 

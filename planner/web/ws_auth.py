@@ -26,12 +26,20 @@ class SessionUserMiddleware:
         self.session_store = import_module(settings.SESSION_ENGINE).SessionStore
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        cookies = {}
-        for name, value in scope.get("headers", ()):
-            if name == b"cookie":
-                cookies = parse_cookie(value.decode("latin1"))
-                break
-        login_key = cookies.get(settings.SESSION_COOKIE_NAME)
+        # (This frame lasts as long as the socket: what it holds, every idle socket holds.)
+        login_key = _login_key(scope)
         user = await get_user({"session": self.session_store(login_key)})
         # The login's key, so that the socket closes when that login ends (planner/live/guard.py).
-        return await self.inner({**scope, "user": user, "login_key": login_key}, receive, send)
+        # Into the scope daphne made for this one connection rather than a copy of it: every
+        # frame from here to daphne holds its scope for as long as the socket is open, and
+        # nothing upstream reads it again.
+        scope["user"], scope["login_key"] = user, login_key
+        return await self.inner(scope, receive, send)
+
+
+def _login_key(scope: dict[str, Any]) -> str | None:
+    """The Django session key of the request's cookie, if it has one."""
+    for name, value in scope.get("headers", ()):
+        if name == b"cookie":
+            return parse_cookie(value.decode("latin1")).get(settings.SESSION_COOKIE_NAME)
+    return None
