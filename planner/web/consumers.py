@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -142,6 +143,17 @@ class PlannerSessionConsumer(AsyncWebsocketConsumer):
         self.grant = guard.Grant(user.pk, project_id, self.scope.get("login_key"), self._revoke)
         hub.guard.hold(self.grant)
         self.watcher = asyncio.ensure_future(self._forward())
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its ``aclose_old_connections()`` before every frame: a hop
+        to the thread-sensitive executor, which Django's requests share, at the start of every
+        turn. This consumer's database work runs on the runner's threads, which check their own
+        connections (planner/ground/bridge.py); the handshake's user is read by channels'
+        ``database_sync_to_async``, which closes old connections around it."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def _revoke(self, code: int) -> None:
         """The user lost access (logged out, removed, demoted, deactivated): close."""

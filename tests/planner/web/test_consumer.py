@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from channels import consumer as consumer_module
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
@@ -56,6 +57,26 @@ async def test_a_turn_over_the_websocket(scripted, session, member, make_item):
     assert got[-1]["reason"] == "completed"
     assert all("origin" not in f for f in got)
     await ws.disconnect()
+
+
+async def test_a_frame_costs_no_hop_to_the_thread_sensitive_executor(scripted, session, member, monkeypatch):
+    """Channels closes old connections on Django's request thread before every frame; this
+    consumer's database work runs on the runner's threads, so its frames skip that hop."""
+    hops: list[str] = []
+
+    async def hop() -> None:
+        hops.append("close_old_connections")
+
+    monkeypatch.setattr(consumer_module, "aclose_old_connections", hop)
+    scripted.add(say("Hello."))
+    ws = await connect(session, member)
+    await ws.receive_json_from()
+    await ws.send_json_to({"type": "message", "text": "Hi"})
+    got = await frames_until(ws, "turn_ended")
+    await ws.disconnect()
+
+    assert got[-1]["reason"] == "completed"
+    assert hops == []
 
 
 async def test_close_codes(session, member, viewer, owner, users, chat_project):
