@@ -14,7 +14,8 @@ import asyncio
 import uuid
 from typing import Any
 
-from channels.layers import BaseChannelLayer, get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import BaseChannelLayer, channel_layers, get_channel_layer
 
 from planner.agent.frames import Frame
 
@@ -55,6 +56,21 @@ class Broadcast:
 
     def __init__(self) -> None:
         self._gate = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
+        self._receiver: BaseChannelLayer | None = None
+
+    def _receiving(self) -> BaseChannelLayer:
+        """The layer this relay's channel is made, joined and read with. channels-redis keeps
+        what a receive leaves behind per layer, not per event loop: a received message's clean-up
+        task holds the channel's lock until it ends, and a receive cancelled while it waited for
+        that lock leaves the lock bound to its loop. A loop that ends (a worker's pass, a test)
+        would leave the next loop of the process unable to receive, so each relay (one per loop)
+        reads through a layer of its own. The in-memory layer holds its channels: it is shared."""
+        if self._receiver is None:
+            shared = layer()
+            self._receiver = (
+                channel_layers.make_backend(DEFAULT_CHANNEL_LAYER) if _keeps_pools(shared) else shared
+            )
+        return self._receiver
 
     async def publish(self, session_id: uuid.UUID, batch: list[Frame]) -> None:
         """Send ``batch`` (frames in order) to every process watching the session, as one message."""
@@ -83,22 +99,33 @@ class Broadcast:
 
     async def new_channel(self) -> str:
         """A new channel of this process; read it with :meth:`receive`."""
-        # The default prefix: channels-redis serves all of a process's channels with one receive loop.
+        # The default prefix: channels-redis serves all of a layer's channels with one receive loop.
         async with self._gate:
-            channel: str = await layer().new_channel()
+            channel: str = await self._receiving().new_channel()
         return channel
 
     async def group_add(self, group: str, channel: str) -> None:
         async with self._gate:
-            await layer().group_add(group, channel)
+            await self._receiving().group_add(group, channel)
 
     async def group_discard(self, group: str, channel: str) -> None:
         async with self._gate:
-            await layer().group_discard(group, channel)
+            await self._receiving().group_discard(group, channel)
 
     async def receive(self, channel: str) -> dict[str, Any]:
-        message: dict[str, Any] = await layer().receive(channel)
+        message: dict[str, Any] = await self._receiving().receive(channel)
         return message
+
+    async def close(self) -> None:
+        """Close the relay's own layer (its clean-ups waited for, its connections closed)."""
+        if self._receiver is not None and _keeps_pools(self._receiver):
+            await self._receiver.close_pools()
+        self._receiver = None
+
+
+def _keeps_pools(channel_layer: BaseChannelLayer) -> bool:
+    """A layer that talks to a server (channels-redis), not one that holds its channels."""
+    return hasattr(channel_layer, "close_pools")
 
 
 async def roundtrip() -> bool:
@@ -106,9 +133,9 @@ async def roundtrip() -> bool:
     channel_layer = get_channel_layer()
     if channel_layer is None:
         return False
-    # The default prefix: channels-redis reads all of a process's channels of one prefix with a
-    # single receive loop (the planner's relay, once it runs); a channel of another prefix
-    # would wait for that loop's lock and never be read.
+    # The default prefix: channels-redis reads all of a layer's channels of one prefix with a
+    # single receive loop, and a channel of another prefix would wait for that loop's lock. The
+    # relay reads through a layer of its own; nothing else receives with this one.
     channel = await channel_layer.new_channel()
     await channel_layer.send(channel, {"type": "healthz.ping"})
     message = await asyncio.wait_for(channel_layer.receive(channel), timeout=2)

@@ -270,6 +270,7 @@ class Relay:
             tasks = [*self._tasks, *(t for t in (self._starting, self._reconnecting) if t is not None)]
             await ending.ended(list(self._leaving), "the relay's groups being left")
             await ending.cancelled(tasks, "the relay's tasks")
+            await ending.bounded(self._broadcast.close(), "the relay's channel layer")
             if self._presence is not None:
                 await ending.bounded(self._presence.close(), "the relay's Redis connections")
         self._forget()

@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 
 from planner.agent import frames
+from planner.live import broadcast as broadcast_module
 from planner.live import relay as relay_module
 from planner.live.broadcast import Broadcast
 from planner.live.presence import _watchers_key
@@ -178,3 +179,44 @@ async def test_a_watch_while_the_relay_rejoins_waits_a_moment_for_it(monkeypatch
     redis = relay._presence_started().client
     assert await redis.zcard(_watchers_key(session)) == 0
     await relay.close()
+
+
+def test_a_relay_that_ends_as_a_message_is_cleaned_up_leaves_the_next_loop_able_to_receive(monkeypatch):
+    """channels-redis cleans a received message up in a task of its own, holding the channel's
+    lock until it ends. A loop that ended before it (a worker's pass, a test) left that lock held
+    for good, bound to the dead loop, and the next loop's relay lost the channel layer at its
+    second message (CI, production mode). Each relay reads through a layer of its own."""
+    layer_class = type(broadcast_module.layer())
+    clean = layer_class._clean_receive_backup
+
+    async def slow_clean(self, index, channel):
+        await asyncio.sleep(0.3)
+        await clean(self, index, channel)
+
+    async def one_loop(texts: list[str], *, slow: bool) -> tuple[list[str], list[str]]:
+        delivered: list[str] = []
+        lost: list[str] = []
+        relay = Relay(
+            deliver=lambda _session, batch: delivered.extend(str(dict(frame)["text"]) for frame in batch),
+            control=lambda *_: None,
+            lost=lambda: lost.append("lost"),
+            hear=lambda _: None,
+        )
+        session = uuid.uuid4()
+        await relay.watch(session)
+        with monkeypatch.context() as patched:
+            if slow:
+                patched.setattr(layer_class, "_clean_receive_backup", slow_clean)
+            for count, text in enumerate(texts, start=1):
+                await Broadcast().publish(session, [frames.text_delta(text)])
+                await eventually(lambda count=count: len(delivered) == count)
+            await relay.close()  # the last message's clean-up still runs
+        return delivered, lost
+
+    # A loop that ends while the process lives on, with what still runs on it left there.
+    loop = asyncio.new_event_loop()
+    try:
+        assert loop.run_until_complete(one_loop(["one"], slow=True)) == (["one"], [])
+    finally:
+        loop.close()
+    assert asyncio.run(one_loop(["two", "three", "four"], slow=False)) == (["two", "three", "four"], [])
