@@ -2,23 +2,20 @@
 processes, against the same database, end with exactly one active claim; every other worker is
 told who holds it.
 
-The racers share a database that commits. On PostgreSQL that is the test database itself. In the
-embedded mode it is a file copy of the test database, which each racer opens with the server's
-settings (its busy timeout queues the second writer), as the embedded server opens its own.
+The racers share the test database, which commits (``transaction=True``); in the embedded mode it
+is a file, opened with the server's settings (its busy timeout queues the second writer).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -38,74 +35,33 @@ WAIT = 60.0  # seconds a racer waits for the others before the test gives up on 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@dataclass
-class SharedDatabase:
-    """The database the racers share: ``path`` is the SQLite file, None on PostgreSQL."""
-
-    path: Path | None
-
-    @contextmanager
-    def connected(self) -> Iterator[None]:
-        """This thread's connection to the shared database, closed at the end."""
-        try:
-            if self.path is not None:
-                default = connections["default"]
-                connections["default"] = type(default)(
-                    {**default.settings_dict, "NAME": str(self.path)}, "default"
-                )
-            yield
-        finally:
-            connections.close_all()
-
-    def env(self) -> dict[str, str]:
-        """The environment of a process that uses the shared database."""
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ballet.settings.test"}
-        if self.path is not None:
-            env.pop("DATABASE_URL", None)
-            env["BALLET_SQLITE_PATH"] = str(self.path)
-        else:
-            db = connection.settings_dict
-            password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
-            user = quote(db["USER"], safe="")
-            env["DATABASE_URL"] = (
-                f"postgres://{user}{password}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-            )
-        return env
-
-    def outcome(self, item: Item) -> tuple[list[str], str]:
-        """The holders of the item's active claims, and its state, as the shared database has them."""
-        if self.path is None:
-            holders = Claim.objects.filter(item=item, status="active").values_list(
-                "holder__username", flat=True
-            )
-            return list(holders), Item.objects.get(pk=item.pk).state
-        with sqlite3.connect(self.path) as db:
-            rows = db.execute(
-                "SELECT u.username FROM tracker_claim c JOIN auth_user u ON u.id = c.holder_id "
-                "WHERE c.item_id = ? AND c.status = 'active'",
-                [item.pk],
-            ).fetchall()
-            (state,) = db.execute("SELECT state FROM tracker_item WHERE id = ?", [item.pk]).fetchone()
-        return [row[0] for row in rows], state
+@contextmanager
+def racer_thread() -> Iterator[None]:
+    """A racer's thread: a connection of its own to the test database, closed at the end."""
+    try:
+        yield
+    finally:
+        connections.close_all()
 
 
-@pytest.fixture
-def shared(tmp_path) -> Callable[[], SharedDatabase]:
-    """Call once the rows the racers need are committed."""
+def racer_env() -> dict[str, str]:
+    """The environment of a racer process: the test database, as the server is given its own."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ballet.settings.test"}
+    db = connection.settings_dict
+    if not settings.PRODUCTION_MODE:
+        env.pop("DATABASE_URL", None)
+        env["BALLET_SQLITE_PATH"] = str(db["NAME"])
+    else:
+        password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
+        user = quote(db["USER"], safe="")
+        env["DATABASE_URL"] = f"postgres://{user}{password}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+    return env
 
-    def share() -> SharedDatabase:
-        if settings.PRODUCTION_MODE:
-            return SharedDatabase(path=None)
-        path = tmp_path / "race.sqlite3"
-        connection.ensure_connection()
-        copy = sqlite3.connect(path)
-        try:
-            connection.connection.backup(copy)
-        finally:
-            copy.close()
-        return SharedDatabase(path=path)
 
-    return share
+def outcome(item: Item) -> tuple[list[str], str]:
+    """The holders of the item's active claims, and its state."""
+    holders = Claim.objects.filter(item=item, status="active").values_list("holder__username", flat=True)
+    return list(holders), Item.objects.get(pk=item.pk).state
 
 
 @pytest.fixture
@@ -123,13 +79,13 @@ def assert_one_winner(outcomes: dict[str, str], holders: list[str], state: str, 
             assert outcome.startswith(f"409 {key} is claimed by {winners[0]} until "), outcomes
 
 
-def race_in_threads(database: SharedDatabase, racers: list[Any], ticket: Item) -> dict[str, str]:
+def race_in_threads(racers: list[Any], ticket: Item) -> dict[str, str]:
     """Each racer claims ``ticket`` in a thread of its own, all at once: how it went for each."""
     barrier = threading.Barrier(len(racers))
     outcomes: dict[str, str] = {}
 
     def claim(user: Any) -> None:
-        with database.connected():
+        with racer_thread():
             barrier.wait(timeout=WAIT)
             try:
                 claim_take(actor=Actor(user=user), project=ticket.project, item=ticket)
@@ -148,14 +104,13 @@ def race_in_threads(database: SharedDatabase, racers: list[Any], ticket: Item) -
     return outcomes
 
 
-def test_threads_racing_for_a_ticket_end_with_one_claim(make_item, racers, shared):
+def test_threads_racing_for_a_ticket_end_with_one_claim(make_item, racers):
     tickets = [make_item(title=f"Race {n}", state="ready") for n in range(3)]
-    database = shared()
 
     for ticket in tickets:
-        outcomes = race_in_threads(database, racers, ticket)
+        outcomes = race_in_threads(racers, ticket)
 
-        holders, state = database.outcome(ticket)
+        holders, state = outcome(ticket)
         assert_one_winner(outcomes, holders, state, ticket.key)
 
 
@@ -190,16 +145,15 @@ else:
 """
 
 
-def test_processes_racing_for_a_ticket_end_with_one_claim(make_item, racers, shared, tmp_path):
+def test_processes_racing_for_a_ticket_end_with_one_claim(make_item, racers, tmp_path):
     ticket = make_item(title="Race", state="ready")
-    database = shared()
     gate = tmp_path / "gate"
     gate.mkdir()
     processes = {
         user.username: subprocess.Popen(
             [sys.executable, "-c", RACER, user.username, str(ticket.pk), str(gate)],
             cwd=ROOT,
-            env=database.env(),
+            env=racer_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -223,5 +177,5 @@ def test_processes_racing_for_a_ticket_end_with_one_claim(make_item, racers, sha
     for name, (out, err) in results.items():
         assert processes[name].returncode == 0, err
         outcomes[name] = json.loads(out.strip().splitlines()[-1])
-    holders, state = database.outcome(ticket)
+    holders, state = outcome(ticket)
     assert_one_winner(outcomes, holders, state, ticket.key)
