@@ -51,8 +51,8 @@ async def test_the_server_s_loop_delivers_when_its_bell_rings_and_retries_when_d
         return Reply(500) if len(receiver.received) == 1 else Reply(204)
 
     with receiving(down_once) as receiver:
-        # The commit rings the bell (test_webhooks_delivery.py); here the bell rings once the write
-        # is done, so that the first attempt sees the hook and the item together.
+        # The commit rings the bell (test_webhooks_delivery.py); here the test rings it itself once
+        # both writes are done, so that no attempt is made before it rings.
         with monkeypatch.context() as quiet:
             quiet.setattr(webhooks.bell, "ring", lambda: None)
             hook = await sync_to_async(hook_for)(owner, project, receiver)
