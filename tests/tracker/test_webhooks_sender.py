@@ -194,8 +194,9 @@ def answering_without_end() -> Iterator[int]:
 
 
 def test_a_2xx_in_time_delivers_even_if_its_body_never_ends():
+    # Two seconds, not less: the status must come within them on a loaded CI machine (0.5 s did not).
     with answering_without_end() as port:
-        answer = post(f"http://127.0.0.1:{port}/", body=b"{}", headers={}, allow_private=True, timeout=0.5)
+        answer = post(f"http://127.0.0.1:{port}/", body=b"{}", headers={}, allow_private=True, timeout=2)
 
     assert answer.delivered
     assert answer.status_code == 200
@@ -314,10 +315,11 @@ def test_a_kept_connection_the_receiver_closed_is_replaced_by_a_new_one():
 
 
 def test_a_request_on_a_kept_connection_has_its_own_time_and_a_cut_connection_is_not_kept():
-    with keeping_alive(hang_on="/1") as (port, log), Session(allow_private=True, timeout=0.5) as session:
+    # Two seconds: /0 and /2 must be answered within them on a loaded CI machine.
+    with keeping_alive(hang_on="/1") as (port, log), Session(allow_private=True, timeout=2) as session:
         answers = [session.post(f"http://127.0.0.1:{port}/{n}", body=b"{}", headers={}) for n in range(3)]
 
-    assert [answer.error for answer in answers] == ["", "No answer within 0.5 s.", ""]
+    assert [answer.error for answer in answers] == ["", "No answer within 2 s.", ""]
     assert log == ["connect", "/0", "/1", "connect", "/2"]
 
 
