@@ -224,12 +224,12 @@ def notes_summary(noted: Sequence[ActivityEvent]) -> str:
     return "; ".join(shown)
 
 
-def _who(actor: str) -> str:
-    kind, _, name = actor.partition(":")
+def _who(event: ActivityEvent) -> str:
+    kind, _, name = event.actor.partition(":")
     if kind == "user":
         return f" by {name}"
-    if kind == "planner":
-        return " by a planner chat"
+    if kind == "planner":  # the human it acted for: the chat's owner, or who published its draft
+        return f" by {event.on_behalf_of.get_username()} in a planner chat"
     return ""  # Ballet itself (a claim's lease ran out): nobody did it
 
 
@@ -243,11 +243,11 @@ def _phrase(event: ActivityEvent) -> str:
     phrase = _PHRASES.get(group)
     if phrase is not None:
         return phrase(event, data, action)
-    return f"{event.verb} {event.target}{_who(event.actor)}"
+    return f"{event.verb} {event.target}{_who(event)}"
 
 
 def _item_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
-    who = _who(event.actor)
+    who = _who(event)
     if action == "created":
         return f"{event.target} created{who}"
     found = data.get("changes")
@@ -262,56 +262,56 @@ def _item_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str
 def _dependency_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
     blocked, blocker = data.get("blocked", event.target), data.get("blocker", "?")
     waits = "now waits for" if action == "added" else "no longer waits for"
-    return f"{blocked} {waits} {blocker}{_who(event.actor)}"
+    return f"{blocked} {waits} {blocker}{_who(event)}"
 
 
 def _changeset_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
     number = data.get("number", event.target.removeprefix("changeset:"))
     if action == "conflicted":
         return f"changeset #{number} could not be applied (it conflicts with the plan)"
-    return f"changeset #{number} {action}{_who(event.actor)}"
+    return f"changeset #{number} {action}{_who(event)}"
 
 
 def _knowledge_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
-    return f"knowledge #{event.target.removeprefix(KNOWLEDGE_TARGET)} {action}{_who(event.actor)}"
+    return f"knowledge #{event.target.removeprefix(KNOWLEDGE_TARGET)} {action}{_who(event)}"
 
 
 def _question_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
     about = f" about {data['item']}" if data.get("item") else ""
     if action == "asked":
-        return f"a question{about} asked{_who(event.actor)}"
+        return f"a question{about} asked{_who(event)}"
     if action == "needs_human":
         return f"a question{about} waits for a human"
-    return f"a question{about} {_state(action)}{_who(event.actor)}"
+    return f"a question{about} {_state(action)}{_who(event)}"
 
 
 def _claim_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
     if action == "taken":
-        return f"{event.target} claimed{_who(event.actor)}"
-    return f"{event.target}'s claim {action}{_who(event.actor)}"
+        return f"{event.target} claimed{_who(event)}"
+    return f"{event.target}'s claim {action}{_who(event)}"
 
 
 def _report_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
     state = f", now {_state(data['state'])}" if data.get("state") else ""
-    return f"{event.target}: a report{_who(event.actor)}{state}"
+    return f"{event.target}: a report{_who(event)}{state}"
 
 
 def _comment_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
-    return f"{event.target}: a comment{_who(event.actor)}"
+    return f"{event.target}: a comment{_who(event)}"
 
 
 def _skill_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
     done = {"version_created": "updated"}.get(action, _state(action))
-    return f"skill {event.target.removeprefix('skill:')} {done}{_who(event.actor)}"
+    return f"skill {event.target.removeprefix('skill:')} {done}{_who(event)}"
 
 
 def _project_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
-    return f"the project's settings changed{_who(event.actor)}"
+    return f"the project's settings changed{_who(event)}"
 
 
 def _membership_phrase(event: ActivityEvent, data: dict[str, Any], action: str) -> str:
     done = "removed" if action == "removed" else "changed"
-    return f"the membership of {event.target.removeprefix('user:')} {done}{_who(event.actor)}"
+    return f"the membership of {event.target.removeprefix('user:')} {done}{_who(event)}"
 
 
 _PHRASES: dict[str, Callable[[ActivityEvent, dict[str, Any], str], str]] = {

@@ -196,4 +196,4 @@ def test_a_published_draft_reaches_another_chats_change_notes(chat, plan, member
     own = notes_for(events, session_label=f"planner:{chat.pk}", project=chat.project, user=member, focus=())
     assert own == []  # the chat that drafted it is not told of its own write
     noted = notes_for(events, session_label="planner:another", project=chat.project, user=owner, focus=())
-    assert notes_summary(noted) == f"knowledge #{entry} created by a planner chat"
+    assert notes_summary(noted) == f"knowledge #{entry} created by {member.username} in a planner chat"
