@@ -15,9 +15,9 @@ from django.utils import timezone
 from planner.domain.services.agent_questions import question_ask, question_unanswered
 from tests.factories import make_membership, make_project, make_user
 from tracker.errors import ValidationError
-from tracker.models import Claim, Event, Mail, Membership, Notice, NotificationPreference, Role, Watch
+from tracker.models import Claim, Event, Item, Mail, Membership, Notice, NotificationPreference, Role, Watch
 from tracker.services.activity import Actor
-from tracker.services.changesets import changeset_propose
+from tracker.services.changesets import changeset_apply, changeset_propose
 from tracker.services.comments import comment_add, watch_set
 from tracker.services.events import event_record
 from tracker.services.items import item_update
@@ -104,6 +104,41 @@ def test_a_proposed_changeset_tells_those_who_may_apply_it_but_its_proposer(proj
         ("changeset", "digest", "[BAL] maintainer proposes changeset #1: Retitle the login form")
     ]
     assert Mail.objects.get(user=users["owner"]).url == "/projects/BAL/changesets/1/"
+
+
+def test_whoever_proposed_a_ticket_watches_it_once_applied_and_is_told_when_it_moves(project, users):
+    proposed = changeset_propose(
+        actor=Actor(user=users["member"]),
+        project=project,
+        title="Add the sign-up form",
+        operations=[{"op": "create", "kind": "ticket", "fields": {"title": "Sign-up form"}}],
+    )
+    assert not Watch.objects.exists()  # a proposal watches nothing until it is applied
+
+    applied = changeset_apply(actor=Actor(user=users["owner"]), changeset=proposed)
+    created = Item.objects.get(project=project, number=int(applied.created_items["#0"].rpartition("-")[2]))
+    item_update(actor=Actor(user=users["owner"]), item=created, fields={"state": "ready"})
+
+    assert list(Watch.objects.values_list("user__username", "item_id")) == [("member", created.pk)]
+    [notice] = Notice.objects.filter(user=users["member"])
+    assert (notice.kind, notice.url) == ("watched", f"/projects/BAL/items/{created.key}/")
+
+
+def test_an_agent_that_proposed_a_ticket_does_not_watch_it(project, users):
+    agent, _, _ = agent_create(
+        actor=Actor(user=users["owner"]), project=project, name="CI bot", scopes=["read", "plan"]
+    )
+    proposed = changeset_propose(
+        actor=Actor(user=agent.user),
+        project=project,
+        title="Add the sign-up form",
+        operations=[{"op": "create", "kind": "ticket", "fields": {"title": "Sign-up form"}}],
+    )
+
+    changeset_apply(actor=Actor(user=users["owner"]), changeset=proposed)
+
+    assert Item.objects.filter(project=project, title="Sign-up form").exists()
+    assert not Watch.objects.exists()
 
 
 def test_a_watched_ticket_that_moves_tells_its_watchers_and_its_holder(project, users, ticket):

@@ -10,9 +10,10 @@ operations and rolls them back, to show what applying would change.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -27,7 +28,7 @@ from tracker.errors import (
     ValidationError,
 )
 from tracker.inputs import refuse_nul
-from tracker.models import Changeset, ChangesetStatus, Item, Project
+from tracker.models import Changeset, ChangesetStatus, Item, Project, Watch
 from tracker.selectors import project_planner_config
 from tracker.services.activity import Actor, activity_record
 from tracker.services.changeset_validation import (
@@ -211,8 +212,22 @@ def _apply(
                 "changeset #%s of %s hit a constraint", locked.number, locked.project_id, exc_info=True
             )
             return _decide(actor, locked, ChangesetStatus.CONFLICTED, note=note, reason=CONSTRAINT_REASON)
+        _proposer_watches(locked, created.values())
         locked.created_items = created
         return _decide(actor, locked, ChangesetStatus.APPLIED, note=note)
+
+
+def _proposer_watches(changeset: Changeset, keys: Iterable[str]) -> None:
+    """The human who proposed ``changeset`` watches the items it created (``keys``), and so is told
+    when a ticket they proposed moves (docs/events.md#people); an agent watches nothing."""
+    numbers = [int(key.rpartition("-")[2]) for key in keys]
+    if not numbers or not User.objects.filter(pk=changeset.proposed_by_id, agent__isnull=True).exists():
+        return
+    items = Item.objects.filter(project_id=changeset.project_id, number__in=numbers)
+    Watch.objects.bulk_create(
+        [Watch(item_id=pk, user_id=changeset.proposed_by_id) for pk in items.values_list("pk", flat=True)],
+        ignore_conflicts=True,
+    )
 
 
 class _TrialRolledBackError(Exception):
