@@ -319,3 +319,48 @@ def test_a_local_path_no_longer_under_the_roots_is_fetched_no_more(owner, projec
     assert mirrored_head(repo) == good
     configured(settings, tmp_path)
     assert fetch(repo).last_error == ""
+
+
+def packs(repo: Repository) -> list[Path]:
+    return sorted((mirror_path(repo) / "objects" / "pack").glob("*.pack"))
+
+
+def test_the_packs_fetches_bring_are_made_one_past_the_limit(owner, project, roots, monkeypatch):
+    monkeypatch.setattr(mirror_module, "MAX_PACKS", 3)
+    source = source_repo(roots / "app", {"README.md": "# App\n"})
+    repo = linked(owner, project, source)
+    fetch(repo)
+    counts = []
+    for n in range(4):
+        latest = commit(source, {f"src/step{n}.py": f"STEP = {n}\n"}, f"Step {n}")
+        fetch(repo)
+        counts.append(len(packs(repo)))
+
+    assert counts == [2, 3, 1, 2]  # the clone's and each fetch's, until a fourth makes them one
+    assert mirrored_head(repo) == latest
+    assert "STEP = 2" in git(mirror_path(repo), "show", "HEAD:src/step2.py")
+    git(mirror_path(repo), "fsck", "--no-progress")
+
+
+def test_a_repack_cut_short_keeps_the_fetch_and_leaves_no_unfinished_pack(owner, project, roots, monkeypatch):
+    monkeypatch.setattr(mirror_module, "MAX_PACKS", 1)
+    source = source_repo(roots / "app", {"README.md": "# App\n"})
+    repo = linked(owner, project, source)
+    fetch(repo)
+    latest = commit(source, {"src/booking.py": "WINDOW = 24\n"}, "Booking")
+    real = mirror_module._run
+
+    def repack_cut(args, *, env, limits, watch, started):
+        if "repack" not in args:
+            return real(args, env=env, limits=limits, watch=watch, started=started)
+        (watch / "objects" / "pack" / ".tmp-99-pack-unfinished.pack").write_bytes(b"PACK")
+        raise mirror_module.GitError("Timed out after 60 s.")
+
+    monkeypatch.setattr(mirror_module, "_run", repack_cut)
+
+    fetched = fetch(repo)
+
+    assert (fetched.last_commit, fetched.last_error) == (latest, "")
+    assert len(packs(repo)) == 2
+    assert not list((mirror_path(repo) / "objects" / "pack").glob(".tmp-*"))
+    git(mirror_path(repo), "fsck", "--no-progress")

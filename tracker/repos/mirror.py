@@ -16,7 +16,8 @@ every error is scrubbed of it.
 A fetch never touches the last good mirror: the new state is built beside it (a fresh clone, or a
 copy of the mirror made of hard links: git replaces files, never writes into them) and swapped in
 once it is complete and within the cap, in one step where Linux allows; a failure leaves the old
-one as it was.
+one as it was. Each fetch brings a pack; once there are more than ``MAX_PACKS``, the copy is
+repacked into one before the swap.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from typing import Final
 
 SSH_COMMAND: Final = "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new"
 POLL_SECONDS: Final = 0.2  # how often a running command's time and size are checked
+# A fetch adds a pack (``transfer.unpackLimit=1``); past this many, it repacks them into one, since
+# every read looks through each pack in turn.
+MAX_PACKS: Final = 16
 ERROR_CHARS: Final = 1000
 AT_FDCWD: Final = -100
 RENAME_EXCHANGE: Final = 2
@@ -213,10 +217,24 @@ def _build(source: Source, *, mirror: Path, work: Path, env: dict[str, str], lim
              watch=work, started=started)  # fmt: skip
         _run([*git, "fetch", "--prune", "--no-recurse-submodules", "origin"], env=env, limits=limits,
              watch=work, started=started)  # fmt: skip
+        if len(list((work / "objects" / "pack").glob("*.pack"))) > MAX_PACKS:
+            _repack(git, work=work, env=env, limits=limits, started=started)
     else:
         clone = ["clone", "--mirror", "--template=", *(["--no-local"] if source.local else [])]
         _run([*_options(source), *clone, "--", source.location, str(work)], env=env, limits=limits,
              watch=work, started=started)  # fmt: skip
+
+
+def _repack(git: list[str], *, work: Path, env: dict[str, str], limits: Limits, started: float) -> None:
+    """The packs of ``work`` made one, within what is left of the fetch's time and the size cap. A
+    repack that fails or is cut leaves the packs as they were (git removes the old ones only once the
+    new one is whole) less its own unfinished files: the fetch stands, the next one tries again."""
+    try:
+        _run([*git, "repack", "-a", "-d", "-q"], env=env, limits=limits, watch=work, started=started)
+    except GitError:
+        packs = work / "objects" / "pack"
+        for unfinished in [*packs.glob(".tmp-*"), *packs.glob("tmp_*")]:  # repack's, pack-objects'
+            unfinished.unlink(missing_ok=True)
 
 
 def mirror_fetch(source: Source, *, mirror: Path, branch: str, limits: Limits) -> Fetched:
