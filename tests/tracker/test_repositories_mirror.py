@@ -14,6 +14,7 @@ import pytest
 
 from ballet.env import RepositoriesTable
 from tests.tracker.repo_helpers import commit, configured, git, source_repo
+from tracker.errors import ValidationError
 from tracker.models import Repository
 from tracker.repos import mirror as mirror_module
 from tracker.repos.selectors import mirror_path, repositories_of
@@ -364,3 +365,54 @@ def test_a_repack_cut_short_keeps_the_fetch_and_leaves_no_unfinished_pack(owner,
     assert len(packs(repo)) == 2
     assert not list((mirror_path(repo) / "objects" / "pack").glob(".tmp-*"))
     git(mirror_path(repo), "fsck", "--no-progress")
+
+
+def test_a_repository_whose_git_files_point_outside_the_roots_is_not_linked(owner, project, roots, tmp_path):
+    outside = source_repo(tmp_path / "outside", {"secret.txt": "from outside the roots\n"})
+    pointing = roots / "pointing"
+    pointing.mkdir()
+    (pointing / ".git").write_text(f"gitdir: {outside / '.git'}\n")
+    borrowing = roots / "borrowing.git"
+    git(roots, "init", "-q", "--bare", "borrowing.git")
+    (borrowing / "objects" / "info" / "alternates").write_text(f"{outside / '.git' / 'objects'}\n")
+    nul = roots / "nul"
+    nul.mkdir()
+    (nul / ".git").write_text("gitdir: ../\x00\n")
+
+    for folder in (pointing, borrowing, nul):
+        with pytest.raises(ValidationError) as refused:
+            linked(owner, project, folder)
+        assert refused.value.errors == {"local_path": [repositories.READS_OUTSIDE]}
+    assert not Repository.objects.exists()
+
+
+def test_a_worktree_and_alternates_within_the_roots_are_linked_and_fetched(owner, project, roots):
+    main = source_repo(roots / "main", {"src/app.py": "APP = 1\n"})
+    git(main, "worktree", "add", "-q", "-b", "feature", str(roots / "feature"))
+    borrowing = roots / "borrowing.git"
+    git(roots, "clone", "-q", "--bare", "--shared", str(main), "borrowing.git")
+    assert (borrowing / "objects" / "info" / "alternates").is_file()
+
+    for name, folder in (("feature", roots / "feature"), ("borrowing", borrowing)):
+        repo = repository_link(actor=Actor(user=owner), project=project, name=name, local_path=str(folder))
+        fetched = fetch(repo)
+        assert (fetched.last_error, fetched.last_commit) == ("", git(main, "rev-parse", "main"))
+
+
+def test_a_linked_repository_since_pointed_outside_the_roots_is_fetched_no_more(
+    owner, project, roots, tmp_path
+):
+    source = source_repo(roots / "app")
+    good = git(source, "rev-parse", "HEAD")
+    repo = linked(owner, project, source)
+    assert fetch(repo).last_commit == good
+    outside = source_repo(tmp_path / "outside", {"secret.txt": "from outside the roots\n"})
+    alternates = source / ".git" / "objects" / "info" / "alternates"
+    alternates.write_text(f"{outside / '.git' / 'objects'}\n")
+
+    refused = fetch(repo)
+
+    assert refused.last_error == repositories.NO_LONGER_ALLOWED
+    assert (refused.last_commit, mirrored_head(repo)) == (good, good)
+    alternates.unlink()
+    assert fetch(repo).last_error == ""

@@ -40,6 +40,7 @@ POLL_SECONDS: Final = 0.2  # how often a running command's time and size are che
 # A fetch adds a pack (``transfer.unpackLimit=1``); past this many, it repacks them into one, since
 # every read looks through each pack in turn.
 MAX_PACKS: Final = 16
+MAX_ALTERNATES_DEPTH: Final = 5  # as git's own limit on alternates of alternates
 ERROR_CHARS: Final = 1000
 AT_FDCWD: Final = -100
 RENAME_EXCHANGE: Final = 2
@@ -90,6 +91,36 @@ def tree_size(path: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(folder, name)).st_size
     return total
+
+
+def read_folders(path: Path) -> list[Path]:
+    """The folders git reads for the local repository at ``path``, resolved: its git folder (``path``
+    itself if bare, ``path/.git``, or where a ``.git`` file points), the common folder a worktree's
+    ``commondir`` names, and every folder of objects an ``objects/info/alternates`` adds, as git
+    follows them (five deep). Read from the files as git reads them, never by running git there."""
+    git_dir = path / ".git"
+    if git_dir.is_file():
+        pointer = git_dir.read_text(errors="replace").strip()
+        git_dir = path / pointer.removeprefix("gitdir:").strip()
+    elif not git_dir.is_dir():
+        git_dir = path
+    folders = [git_dir]
+    common = git_dir / "commondir"
+    if common.is_file():
+        folders.append(git_dir / common.read_text(errors="replace").strip())
+    objects = [folders[-1] / "objects"]
+    for _depth in range(MAX_ALTERNATES_DEPTH):
+        found = []
+        for folder in objects:
+            alternates = folder / "info" / "alternates"
+            if alternates.is_file():
+                lines = alternates.read_text(errors="replace").splitlines()
+                found += [
+                    folder / line.strip() for line in lines if line.strip() and not line.startswith("#")
+                ]
+        folders += found
+        objects = found
+    return [Path(os.path.realpath(folder)) for folder in folders]
 
 
 def scrub(text: str, credential: str) -> str:

@@ -32,7 +32,7 @@ from django.utils import timezone
 from tracker.commit_hooks import on_commit_robust
 from tracker.errors import ValidationError
 from tracker.models import Project, Repository
-from tracker.repos.mirror import Fetched, Limits, Source, mirror_fetch, mirror_remove
+from tracker.repos.mirror import Fetched, Limits, Source, mirror_fetch, mirror_remove, read_folders
 from tracker.repos.selectors import mirror_path, repository_get
 from tracker.services.activity import Actor, activity_record
 from tracker.services.webhooks import DeliveryBell
@@ -51,6 +51,14 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 NO_CREDENTIAL: Final = (
     "A credential is for an https URL: an ssh URL uses this server's ssh keys, a local path none."
+)
+READS_OUTSIDE: Final = (
+    "The repository there reads from outside [repositories] local_roots (its .git file, a worktree's "
+    "common folder or its objects' alternates point there)."
+)
+NO_LONGER_ALLOWED: Final = (
+    "The local path is no longer under [repositories] local_roots, or its repository now reads from "
+    "outside them (its .git file, a worktree's common folder or its objects' alternates)."
 )
 BAD_BRANCH = re.compile(r"(^[-/.])|([/.]$)|\.\.|//|@\{|[\s~^:?*\[\\]|\.lock$|/\.|^@$")
 
@@ -106,6 +114,8 @@ def _path_errors(path: Any, extra_roots: tuple[str, ...] = ()) -> list[str]:
         return [f"The path must be under one of {', '.join(roots)}."]
     if not Path(path.strip()).is_dir():  # through its links, as its resolved path
         return ["No such folder."]
+    if _reads_outside(path.strip(), roots):
+        return [READS_OUTSIDE]
     return []
 
 
@@ -310,16 +320,31 @@ def _claim(repository_id: int) -> bool:
 
 
 def _still_allowed(path: str) -> bool:
-    """Whether a linked local path is still under ``local_roots`` (or the demo's folder): a root
-    the operator has since taken out, or a folder since replaced by a link out of the roots, is
-    fetched no more."""
-    return _under_roots(path, (*settings.BALLET_REPOSITORIES.local_roots, str(settings.DEMO_REPOSITORY_ROOT)))
+    """Whether a linked local path is still under ``local_roots`` (or the demo's folder), and all
+    git would read for it: a root the operator has since taken out, a folder since replaced by a
+    link out of the roots, or a repository since pointed at one outside them, is fetched no more."""
+    roots = (*settings.BALLET_REPOSITORIES.local_roots, str(settings.DEMO_REPOSITORY_ROOT))
+    return _under_roots(path, roots) and not _reads_outside(path, roots)
 
 
 def _under_roots(path: str, roots: tuple[str, ...]) -> bool:
     """Whether ``path``, its links resolved, is under one of ``roots`` (theirs resolved too)."""
-    resolved = Path(os.path.realpath(path))
-    return any(resolved.is_relative_to(os.path.realpath(root)) for root in roots)
+    return _is_under(Path(os.path.realpath(path)), roots)
+
+
+def _is_under(folder: Path, roots: tuple[str, ...]) -> bool:
+    return any(folder.is_relative_to(os.path.realpath(root)) for root in roots)
+
+
+def _reads_outside(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether git, asked for the repository at ``path``, would read a folder outside ``roots``:
+    where its ``.git`` file points, a worktree's common folder, its objects' alternates
+    (``tracker.repos.mirror.read_folders``); an unreadable one counts as outside."""
+    try:
+        folders = read_folders(Path(os.path.realpath(path)))
+    except (OSError, ValueError):  # (a NUL in a .git file's path)
+        return True
+    return not all(_is_under(folder, roots) for folder in folders)
 
 
 def repository_fetch(repository_id: int) -> Repository | None:
@@ -335,7 +360,7 @@ def repository_fetch(repository_id: int) -> Repository | None:
     fetched = (
         mirror_fetch(source, mirror=mirror_path(repo), branch=repo.default_branch, limits=_limits())
         if not repo.local_path or _still_allowed(repo.local_path)
-        else Fetched(ok=False, error="The local path is no longer under [repositories] local_roots.")
+        else Fetched(ok=False, error=NO_LONGER_ALLOWED)
     )
     changes: dict[str, Any] = {"last_fetch_at": timezone.now(), "fetching_since": None}
     if fetched.ok:
