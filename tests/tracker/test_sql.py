@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.forms.models import model_to_dict
 from django.test.utils import CaptureQueriesContext
@@ -190,7 +191,59 @@ def test_a_step_s_save_is_one_round_trip_and_tells_what_waits(session, last):
         assert "$1" in statements[0]
         (pipeline,) = sent_in
         assert pipeline is not None
-        assert sent_in.control == [("BEGIN", pipeline), ("COMMIT", pipeline)]
+        # its commit need not wait for the disk: the transaction says so in the same pipeline
+        assert sent_in.control == [("BEGIN", pipeline), (sql.NO_FLUSH, pipeline), ("COMMIT", pipeline)]
+
+
+def durability(cursor: Any) -> object:
+    """What a commit on this connection waits for: PostgreSQL's ``synchronous_commit`` for the
+    transaction at hand; SQLite's journal mode and ``synchronous`` (1: NORMAL)."""
+    if connection.vendor == "postgresql":
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+    cursor.execute("PRAGMA journal_mode")
+    mode = cursor.fetchone()[0]
+    cursor.execute("PRAGMA synchronous")
+    return (mode, cursor.fetchone()[0])
+
+
+def test_a_step_s_commit_waits_for_no_disk_as_every_commit_of_the_embedded_mode(session):
+    Session.objects.filter(pk=session.pk).update(
+        state=SessionState.RUNNING, turn_owner=PROCESS_ID, turn_count=1
+    )
+    answer = ChatMessage(role="assistant", content=(TextBlock("Looking"),), kind="assistant")
+    with connection.cursor() as cursor:
+        before = durability(cursor)
+
+    saved = sessions.message_save(session_id=session.pk, turn=1, after_seq=0, message=answer)
+
+    with connection.cursor() as cursor:  # (the step's SET LOCAL lasts as long as the test's transaction)
+        after = durability(cursor)
+    assert saved.message.seq == 1
+    if connection.vendor == "postgresql":
+        assert (before, after) == ("on", "off")
+    else:  # WAL and NORMAL: a commit may be lost to a crash of the machine, never half of one
+        assert before == after == ("wal", 1)
+
+
+@pytest.mark.skipif(not settings.PRODUCTION_MODE, reason="an UPDATE with INSERTs in its WITH: PostgreSQL's")
+def test_a_last_statement_after_waiting_writes_can_commit_without_the_disk_too(session):
+    key = model_rows.prep(Session, "id", session.pk)
+    with transaction.atomic(), sql.batched():
+        model_rows.insert([event(session, "waiting")])
+        found = model_rows.update_inserting(
+            Session,
+            {"title": "Moved"},
+            "id = %s",
+            [key],
+            returning={"title": "title"},
+            inserting=[(event(session, "after"), "")],
+            no_flush=True,
+        )
+        with connection.cursor() as cursor:
+            after = durability(cursor)
+    assert (found, after) == (("Moved",), "off")
+    assert kinds(session) == ["waiting", "after"]
 
 
 def test_a_step_s_rows_are_stored_in_order_with_every_value(session, member):

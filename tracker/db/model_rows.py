@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import Field, Model
 
 from tracker.db.sql import (
+    NO_FLUSH,
     Row,
     Statement,
     batch_ending,
@@ -169,6 +170,7 @@ def update_inserting(
     *,
     returning: Mapping[str, str],
     inserting: Sequence[tuple[Model, str]],
+    no_flush: bool = False,
 ) -> Row | None:
     """PostgreSQL: :func:`update_returning` of one row and, in the same statement, an INSERT of
     each object of ``inserting`` made only if the update changed its row and the object's
@@ -176,7 +178,8 @@ def update_inserting(
     values in the order of ``returning``), None if nothing changed: then nothing was inserted.
     One statement (data-modifying WITH clauses, which SQLite lacks) where there were an update
     and the inserts after it; within :func:`batched` it is the batch's last, and goes with the
-    COMMIT of a batch that ends its transaction."""
+    COMMIT of a batch that ends its transaction. ``no_flush``: that commit does not wait for the
+    disk (``tracker.db.sql.NO_FLUSH``)."""
     assert vendor() == "postgresql", "SQLite has no INSERT or UPDATE in WITH clauses"
     statement, all_params = _update(model, values, where, params)
     names = ", ".join(f"{expr} AS {name}" for name, expr in returning.items())
@@ -195,7 +198,7 @@ def update_inserting(
         clauses.append(f"inserted_{index} AS ({head}{' UNION ALL '.join([one] * len(objs))})")
         all_params.extend(value for obj in objs for value in _insert_values(fields, obj))
     sent = f"WITH {', '.join(clauses)} SELECT {', '.join(returning)} FROM moved"  # noqa: S608 - the caller's SQL
-    return _last_row(sent, all_params)
+    return _last_row(sent, all_params, no_flush=no_flush)
 
 
 @functools.cache
@@ -206,21 +209,22 @@ def _typed_row(model: type[Model]) -> str:
     return ", ".join(f"%s::{f.cast_db_type(connection)}" for f in fields)  # type: ignore[attr-defined]
 
 
-def _last_row(sql: str, params: Sequence[Any]) -> Row | None:
+def _last_row(sql: str, params: Sequence[Any], *, no_flush: bool = False) -> Row | None:
     """The first row of ``sql``, the last statement of the batch: with the COMMIT in the same
     round trip when the batch ends an outermost transaction (:func:`batched`). Prepared, in one
     pipeline with its transaction's BEGIN and COMMIT, when no write waits to go with it: parsing
     and planning a step's save (several kilobytes of rows) cost PostgreSQL three times what
-    running it does."""
+    running it does. ``no_flush``: the transaction's commit does not wait for the disk."""
     ending = batch_ending.get() and outermost()
     if not queued.get():
-        (found_rows,) = pipelined([(sql, params)], commit=ending)
+        (found_rows,) = pipelined([(sql, params)], commit=ending, no_flush=no_flush)
         return found_rows[0] if found_rows else None
-    statements: list[Statement] = [(sql, params)]
+    statements: list[Statement] = [(NO_FLUSH, ())] if no_flush else []
+    statements.append((sql, params))
     if ending:
         statements.append(("COMMIT", ()))
     with connection.cursor() as cursor:
-        send(cursor, statements, skip=0)
+        send(cursor, statements, skip=1 if no_flush else 0)  # on ``sql``'s result
         found: Row | None = cursor.fetchone()
         return found
 

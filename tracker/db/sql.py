@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import psycopg
 from django.db import connection
@@ -322,10 +322,18 @@ def _result_sets_sent(statements: Sequence[Statement]) -> list[list[Row]]:
     return pipelined(statements)
 
 
-def pipelined(statements: Sequence[Statement], *, commit: bool = False) -> list[list[Row]]:
+# A transaction that may be lost to a crash of the database's server, never half: its commit
+# answers before the write-ahead log reaches the disk (docs/architecture.md#commits-that-need-no-flush).
+NO_FLUSH: Final = "SET LOCAL synchronous_commit TO OFF"
+
+
+def pipelined(
+    statements: Sequence[Statement], *, commit: bool = False, no_flush: bool = False
+) -> list[list[Row]]:
     """Every row of each of ``statements``, prepared one by one in psycopg's pipeline mode: sent
     together, read together, with the transaction's BEGIN when they open it (psycopg would sync
-    the pipeline after its own), and with ``commit`` its COMMIT after them."""
+    the pipeline after its own), and with ``commit`` its COMMIT after them; ``no_flush``: the
+    transaction's commit does not wait for the disk (:data:`NO_FLUSH`)."""
     cursors = [_reading() for _ in statements]
     opening = _opening()
     raw = connection.connection
@@ -334,6 +342,8 @@ def pipelined(statements: Sequence[Statement], *, commit: bool = False) -> list[
             with raw.pipeline():
                 if opening:
                     raw.execute("BEGIN")
+                if no_flush:
+                    raw.execute(NO_FLUSH)
                 for cursor, (sql, params) in zip(cursors, statements, strict=True):
                     cursor.execute(sql, _bound(params))
                 if commit:

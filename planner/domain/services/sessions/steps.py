@@ -108,8 +108,10 @@ def _saved_at_once(
     if end:
         done = Event(session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"})
         rows.append((done, "ended"))
+    # A step holds the transcript alone: its commit need not wait for the disk, as SQLite's does not
+    # in the embedded mode (docs/architecture.md#commits-that-need-no-flush).
     found = model_rows.update_inserting(
-        Session, step.values, step.where, step.params, returning=MOVED, inserting=rows
+        Session, step.values, step.where, step.params, returning=MOVED, inserting=rows, no_flush=True
     )
     return step.advanced(found).saved(saved)
 
