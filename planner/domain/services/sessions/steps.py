@@ -108,10 +108,16 @@ def _saved_at_once(
     if end:
         done = Event(session_id=session_id, kind="turn_ended", turn=turn, data={"reason": "completed"})
         rows.append((done, "ended"))
-    # A step holds the transcript alone: its commit need not wait for the disk, as SQLite's does not
-    # in the embedded mode (docs/architecture.md#commits-that-need-no-flush).
+    # A step holds the transcript alone: its own commit need not wait for the disk, as SQLite's does
+    # not in the embedded mode (docs/architecture.md#commits-that-need-no-flush); a caller's, never.
     found = model_rows.update_inserting(
-        Session, step.values, step.where, step.params, returning=MOVED, inserting=rows, no_flush=True
+        Session,
+        step.values,
+        step.where,
+        step.params,
+        returning=MOVED,
+        inserting=rows,
+        no_flush=sql.outermost(),
     )
     return step.advanced(found).saved(saved)
 
