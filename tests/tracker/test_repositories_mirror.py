@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -378,8 +379,11 @@ def test_a_repository_whose_git_files_point_outside_the_roots_is_not_linked(owne
     nul = roots / "nul"
     nul.mkdir()
     (nul / ".git").write_text("gitdir: ../\x00\n")
+    linking = source_repo(roots / "linking")
+    shutil.rmtree(linking / ".git" / "objects")
+    (linking / ".git" / "objects").symlink_to(outside / ".git" / "objects")
 
-    for folder in (pointing, borrowing, nul):
+    for folder in (pointing, borrowing, nul, linking):
         with pytest.raises(ValidationError) as refused:
             linked(owner, project, folder)
         assert refused.value.errors == {"local_path": [repositories.READS_OUTSIDE]}

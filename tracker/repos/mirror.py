@@ -96,8 +96,9 @@ def tree_size(path: Path) -> int:
 def read_folders(path: Path) -> list[Path]:
     """The folders git reads for the local repository at ``path``, resolved: its git folder (``path``
     itself if bare, ``path/.git``, or where a ``.git`` file points), the common folder a worktree's
-    ``commondir`` names, and every folder of objects an ``objects/info/alternates`` adds, as git
-    follows them (five deep). Read from the files as git reads them, never by running git there."""
+    ``commondir`` names, its objects' folder, and every folder of objects an
+    ``objects/info/alternates`` adds, as git follows them (five deep). Read from the files as git
+    reads them, never by running git there."""
     git_dir = path / ".git"
     if git_dir.is_file():
         pointer = git_dir.read_text(errors="replace").strip()
@@ -108,7 +109,8 @@ def read_folders(path: Path) -> list[Path]:
     common = git_dir / "commondir"
     if common.is_file():
         folders.append(git_dir / common.read_text(errors="replace").strip())
-    objects = [folders[-1] / "objects"]
+    objects = [folders[-1] / "objects"]  # (a link out of the roots, as much as an alternate)
+    folders += objects
     for _depth in range(MAX_ALTERNATES_DEPTH):
         found = []
         for folder in objects:
