@@ -54,11 +54,11 @@ NO_CREDENTIAL: Final = (
 )
 READS_OUTSIDE: Final = (
     "The repository there reads from outside [repositories] local_roots (its .git file, a worktree's "
-    "common folder or its objects' alternates point there)."
+    "common folder, its objects folder or their alternates point there)."
 )
 NO_LONGER_ALLOWED: Final = (
     "The local path is no longer under [repositories] local_roots, or its repository now reads from "
-    "outside them (its .git file, a worktree's common folder or its objects' alternates)."
+    "outside them (its .git file, a worktree's common folder, its objects folder or their alternates)."
 )
 BAD_BRANCH = re.compile(r"(^[-/.])|([/.]$)|\.\.|//|@\{|[\s~^:?*\[\\]|\.lock$|/\.|^@$")
 
@@ -338,8 +338,8 @@ def _is_under(folder: Path, roots: tuple[str, ...]) -> bool:
 
 def _reads_outside(path: str, roots: tuple[str, ...]) -> bool:
     """Whether git, asked for the repository at ``path``, would read a folder outside ``roots``:
-    where its ``.git`` file points, a worktree's common folder, its objects' alternates
-    (``tracker.repos.mirror.read_folders``); an unreadable one counts as outside."""
+    where its ``.git`` file points, a worktree's common folder, its objects folder and their
+    alternates (``tracker.repos.mirror.read_folders``); an unreadable one counts as outside."""
     try:
         folders = read_folders(Path(os.path.realpath(path)))
     except (OSError, ValueError):  # (a NUL in a .git file's path)
