@@ -10,7 +10,7 @@ operations and rolls them back, to show what applying would change.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from django.contrib.auth.models import User
@@ -213,20 +213,17 @@ def _apply(
             )
             return _decide(actor, locked, ChangesetStatus.CONFLICTED, note=note, reason=CONSTRAINT_REASON)
         _proposer_watches(locked, created.values())
-        locked.created_items = created
+        locked.created_items = _keys(created)
         return _decide(actor, locked, ChangesetStatus.APPLIED, note=note)
 
 
-def _proposer_watches(changeset: Changeset, keys: Iterable[str]) -> None:
-    """The human who proposed ``changeset`` watches the items it created (``keys``), and so is told
-    when a ticket they proposed moves (docs/events.md#people); an agent watches nothing."""
-    numbers = [int(key.rpartition("-")[2]) for key in keys]
-    if not numbers or not User.objects.filter(pk=changeset.proposed_by_id, agent__isnull=True).exists():
+def _proposer_watches(changeset: Changeset, items: Collection[Item]) -> None:
+    """The human who proposed ``changeset`` watches the ``items`` it created, and so is told when a
+    ticket they proposed moves (docs/events.md#people); an agent watches nothing."""
+    if not items or not User.objects.filter(pk=changeset.proposed_by_id, agent__isnull=True).exists():
         return
-    items = Item.objects.filter(project_id=changeset.project_id, number__in=numbers)
     Watch.objects.bulk_create(
-        [Watch(item_id=pk, user_id=changeset.proposed_by_id) for pk in items.values_list("pk", flat=True)],
-        ignore_conflicts=True,
+        [Watch(item=item, user_id=changeset.proposed_by_id) for item in items], ignore_conflicts=True
     )
 
 
@@ -255,7 +252,7 @@ def changeset_trial(*, changeset: Changeset, observe: Callable[[], T]) -> tuple[
         with transaction.atomic():
             seen.append(observe())
             try:
-                created = _execute(actor, changeset)
+                created = _keys(_execute(actor, changeset))
             except IntegrityError as exc:
                 raise ApplyConflictError(CONSTRAINT_REASON) from exc
             seen.append(observe())
@@ -269,10 +266,16 @@ def _conflict_reason(errors: dict[str, list[str]]) -> str:
     return "; ".join(f"{path}: {' '.join(messages)}" for path, messages in errors.items())
 
 
-def _execute(actor: Actor, changeset: Changeset) -> dict[str, str]:
-    """Validate under the project's row lock and write every operation; the items it updates are
-    locked first, by id, before anything is written (docs/architecture.md#row-locks): each write
-    appends to the activity log under the organization's row lock, which comes last."""
+def _keys(created: dict[str, Item]) -> dict[str, str]:
+    """``{ref, or "#" + operation index: key}`` of the items a changeset created."""
+    return {ref: item.key for ref, item in created.items()}
+
+
+def _execute(actor: Actor, changeset: Changeset) -> dict[str, Item]:
+    """Validate under the project's row lock and write every operation; the items it created, by
+    ref (or "#" + operation index). The items it updates are locked first, by id, before anything
+    is written (docs/architecture.md#row-locks): each write appends to the activity log under the
+    organization's row lock, which comes last."""
     row_locked(Project.objects.filter(pk=changeset.project_id)).first()
     try:
         operations = changeset_validate(
@@ -290,7 +293,7 @@ def _execute(actor: Actor, changeset: Changeset) -> dict[str, str]:
             _execute_one(actor, changeset.project, operation, created)
         except BalletError as exc:
             raise ApplyConflictError(f"operations[{operation.index}]: {exc.message}") from exc
-    return {str(ref).lstrip("$"): item.key for ref, item in created.items()}
+    return {str(ref).lstrip("$"): item for ref, item in created.items()}
 
 
 def _item(node: Node, created: dict[Node, Item]) -> Item:
