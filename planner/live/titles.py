@@ -15,12 +15,18 @@ gateway meters before it returns), so it stays even if the process dies
 before the title is stored. Such a chat is still unnamed at its next turn's
 end, which proposes again: a chat gets at most ``MAX_CALLS`` title calls,
 so one whose proposals came back empty is not asked about forever.
+
+Titles are background work: a process makes ``AT_ONCE`` title calls at a time and the others
+wait their turn. When many chats end together (200 streams on one daphne), their titles
+then no longer crowd the streams still running (docs/benchmarks.md#reading-the-figures).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -55,6 +61,9 @@ QUOTED_CHARS = 1500  # of the human's message and of the answer: enough to see w
 MAX_TOKENS = 30
 TITLED_REASONS = ("completed", "max_rounds")  # the model answered: there is something to name
 MAX_CALLS = 2  # per chat: the first proposal, and one more if it was lost or came back empty
+AT_ONCE = 2  # title calls a process makes at a time
+
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 Announce = Callable[[uuid.UUID, list[Frame]], Awaitable[None]]
 
@@ -130,7 +139,14 @@ def _cut(text: str) -> str:
 
 async def propose(*, session_id: uuid.UUID, gateway: Gateway, announce: Announce) -> str | None:
     """Ask for a title, store it if the chat is still unnamed and tell its watchers; the title
-    stored, or None. Never raises: a title is a nicety, the chat works without one."""
+    stored, or None. Never raises: a title is a nicety, the chat works without one. Waits
+    while ``AT_ONCE`` others are being proposed in this process."""
+    turn = _turns.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(AT_ONCE))
+    async with turn:
+        return await _propose(session_id=session_id, gateway=gateway, announce=announce)
+
+
+async def _propose(*, session_id: uuid.UUID, gateway: Gateway, announce: Announce) -> str | None:
     try:
         job = await db(title_job)(session_id=session_id)
         if job is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from planner.agent.messages import ModelRequest, ModelResponse, Usage
 from planner.domain.services.agent_questions import question_create
 from planner.domain.services.chats import proposed_title
 from planner.domain.services.sessions import session_begin, session_create
+from planner.live import titles
 from planner.live.runner import Runner, runner
 from planner.live.titles import TITLE_SYSTEM
 from planner.models import Session, UsageRecord
@@ -501,3 +503,53 @@ async def test_a_message_to_an_archived_chat_over_the_socket_is_refused(scripted
     assert refused["message"].startswith("This chat is archived")
     assert scripted.requests == []
     assert (await sync(fresh)(session)).last_message_seq == 0
+
+
+async def until(check: Any, seconds: float = 10.0) -> None:
+    """Until ``check()`` (an awaitable's result, or a value) is true, looking every 10 ms."""
+    for _ in range(int(seconds * 100)):
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"still not so after {seconds} s")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_process_proposes_two_titles_at_a_time_and_the_next_waits_its_turn(
+    planner, model, session, member, monkeypatch
+):
+    monkeypatch.setattr(titles, "AT_ONCE", 2)
+    monkeypatch.setattr(titles, "_turns", weakref.WeakKeyDictionary())
+    others = [await sync(session_create)(user=member, project=session.project) for _ in range(2)]
+    chats = [session, *others]
+    first, second = Hang(then=say("First")), Hang(then=say("Second"))
+    model.titles.extend([first, second, say("Third")])
+    model.add(*(say(f"Answer {n}.") for n in range(3)))
+
+    async def ended(chat: Session) -> bool:
+        return (await sync(fresh)(chat)).state == "idle"
+
+    try:
+        for n, chat in enumerate(chats):
+            await planner.send(session_id=chat.pk, user=member, text=f"Question {n}")
+        await first.started.wait()
+        await second.started.wait()
+        for chat in chats:  # every turn has ended: the third title waits for a turn, not for its chat
+            await until(lambda chat=chat: ended(chat))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert len(model.title_requests) == 2
+
+        first.release.set()  # the third is proposed once the first is done, the second still out
+        await until(lambda: len(model.title_requests) == 3)
+        assert not second.release.is_set()
+    finally:
+        first.release.set()
+        second.release.set()
+    for chat in chats:
+        await planner.wait(chat.pk)
+    stored = sorted([(await sync(fresh)(chat)).title for chat in chats])
+    assert stored == ["First", "Second", "Third"]
