@@ -413,14 +413,20 @@ def coalesced(batch: list[Frame]) -> list[Frame]:
     The frames in ``batch`` are left as they are."""
     out: list[Frame] = []
     for frame in batch:
-        last = out[-1] if out else None
-        if frame["type"] == "text_delta" and last is not None and last["type"] == "text_delta":
-            joined = frame.copy()
-            joined["text"] = last["text"] + frame["text"]
-            out[-1] = joined
-        else:
-            out.append(frame)
+        add_coalesced(out, frame)
     return out
+
+
+def add_coalesced(out: list[Frame], frame: Frame) -> None:
+    """``frame`` added to the end of ``out``: joined into its last frame, as a copy of ``frame``
+    with the two texts, when both are text deltas, else appended. ``frame`` is left as it is."""
+    last = out[-1] if out else None
+    if frame["type"] == "text_delta" and last is not None and last["type"] == "text_delta":
+        joined = frame.copy()
+        joined["text"] = last["text"] + frame["text"]
+        out[-1] = joined
+    else:
+        out.append(frame)
 
 
 def wire(frame: Frame) -> str:

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from planner.agent import frames
 from planner.agent.frames import Frame
 
 if TYPE_CHECKING:  # a turn's loop and outbox are made by others; the registry only holds them
@@ -61,15 +62,8 @@ class LiveTurn:
             self.loop.stop()
 
     def remember(self, frame: Frame) -> None:
-        """Keep ``frame`` for watchers who come later, a run of text deltas as one
-        (as ``frames.coalesced`` joins them, for one frame at a time: this runs for every delta)."""
-        last = self.frames[-1] if self.frames else None
-        if last is not None and last["type"] == "text_delta" and frame["type"] == "text_delta":
-            joined = frame.copy()
-            joined["text"] = last["text"] + frame["text"]
-            self.frames[-1] = joined
-        else:
-            self.frames.append(frame)
+        """Keep ``frame`` for watchers who come later, a run of text deltas as one."""
+        frames.add_coalesced(self.frames, frame)
 
 
 class LiveTurns:
