@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 from channels.routing import URLRouter
@@ -91,6 +93,22 @@ async def frames_until(communicator, kind: str, limit: int = 200) -> list[dict]:
         if frame["type"] == kind:
             return seen
     raise AssertionError(f"no {kind} frame in {seen}")
+
+
+async def eventually(
+    check: Callable[..., bool | Awaitable[bool]], seconds: float, *, every: float = 0.01
+) -> None:
+    """Wait until ``check()`` holds (its value, or what it returns awaited), looking every ``every``
+    seconds; fail once ``seconds`` have passed."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"still not so after {seconds} s"
+        await asyncio.sleep(every)
 
 
 def login_cookie(user) -> bytes:

@@ -26,7 +26,7 @@ from tests.factories import MembershipFactory, ProjectFactory, UserFactory, make
 from tests.fakes.messages_api import TITLE_SYSTEM_OPENING
 from tests.fakes.scripted import Hang, ScriptedGateway, say
 from tests.planner.api_client import client_for as token_client
-from tests.planner.conftest import drive, frames_until, open_socket, sync
+from tests.planner.conftest import drive, eventually, frames_until, open_socket, sync
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_remove, project_update
 
@@ -505,18 +505,6 @@ async def test_a_message_to_an_archived_chat_over_the_socket_is_refused(scripted
     assert (await sync(fresh)(session)).last_message_seq == 0
 
 
-async def until(check: Any, seconds: float = 10.0) -> None:
-    """Until ``check()`` (an awaitable's result, or a value) is true, looking every 10 ms."""
-    for _ in range(int(seconds * 100)):
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"still not so after {seconds} s")
-
-
 @pytest.mark.django_db(transaction=True)
 async def test_a_process_proposes_two_titles_at_a_time_and_the_next_waits_its_turn(
     planner, model, session, member, monkeypatch
@@ -538,13 +526,13 @@ async def test_a_process_proposes_two_titles_at_a_time_and_the_next_waits_its_tu
         await first.started.wait()
         await second.started.wait()
         for chat in chats:  # every turn has ended: the third title waits for a turn, not for its chat
-            await until(lambda chat=chat: ended(chat))
+            await eventually(lambda chat=chat: ended(chat), 10.0)
         for _ in range(20):
             await asyncio.sleep(0)
         assert len(model.title_requests) == 2
 
         first.release.set()  # the third is proposed once the first is done, the second still out
-        await until(lambda: len(model.title_requests) == 3)
+        await eventually(lambda: len(model.title_requests) == 3, 10.0)
         assert not second.release.is_set()
     finally:
         first.release.set()

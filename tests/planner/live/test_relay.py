@@ -14,18 +14,12 @@ from planner.live import relay as relay_module
 from planner.live.broadcast import Broadcast
 from planner.live.presence import _watchers_key
 from planner.live.relay import Relay
+from tests.planner.conftest import eventually
 from tracker.errors import UnavailableError
 
 pytestmark = pytest.mark.skipif(
     not settings.PRODUCTION_MODE, reason="the relay links processes over Redis (production mode)"
 )
-
-
-async def eventually(check, seconds: float = 3.0) -> None:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.01)
 
 
 async def test_watchers_of_a_session_share_one_membership_until_the_last_leaves():
@@ -45,13 +39,13 @@ async def test_watchers_of_a_session_share_one_membership_until_the_last_leaves(
     broadcast = Broadcast()
 
     await broadcast.publish(session, [frames.text_delta("one")])
-    await eventually(lambda: len(delivered) == 1)
+    await eventually(lambda: len(delivered) == 1, 3.0)
     await asyncio.sleep(0.2)
     assert delivered == [(session, [frames.text_delta("one")])]  # once, for both watchers
 
     await relay.unwatch(session)
     await broadcast.publish(session, [frames.text_delta("two")])
-    await eventually(lambda: len(delivered) == 2)
+    await eventually(lambda: len(delivered) == 2, 3.0)
 
     await relay.unwatch(session)  # the last one: the process leaves the group
     assert await redis.zcard(watchers_key) == 0
@@ -77,7 +71,7 @@ async def test_control_messages_reach_the_process_serving_the_turn_and_a_replay_
     watcher = Relay(deliver=lambda *_: None, control=lambda *_: None, lost=lambda: None, hear=lambda _: None)
     await owner.serve(session)
     await Broadcast().send_control(session, "stop")
-    await eventually(lambda: [m["command"] for _, m in controls] == ["stop"])
+    await eventually(lambda: [m["command"] for _, m in controls] == ["stop"], 3.0)
     assert controls[0][0] == session
     assert await watcher.replay(session) == [frames.text_delta("so far")]
 
@@ -115,7 +109,7 @@ async def test_a_turn_s_control_membership_lingers_for_the_next_turn_then_goes(m
     await owner.unserve(session)
     assert len(joins) == 1
     await Broadcast().send_control(session, "stop")
-    await eventually(lambda: stops == [session])  # still heard while it lingers
+    await eventually(lambda: stops == [session], 3.0)  # still heard while it lingers
 
     await asyncio.sleep(0.8)  # no turn came: the process left the group
     await Broadcast().send_control(session, "stop")
@@ -209,7 +203,7 @@ def test_a_relay_that_ends_as_a_message_is_cleaned_up_leaves_the_next_loop_able_
                 patched.setattr(layer_class, "_clean_receive_backup", slow_clean)
             for count, text in enumerate(texts, start=1):
                 await Broadcast().publish(session, [frames.text_delta(text)])
-                await eventually(lambda count=count: len(delivered) == count)
+                await eventually(lambda count=count: len(delivered) == count, 3.0)
             await relay.close()  # the last message's clean-up still runs
         return delivered, lost
 

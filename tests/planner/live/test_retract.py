@@ -24,7 +24,7 @@ from planner.live.hub import hub
 from planner.live.runner import Runner, runner
 from planner.models import Message, Session
 from tests.fakes.scripted import Hang, call, say
-from tests.planner.conftest import frames_until, open_socket, sync
+from tests.planner.conftest import eventually, frames_until, open_socket, sync
 from tracker.errors import NotFoundError, PermissionDeniedError
 from tracker.services.activity import Actor
 from tracker.services.projects import membership_set
@@ -221,7 +221,7 @@ async def test_a_retract_frame_tells_every_watcher_and_a_late_one_is_refused(scr
     await mine.send_json_to({"type": "message", "text": "What is planned?"})
     await hang.started.wait()
     await mine.send_json_to({"type": "message", "text": "Only epics, please"})
-    await eventually(lambda: queued(session) == ["Only epics, please"])
+    await eventually(sync(lambda: queued(session) == ["Only epics, please"]), 5.0, every=0.02)
     await mine.send_json_to({"type": "retract"})
     for ws in (mine, other_tab):
         got = await frames_until(ws, "steer_retracted")
@@ -301,11 +301,3 @@ async def test_the_retraction_reaches_a_watcher_in_another_process(scripted, ses
     hang.release.set()
     await runner.wait(session.pk)
     await watch.aclose()
-
-
-async def eventually(check, seconds: float = 5.0) -> None:
-    """Wait until ``check()`` (a database read) holds."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not await sync(check)():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.02)
