@@ -156,7 +156,7 @@ def test_a_tls_connection_or_one_closing_is_written_as_twisted_writes(wire, monk
     assert received(theirs) == b""
 
 
-def test_an_open_socket_sends_its_frames_at_once_and_counts_them():
+def test_an_open_sockets_frame_is_framed_and_counted_as_autobahn_does():
     factory = factory_with()
     protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
     transport = StringTransport()
