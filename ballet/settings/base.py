@@ -159,7 +159,7 @@ if PRODUCTION_MODE:
     # Rate limits and lockouts must be shared by every process.
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "ballet.redis_cache.SharedRedisCache",
             "LOCATION": SERVER.redis_url,
             # A Redis that takes the connection and stops answering fails a count in seconds (a
             # readable 503, nothing written) instead of holding the request for ever.
