@@ -38,7 +38,7 @@ from planner.domain.services.sessions.resend import Redone
 from planner.domain.services.subchat_waits import PROCESS_DIED
 from planner.ground.bridge import db
 from planner.ground.turns import LiveTurn
-from planner.live import reuse_judging, subchats, titles, turn, waiting
+from planner.live import reuse_judging, starts, subchats, titles, turn, waiting
 from planner.live.hub import Hub, Opening, hub
 from planner.live.inbox import Seen
 from planner.models import SessionState
@@ -124,20 +124,25 @@ class Runner:
         """``begun`` (a service giving a message from ``user_id`` its meaning) on the database
         threads, then the turn it started or continued; watchers see the message as ``seen``. Also
         for a message the planner sends (a sub-chat's brief, ``subchats.py``)."""
-        begin, live = await self._beginning(session_id, user_id, begun)
-        if live is None:
-            steered = self.hub.turn_here(session_id)
-            if steered is not None:
-                steered.steered()  # deliver at the very next model call
+        taken, live = await starts.slot(), None  # a few turns open at once (starts.py)
+        try:
+            begin, live = await self._beginning(session_id, user_id, begun)
+            if live is None:
+                steered = self.hub.turn_here(session_id)
+                if steered is not None:
+                    steered.steered()  # deliver at the very next model call
+                return begin
+            first = list(begin.frames)
+            if begin.message is not None:
+                shown_as = "continue" if begin.meaning == "continued" else kind
+                first.insert(
+                    0, frames.user_message(seq=begin.message.seq, text=seen, author=author, kind=shown_as)
+                )
+            await self._start(live, begin, first, taken)
             return begin
-        first = list(begin.frames)
-        if begin.message is not None:
-            shown_as = "continue" if begin.meaning == "continued" else kind
-            first.insert(
-                0, frames.user_message(seq=begin.message.seq, text=seen, author=author, kind=shown_as)
-            )
-        await self._start(live, begin, first)
-        return begin
+        finally:
+            if live is None or live.task is None:  # no turn of its own gives it back
+                taken.release()
 
     async def _beginning(
         self, session_id: uuid.UUID, user_id: int, begun: Callable[[], Begin]
@@ -155,13 +160,16 @@ class Runner:
                 live = await opening.turn(turn=begin.turn, user_id=user_id, inputs_waiting=bool(begin.frames))
         return begin, live
 
-    async def _start(self, live: LiveTurn, begin: Begin, first: list[Frame]) -> None:
-        """Send ``first`` to the watchers, then run the turn ``begin`` opened, as a task of its own."""
+    async def _start(
+        self, live: LiveTurn, begin: Begin, first: list[Frame], taken: starts.Slot | None = None
+    ) -> None:
+        """Send ``first`` to the watchers, then run the turn ``begin`` opened, as a task of its own
+        (which gives ``taken`` back as it calls the model)."""
         assert begin.setup is not None
         await self.hub.publish(live.session_id, first)
         # A fresh context: the turn outlives the request or connection that started it.
         live.task = asyncio.get_running_loop().create_task(
-            self._drive(live, begin.setup, continued=begin.meaning == "continued"),
+            self._drive(live, begin.setup, continued=begin.meaning == "continued", taken=taken),
             context=contextvars.Context(),
         )
 
@@ -504,14 +512,19 @@ class Runner:
 
     # ------------------------------------------------------------------ a turn
 
-    async def _drive(self, live: LiveTurn, setup: TurnSetup, *, continued: bool) -> None:
+    async def _drive(
+        self, live: LiveTurn, setup: TurnSetup, *, continued: bool, taken: starts.Slot | None = None
+    ) -> None:
         """Run a turn of this process (``turn.py``), then stop serving it and let it go; after
         a turn of a chat still unnamed, propose its title (``titles.py``): the turn has ended by
         then, for its watchers and for a next message alike."""
         outcome = None
         try:
-            outcome = await turn.drive(live, setup, continued=continued, gateway=self.gateway, hub=self.hub)
+            gateway = starts.opening(self.gateway, taken)
+            outcome = await turn.drive(live, setup, continued=continued, gateway=gateway, hub=self.hub)
         finally:
+            if taken is not None:
+                taken.release()
             await self.hub.closing(live)
         if live.task is not None:
             self.hub.ending[live.session_id] = live.task
