@@ -520,7 +520,7 @@ class Runner:
         then, for its watchers and for a next message alike."""
         outcome = None
         try:
-            gateway = starts.opening(self.gateway, taken)
+            gateway = starts.releasing(self.gateway, taken)
             outcome = await turn.drive(live, setup, continued=continued, gateway=gateway, hub=self.hub)
         finally:
             if taken is not None:

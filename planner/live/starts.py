@@ -14,15 +14,15 @@ anyway, so a stuck start never holds up the others for long.
 from __future__ import annotations
 
 import asyncio
-import weakref
 
 from planner.agent.calls import Gateway, Meter, StreamSink
 from planner.agent.messages import ModelRequest, ModelResponse
+from planner.live.at_once import AtOnce
 
 AT_ONCE = 2
 HOLD_SECONDS = 1.0
 
-_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+_opening = AtOnce()
 
 
 class Slot:
@@ -49,18 +49,17 @@ class Slot:
 
 async def slot() -> Slot:
     """A slot to open a turn, once fewer than ``AT_ONCE`` are taken in this process."""
-    loop = asyncio.get_running_loop()
-    gate = _gates.setdefault(loop, asyncio.Semaphore(AT_ONCE))
+    gate = _opening.gate(AT_ONCE)
     await gate.acquire()
-    return Slot(gate, loop)
+    return Slot(gate, asyncio.get_running_loop())
 
 
-def opening(gateway: Gateway, taken: Slot | None) -> Gateway:
+def releasing(gateway: Gateway, taken: Slot | None) -> Gateway:
     """``gateway``, giving ``taken`` back as the turn's first model request goes out."""
-    return gateway if taken is None else _Opening(gateway, taken)
+    return gateway if taken is None else _Releasing(gateway, taken)
 
 
-class _Opening:
+class _Releasing:
     def __init__(self, inner: Gateway, taken: Slot) -> None:
         self.inner = inner
         self.taken = taken

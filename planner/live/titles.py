@@ -23,10 +23,8 @@ then no longer crowd the streams still running (docs/benchmarks.md#reading-the-f
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -47,6 +45,7 @@ from planner.domain.selectors import (
 )
 from planner.domain.services import chats, sessions
 from planner.ground.bridge import db
+from planner.live.at_once import AtOnce
 from planner.models import Message, MessageKind, Session, TitleSource, UsageRecord
 from tracker.selectors import project_planner_config
 
@@ -63,7 +62,7 @@ TITLED_REASONS = ("completed", "max_rounds")  # the model answered: there is som
 MAX_CALLS = 2  # per chat: the first proposal, and one more if it was lost or came back empty
 AT_ONCE = 2  # title calls a process makes at a time
 
-_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+_calls = AtOnce()
 
 Announce = Callable[[uuid.UUID, list[Frame]], Awaitable[None]]
 
@@ -141,8 +140,7 @@ async def propose(*, session_id: uuid.UUID, gateway: Gateway, announce: Announce
     """Ask for a title, store it if the chat is still unnamed and tell its watchers; the title
     stored, or None. Never raises: a title is a nicety, the chat works without one. Waits
     while ``AT_ONCE`` others are being proposed in this process."""
-    turn = _turns.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(AT_ONCE))
-    async with turn:
+    async with _calls.gate(AT_ONCE):
         return await _propose(session_id=session_id, gateway=gateway, announce=announce)
 
 

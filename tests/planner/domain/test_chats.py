@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import weakref
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from planner.domain.services.agent_questions import question_create
 from planner.domain.services.chats import proposed_title
 from planner.domain.services.sessions import session_begin, session_create
 from planner.live import titles
+from planner.live.at_once import AtOnce
 from planner.live.runner import Runner, runner
 from planner.live.titles import TITLE_SYSTEM
 from planner.models import Session, UsageRecord
@@ -510,7 +510,7 @@ async def test_a_process_proposes_two_titles_at_a_time_and_the_next_waits_its_tu
     planner, model, session, member, monkeypatch
 ):
     monkeypatch.setattr(titles, "AT_ONCE", 2)
-    monkeypatch.setattr(titles, "_turns", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(titles, "_calls", AtOnce())
     others = [await sync(session_create)(user=member, project=session.project) for _ in range(2)]
     chats = [session, *others]
     first, second = Hang(then=say("First")), Hang(then=say("Second"))
