@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
+import redis
 import redis.connection
 from django.conf import settings
 from django.core.cache import caches
@@ -26,6 +29,31 @@ def test_backends_of_the_same_servers_and_options_share_one_client_and_pool():
     assert first is not second
     assert first._cache is second._cache
     assert first._cache.get_client(write=True).connection_pool is second._cache.get_client().connection_pool
+
+
+def test_a_pool_has_one_redis_client_built_once(monkeypatch):
+    cache, built = backend(socket_timeout=5)._cache, []
+    init = redis.Redis.__init__
+
+    def counted_init(self: redis.Redis, *args: Any, **kwargs: Any) -> None:
+        built.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.Redis, "__init__", counted_init)
+
+    clients = {id(cache.get_client(write=write)) for write in (True, False) for _ in range(20)}
+
+    assert len(clients) == 1  # one server: reads and writes share its pool
+    assert len(built) == 1  # Django's own client built a redis.Redis for each of the 40
+
+
+def test_threads_racing_for_the_client_get_the_same_one():
+    cache = backend(socket_timeout=6)._cache
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        clients = list(pool.map(lambda _: cache.get_client(write=True), range(64)))
+
+    assert len({id(client) for client in clients}) == 1
+    assert len(cache._pools) == 1
 
 
 def test_other_servers_or_options_get_a_client_of_their_own():
