@@ -579,6 +579,23 @@ def test_reads_are_prepared_and_planned_once_per_connection_on_postgresql_and_an
             assert cursor.fetchall() == [(8, 0)]
 
 
+@pytest.mark.skipif(not settings.PRODUCTION_MODE, reason="psycopg's conversion of a prepared statement")
+def test_a_prepared_statement_of_many_parameters_is_converted_once_and_answers_as_before(session):
+    where = [model_rows.prep(Session, "id", session.pk)]
+    many = list(range(60))  # past the 50 parameters psycopg keeps the conversion of
+    others = sql.placeholders(len(many))
+    statement = f"SELECT title, %s + %s FROM planner_session WHERE id = %s AND 0 NOT IN ({others})"
+    sql._converted.cache_clear()
+
+    answers = [sql.row(statement, [1, 2, *where, *[n + 1 for n in many]]) for _ in range(3)]
+    named = sql.row("SELECT %(a)s::int + %(b)s::int", {"a": 2, "b": 3})  # type: ignore[arg-type]
+
+    assert answers == [("Plans", 3)] * 3
+    assert named == (5,)
+    cached = sql._converted.cache_info()
+    assert (cached.misses, cached.hits) == (2, 2)  # each statement split once, then reused
+
+
 def test_result_sets_after_waiting_writes_reads_its_own_results_and_sees_the_writes(session):
     where = [model_rows.prep(Session, "id", session.pk)]
     with transaction.atomic(), sql.batched():
