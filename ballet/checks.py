@@ -64,7 +64,6 @@ def _named(keys: list[str]) -> str:
     return f"project{'s' if len(keys) > 1 else ''} {words}"
 
 
-_NOT_CONNINFO = frozenset({"cursor_factory", "context", "prepare_threshold", "row_factory", "autocommit"})
 CONNECT_SECONDS = 5  # a server that does not answer at all: said in seconds, not left to hang
 
 
@@ -80,19 +79,17 @@ def database_reachable(
         return []
     import psycopg  # noqa: PLC0415 - PostgreSQL's driver, only where PostgreSQL is used
 
-    # What Django connects with (TLS and every other option of DATABASE_URL), but its own objects.
-    params = connections["default"].get_connection_params()
-    conninfo = {key: value for key, value in params.items() if key not in _NOT_CONNINFO and value is not None}
+    params = connections["default"].get_connection_params()  # what Django's pool connects with
     try:
-        psycopg.connect(**conninfo, connect_timeout=CONNECT_SECONDS).close()
+        psycopg.connect(**params, connect_timeout=CONNECT_SECONDS).close()
     except psycopg.Error as exc:
         reason = (
             " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
         )
-        where = f"{conninfo.get('host', 'localhost')}:{conninfo.get('port', 5432)}"
+        where = f"{params.get('host', 'localhost')}:{params.get('port', 5432)}"
         return [
             checks.Error(
-                f"Cannot connect to the database {conninfo.get('dbname', '')!r} on {where} "
+                f"Cannot connect to the database {params.get('dbname', '')!r} on {where} "
                 f"(DATABASE_URL): {reason}",
                 hint="Create the database first (createdb, or CREATE DATABASE), check the user and "
                 "password in DATABASE_URL, and that PostgreSQL runs (README, Production).",

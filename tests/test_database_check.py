@@ -51,7 +51,7 @@ def test_a_server_that_does_not_listen_is_named_with_its_address(monkeypatch):
     assert "Create the database first" in error.hint
 
 
-def test_the_check_connects_as_django_would_with_every_option_but_djangos_own(monkeypatch):
+def test_the_check_connects_with_what_django_connects_with_and_a_timeout(monkeypatch):
     seen: list[dict[str, Any]] = []
 
     class Refused:
@@ -61,11 +61,11 @@ def test_the_check_connects_as_django_would_with_every_option_but_djangos_own(mo
             raise psycopg.OperationalError("refused")
 
     monkeypatch.setattr(psycopg, "connect", Refused.connect)
-    libpq = {"dbname": "ballet", "host": "db", "sslmode": "require"}
+    params = {"dbname": "ballet", "host": "db", "sslmode": "require", "cursor_factory": object}
 
-    (error,) = _reached(monkeypatch, **libpq, cursor_factory=object, context=None)
+    (error,) = _reached(monkeypatch, **params)
 
-    assert seen == [{**libpq, "client_encoding": "UTF8", "connect_timeout": checks.CONNECT_SECONDS}]
+    assert seen == [{**params, "client_encoding": "UTF8", "connect_timeout": checks.CONNECT_SECONDS}]
     assert error.msg.endswith("(DATABASE_URL): refused")
 
 

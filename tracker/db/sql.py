@@ -105,7 +105,7 @@ class _PreparedCursor(psycopg.Cursor[Any]):
         if params is None or not isinstance(query, str | bytes):
             return super()._convert_query(query, params)
         pgq = self._query_cls(self._tx)
-        encoded = query.encode(self._tx.encoding) if isinstance(query, str) else query
+        encoded = pgq._ensure_bytes(query)
         pgq.query, pgq._want_formats, pgq._order, pgq._parts = _converted(encoded, self._tx.encoding)
         pgq.dump(params)
         return pgq
