@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -257,6 +258,25 @@ def test_production_settings_pass_check_deploy(tmp_path):
     result = _manage("check", "--deploy", "--fail-level", "WARNING", env=_production_env(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_the_database_url_s_connection_options_are_kept_beside_ballet_s_own(tmp_path):
+    url = "postgres://postgres@127.0.0.1:5432/postgres"
+    query = "?sslmode=disable&application_name=ballet-web&options=-c%20statement_timeout%3D5000"
+    show = (
+        "import json; from django.conf import settings; "
+        "print(json.dumps(settings.DATABASES['default']['OPTIONS']))"
+    )
+    result = _manage("shell", "-c", show, env={**_production_env(tmp_path), "DATABASE_URL": url + query})
+    assert result.returncode == 0, result.stderr
+    options = json.loads(result.stdout.splitlines()[-1])
+    assert options["sslmode"] == "disable"
+    assert options["application_name"] == "ballet-web"
+    assert options["options"] == "-c statement_timeout=5000 -c plan_cache_mode=force_generic_plan"
+    assert options["pool"]["max_size"] > 1
+    assert options["prepare_threshold"] == 1_000_000
+    plain = _manage("shell", "-c", show, env={**_production_env(tmp_path), "DATABASE_URL": url})
+    assert json.loads(plain.stdout.splitlines()[-1])["options"] == "-c plan_cache_mode=force_generic_plan"
 
 
 def test_check_deploy_warns_when_the_processes_do_not_share_their_metrics(tmp_path):

@@ -117,7 +117,12 @@ if PRODUCTION_MODE:
     # own, and a connection kept by its thread outlived it, one per request. A connection goes back
     # to the pool at the end of each request; past the pool's size a request waits for one.
     DATABASES = {"default": dj_database_url.parse(SERVER.database_url or "", conn_health_checks=True)}
+    # What the URL's query asks of the connection (``?sslmode=require``, ``?options=-c …``) is kept,
+    # its server options before Ballet's own.
+    _url_options = dict(DATABASES["default"].get("OPTIONS") or {})
+    _generic_plans = "-c plan_cache_mode=force_generic_plan"
     DATABASES["default"]["OPTIONS"] = {
+        **_url_options,
         "pool": {"min_size": 1, "max_size": SERVER.database_pool_size, "timeout": 10},
         # The turn's hot path prepares its reads (tracker/db/sql.py, docs/architecture.md#the-hot-path-
         # in-sql); psycopg prepares nothing while this is None, Django's default. The ORM's cursors
@@ -126,7 +131,7 @@ if PRODUCTION_MODE:
         # and PostgreSQL plans each of them once: left to choose, it plans a statement afresh at
         # every run for its first five, and for good where the generic plan looks costlier, as it
         # does for the read tools' joins (half a millisecond of planning for a tenth of running).
-        "options": "-c plan_cache_mode=force_generic_plan",
+        "options": " ".join(filter(None, [_url_options.get("options"), _generic_plans])),
     }
     CHANNEL_LAYERS = {
         "default": {
