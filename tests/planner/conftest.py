@@ -47,9 +47,12 @@ async def _turns_settled():
     """After ``turn_ended`` a turn's task still looks for work that waited for a free turn, and a
     first turn proposes its chat's title: a test that stops at that frame lets them finish before
     its database goes (SQLite refuses a flush while another connection reads or writes). Only
-    here: the browser tests' Playwright runs an event loop of its own in their thread."""
+    here: the browser tests' Playwright runs an event loop of its own in their thread. The model
+    clients the test's event loop opened are closed with it, as the worker closes its pass's:
+    left open, each was collected at the interpreter's exit and logged as unclosed."""
     yield
     await runner.settle()
+    await runner.close_clients()
 
 
 @pytest.fixture
