@@ -276,6 +276,7 @@ def test_the_database_url_s_connection_options_are_kept_beside_ballet_s_own(tmp_
     assert options["pool"]["max_size"] > 1
     assert options["prepare_threshold"] == 1_000_000
     plain = _manage("shell", "-c", show, env={**_production_env(tmp_path), "DATABASE_URL": url})
+    assert plain.returncode == 0, plain.stderr
     assert json.loads(plain.stdout.splitlines()[-1])["options"] == "-c plan_cache_mode=force_generic_plan"
 
 
