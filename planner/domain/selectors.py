@@ -413,8 +413,12 @@ def _still_lines_up(kept: Kept, session: Session) -> bool:
 
 
 def _history_read(session: Session) -> History:
+    after = session.summary_up_to or 0
+    # A chat's first message finds nothing stored: no query (the ORM's is a millisecond of the
+    # database thread, at the start of every new chat).
+    stored = session.last_message_seq > after
     return History(
-        messages=_chat_messages(session.pk, after=session.summary_up_to or 0),
+        messages=_chat_messages(session.pk, after=after) if stored else [],
         summary=session.summary,
         summary_up_to=session.summary_up_to,
         reported_tokens=session.context_tokens,

@@ -711,28 +711,51 @@ def test_a_batched_transaction_is_open_from_its_first_statement(session, first):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_turn_starts_in_three_round_trips_on_postgresql(session, member):
+def test_a_new_chat_s_turn_starts_in_two_round_trips_on_postgresql(session, member):
     """The session's row lock, the human's access, the project's row lock and the turns running
-    there in one pipeline with the BEGIN; the history's read; the turn's writes with the COMMIT."""
+    there in one pipeline with the BEGIN; the turn's writes with the COMMIT. Nothing is stored
+    yet, so no history is read."""
     with pipelines() as sent_in, CaptureQueriesContext(connection) as sent:
         begun = sessions.session_begin(session_id=session.pk, user=member, text="Plan the beta")
     assert (begun.meaning, begun.turn) == ("started", 1)
     row = Session.objects.get(pk=session.pk)
     assert (row.state, row.turn_owner, row.last_message_seq) == ("running", PROCESS_ID, 1)
     assert kinds(session) == ["turn_started"]
+    statements = [q["sql"] for q in sent.captured_queries if q["sql"] not in {"BEGIN", "COMMIT"}]
+    assert not any("planner_message" in s and s.startswith("SELECT") for s in statements)
+    if connection.vendor != "postgresql":
+        return
+    assert len(sent_in) == 5
+    assert sent_in[0] is not None
+    assert len(set(map(id, sent_in[:4]))) == 1
+    assert sent_in[4:] == [None]
+    # Django logs its own BEGIN and COMMIT, which it never sends here
+    assert statements[2].endswith(" FOR NO KEY UPDATE")  # docs/architecture.md#row-locks
+    assert statements[2].startswith("SELECT id FROM tracker_project")
+    assert statements[4].startswith("INSERT INTO")
+    assert "turn_started" in statements[4]
+    assert statements[4].endswith("; COMMIT")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_with_no_history_kept_starts_in_three_round_trips_on_postgresql(session, member):
+    """As a new chat's, with the history's read between them: the session's messages, stored by
+    a turn whose process kept no history of them (another process's, or one that restarted)."""
+    sessions.session_begin(session_id=session.pk, user=member, text="Plan the beta")
+    Session.objects.filter(pk=session.pk).update(state=SessionState.IDLE, turn_owner="")
+    with pipelines() as sent_in, CaptureQueriesContext(connection) as sent:
+        begun = sessions.session_begin(session_id=session.pk, user=member, text="And the launch")
+    assert (begun.meaning, begun.turn) == ("started", 2)
+    assert begun.setup is not None
+    assert [m.text for m in begun.setup.history.messages] == ["Plan the beta", "And the launch"]
     if connection.vendor != "postgresql":
         return
     assert len(sent_in) == 6
-    assert sent_in[0] is not None
     assert len(set(map(id, sent_in[:4]))) == 1
     assert sent_in[4:] == [None, None]
-    # Django logs its own BEGIN and COMMIT, which it never sends here
     statements = [q["sql"] for q in sent.captured_queries if q["sql"] not in {"BEGIN", "COMMIT"}]
-    assert statements[2].endswith(" FOR NO KEY UPDATE")  # docs/architecture.md#row-locks
-    assert statements[2].startswith("SELECT id FROM tracker_project")
     assert statements[4].startswith('SELECT "planner_message"')
     assert statements[5].startswith("INSERT INTO")
-    assert "turn_started" in statements[5]
     assert statements[5].endswith("; COMMIT")
 
 

@@ -118,3 +118,15 @@ def test_a_turn_reads_only_the_messages_added_since_its_kept_history(session, dj
     hub.histories.keep(session.pk, history)
     with django_assert_num_queries(0):  # nothing new: nothing read
         assert len(session_history(session=session).messages) == 41
+
+
+def test_a_new_chat_reads_no_messages_for_its_first_turn(session, django_assert_num_queries):
+    with django_assert_num_queries(0):  # nothing stored: nothing to read
+        assert session_history(session=session).messages == []
+    Message.objects.create(
+        session=session, seq=1, role="user", kind="human", turn=1, content=[{"type": "text", "text": "m1"}]
+    )
+    Session.objects.filter(pk=session.pk).update(last_message_seq=1)
+    session.refresh_from_db()
+    with django_assert_num_queries(1):
+        assert [m.text for m in session_history(session=session).messages] == ["m1"]
