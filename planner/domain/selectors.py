@@ -23,6 +23,7 @@ from planner.ground.process import histories
 from planner.models import (
     HumanRequest,
     Message,
+    MessageKind,
     QuestionStatus,
     RequestKind,
     RequestStatus,
@@ -497,3 +498,40 @@ def work_waiting() -> bool:
         ],
     )
     return found is not None and any(found)
+
+
+@dataclass(frozen=True)
+class TitleSubject:
+    """A chat still unnamed, as its title is proposed from it (``planner/live/titles.py``)."""
+
+    project: Project
+    title_calls: int  # title calls metered for the chat so far
+    first: list[tuple[str, list[Any]]]  # its first turn's human and assistant messages: kind, content
+
+
+def title_subject(*, session_id: uuid.UUID) -> TitleSubject | None:
+    """The chat ``session_id`` with its project, the title calls made for it and its first turn's
+    messages; None when it is gone, named already, or a question's sub-chat (titled by its
+    question). In one round trip, without the query compiler: every chat asks once, as its first
+    turn ends, while other chats stream (docs/architecture.md#the-hot-path-in-sql)."""
+    key = model_rows.prep(Session, "id", session_id)
+    chat = (
+        f"SELECT s.title_source, s.question_id, {model_rows.columns(Project, 'p')},"  # noqa: S608
+        " (SELECT COUNT(*) FROM planner_usagerecord u WHERE u.session_id = s.id AND u.purpose = %s)"
+        " FROM planner_session s JOIN tracker_project p ON p.id = s.project_id WHERE s.id = %s",
+        ["title", key],
+    )
+    first = (
+        f"SELECT {model_rows.columns(Message)} FROM planner_message"  # noqa: S608
+        " WHERE session_id = %s AND turn = 1 AND kind IN (%s, %s) ORDER BY seq",
+        [key, MessageKind.HUMAN, MessageKind.ASSISTANT],
+    )
+    found, messages = sql.result_sets([chat, first])
+    if not found or found[0][0] != TitleSource.NONE or found[0][1] is not None:
+        return None
+    loaded = [model_rows.load(Message, row) for row in messages]
+    return TitleSubject(
+        project=model_rows.load(Project, found[0][2:-1]),
+        title_calls=int(found[0][-1]),
+        first=[(m.kind, m.content) for m in loaded],
+    )

@@ -27,6 +27,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.utils import timezone
 
@@ -40,13 +41,14 @@ from planner.domain.selectors import (
     Credential,
     project_credential,
     project_provider,
+    title_subject,
     tokens_used_since,
     utc_day_start,
 )
 from planner.domain.services import chats, sessions
 from planner.ground.bridge import db
 from planner.live.at_once import AtOnce
-from planner.models import Message, MessageKind, Session, TitleSource, UsageRecord
+from planner.models import MessageKind
 from tracker.selectors import project_planner_config
 
 logger = logging.getLogger(__name__)
@@ -85,19 +87,18 @@ def title_job(*, session_id: uuid.UUID) -> TitleJob | None:
     """The title call for the session, or None: named already, a question's sub-chat (titled
     by its question), ``MAX_CALLS`` made already, nothing to quote, or the project's daily
     token budget used up."""
-    session = Session.objects.select_related("project").filter(pk=session_id).first()
-    if session is None or session.title_source != TitleSource.NONE or session.question_id is not None:
+    subject = title_subject(session_id=session_id)
+    if subject is None or subject.title_calls >= MAX_CALLS:
         return None
-    if UsageRecord.objects.filter(session=session, purpose="title").count() >= MAX_CALLS:
-        return None
-    config = project_planner_config(session.project)
-    provider = project_provider(session.project)
+    project = subject.project
+    config = project_planner_config(project)
+    provider = project_provider(project)
     if config.daily_token_budget is not None and provider == "anthropic":
-        used = tokens_used_since(project_id=session.project_id, since=utc_day_start(timezone.now()))
+        used = tokens_used_since(project_id=project.pk, since=utc_day_start(timezone.now()))
         if used >= config.daily_token_budget:
             logger.info("no title for session %s: the project's daily token budget is used up", session_id)
             return None
-    question, answer = _first_exchange(session)
+    question, answer = _first_exchange(subject.first)
     if not question or not answer:
         return None
     request = ModelRequest(
@@ -108,15 +109,14 @@ def title_job(*, session_id: uuid.UUID) -> TitleJob | None:
         purpose="title",
         provider=provider,
     )
-    credential = project_credential(session.project) if provider == "anthropic" else Credential(None)
-    return TitleJob(project_id=session.project_id, request=request, api_key=credential.api_key)
+    credential = project_credential(project) if provider == "anthropic" else Credential(None)
+    return TitleJob(project_id=project.pk, request=request, api_key=credential.api_key)
 
 
-def _first_exchange(session: Session) -> tuple[str, str]:
+def _first_exchange(first: list[tuple[str, list[Any]]]) -> tuple[str, str]:
     """The first human message and the text the planner answered it with in the first turn."""
-    rows = Message.objects.filter(session=session, turn=1).order_by("seq").values_list("kind", "content")
     question, answer = "", []
-    for kind, content in rows:
+    for kind, content in first:
         text = "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
         if kind == MessageKind.HUMAN and not question:
             question = text
