@@ -58,10 +58,16 @@ def refusals(grants: Iterable[Grant]) -> dict[Grant, int]:
     user_ids = {g.user_id for g in grants}
     hashes = {u.pk: u.get_session_auth_hash() for u in User.objects.filter(pk__in=user_ids)}
     refused: dict[Grant, int] = {}
+    # Grants alike (a user's tabs, their turns) get one verdict: a sweep of hundreds of sockets
+    # holds the interpreter for as many checks as there are users, not sockets.
+    verdicts: dict[tuple[int, int, str | None], int | None] = {}
     with access_scope():
         access = access_load(user_ids)
         for grant in grants:
-            code = _refusal(grant, logins, hashes, access[grant.user_id].active)
+            alike = (grant.user_id, grant.project_id, grant.login_key)
+            if alike not in verdicts:
+                verdicts[alike] = _refusal(grant, logins, hashes, access[grant.user_id].active)
+            code = verdicts[alike]
             if code is not None:
                 refused[grant] = code
     return refused

@@ -15,6 +15,7 @@ from planner.live.hub import hub
 from planner.live.runner import runner
 from planner.models import Message, Session
 from planner.web.routing import websocket_urlpatterns
+from tests.factories import make_project
 from tests.fakes.scripted import Hang, say
 from tests.planner.conftest import frames_until, login_cookie, open_socket, sync, ws_path
 from tracker.errors import NotFoundError
@@ -217,3 +218,22 @@ async def test_a_revocation_that_fails_does_not_keep_others_open(session, member
     assert revoked == [4404]
     assert not hub.guard.holds(first)
     assert not hub.guard.holds(second)
+
+
+def test_a_sweep_judges_alike_grants_once_and_each_different_one_on_its_own(session, member):
+    """Hundreds of sockets of one user in one login are checked as one (planner/live/guard.py),
+    and a grant that differs in its project or its login is still judged by itself."""
+    kept = login_cookie(member).decode().removeprefix("sessionid=")
+    flushed = login_cookie(member).decode().removeprefix("sessionid=")
+    SessionStore(flushed).flush()  # logged out in that browser
+    other = make_project(organization=session.project.organization)  # the member is not in it
+
+    def grant(project_id: int, login_key: str | None) -> guard.Grant:
+        return guard.Grant(member.pk, project_id, login_key, lambda code: None)
+
+    tabs = [grant(session.project_id, kept) for _ in range(200)]
+    turn = grant(session.project_id, None)
+    elsewhere = grant(other.pk, kept)
+    logged_out = grant(session.project_id, flushed)
+    refused = guard.refusals([*tabs, turn, elsewhere, logged_out])
+    assert refused == {elsewhere: guard.NOT_FOUND, logged_out: guard.NOT_LOGGED_IN}
