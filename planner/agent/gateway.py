@@ -3,13 +3,14 @@
 Every call (turns, compaction, titles) streams through :class:`AnthropicGateway`
 with the project's credential and model. The SDK retries 429/529/5xx answers
 before a stream starts; a stream that breaks off with an overloaded or server
-error is retried here (the sink is told to drop the partial text). Each
+error, or whose connection drops, is retried here (the sink is told to drop the
+partial text). Each
 attempt is metered once: a :class:`CallRecord` to the caller's meter and the
 Prometheus counters.
 
 Streaming is the hot path of a busy server (one event per few tokens, for
 every running turn), so the SDK sends through its aiohttp transport and the
-gateway reads the stream's server-sent events from its bytes (``sse.py``) and
+gateway reads the stream's server-sent events from aiohttp's bytes (``sse.py``) and
 decodes each one's JSON itself, skipping the SDK's typed event models (a third
 of the CPU per delta) and its line-by-line decoder (a tenth).
 What it reads must agree with the SDK's own accumulator
@@ -26,9 +27,11 @@ import json
 import logging
 import time
 import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+import aiohttp
 import anthropic
 from anthropic.types import Message, RawMessageStreamEvent
 from prometheus_client import Counter, Histogram
@@ -197,6 +200,13 @@ class AnthropicGateway:
                 await asyncio.sleep(0.2 * (attempt + 1))
             except anthropic.AnthropicError as exc:
                 raise _readable(exc) from exc
+            except _DroppedError as exc:
+                if attempt == STREAM_RETRIES:
+                    raise GatewayError("connection", DROPPED) from exc
+                logger.warning("model stream dropped (%s); retrying", exc)
+                if sink is not None:
+                    await sink.on_reset()
+                await asyncio.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _attempt(
@@ -216,16 +226,8 @@ class AnthropicGateway:
             stream = await self.client(api_key).post(
                 "/v1/messages", cast_to=Message, content=body, stream=True, stream_cls=_EventStream
             )
-            reader = EventReader()
             async with stream:
-                async for chunk in stream.response.aiter_bytes():
-                    for kind, data in reader.feed(chunk):
-                        if kind == "content_block_delta":
-                            await _delta(answer, json.loads(data)["delta"], sink)
-                        elif kind == "error":
-                            raise _stream_error(data, stream.response)
-                        elif kind is not None and kind != "ping":
-                            _consume(answer, kind, json.loads(data))
+                await _read(stream.response, answer, sink)
             stop_reason = _stop_reason(answer)
             outcome = "ok"
         except asyncio.CancelledError:
@@ -236,6 +238,9 @@ class AnthropicGateway:
             raise
         except GatewayError as exc:
             error = exc.message[:500]
+            raise
+        except _DroppedError as exc:
+            error = f"the stream broke off: {exc}"[:500]
             raise
         finally:
             record = CallRecord(
@@ -254,6 +259,59 @@ class AnthropicGateway:
             usage=answer.usage,
             model=request.model,
         )
+
+
+async def _read(response: Any, answer: _Answer, sink: StreamSink | None) -> None:
+    """The answer's events into ``answer`` as they arrive, its text deltas to ``sink``."""
+    reader = EventReader()
+    read = _body_reader(response)
+    try:
+        while chunk := await read():
+            for kind, data in reader.feed(chunk):
+                if kind == "content_block_delta":
+                    await _delta(answer, json.loads(data)["delta"], sink)
+                elif kind == "error":
+                    raise _stream_error(data, response)
+                elif kind is not None and kind != "ping":
+                    _consume(answer, kind, json.loads(data))
+    except (aiohttp.ClientError, TimeoutError) as exc:  # what aiohttp's reader raises
+        raise _DroppedError(str(exc) or type(exc).__name__) from exc
+
+
+DROPPED = "The connection to the Anthropic API broke off during the answer, three times; try again."
+
+
+class _DroppedError(Exception):
+    """The connection broke off mid-answer: reset, cut short, or silent past the read timeout."""
+
+
+def _body_reader(response: Any) -> Callable[[], Awaitable[bytes]]:
+    """The next chunk of ``response``'s body, ``b""`` at its end.
+
+    Read straight from aiohttp's reader when the SDK's aiohttp transport fetched it and it is not
+    encoded (the API's event stream): through the SDK's client, httpx's four async generators
+    cost a chunk about 10 µs more of the event loop, on every event of every running turn
+    (docs/benchmarks.md#reading-the-figures). aiohttp still holds the read timeout, and the
+    response still closes as the SDK closes it. Anything else goes through the SDK's client, which
+    decodes it (``tests/planner/agent/test_gateway_sdk.py`` checks the SDK's transport is still
+    the one read straight)."""
+    transport_stream = getattr(response.stream, "_stream", None)  # under httpx's timing wrapper
+    content = getattr(getattr(transport_stream, "_aiohttp_response", None), "content", None)
+    if (
+        isinstance(content, aiohttp.StreamReader)
+        and response.headers.get("content-encoding", "identity") == "identity"
+    ):
+        read: Callable[[], Awaitable[bytes]] = content.readany
+        return read
+    chunks = response.aiter_bytes()
+
+    async def next_chunk() -> bytes:
+        async for chunk in chunks:
+            if chunk:
+                return bytes(chunk)
+        return b""
+
+    return next_chunk
 
 
 def _stream_error(data: str, response: Any) -> anthropic.APIStatusError:

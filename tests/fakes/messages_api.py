@@ -42,7 +42,8 @@ non-streaming ones, as one Message JSON):
   to its 0.5 s+ exponential backoff, while a positive value is honoured as is.
 * ``BreakOffReply(after_deltas=k, error_type="overloaded_error")``: HTTP 200, the stream starts, and
   after ``k`` deltas an ``event: error`` frame ends it. The SDK raises it mid-stream (as a plain
-  ``APIStatusError`` with ``status_code == 200``) and does not retry it.
+  ``APIStatusError`` with ``status_code == 200``) and does not retry it. With ``drop=True`` the
+  connection is cut there instead (aborted: no error event, the body cut short).
 * ``HangReply(delay=None, after_deltas=0, before_headers=False)``: the stream starts and then waits
   (forever by default) until the client disconnects, the server closes, or ``delay`` passes, after which
   the rest of the reply is sent.
@@ -473,6 +474,7 @@ class BreakOffReply:
     error_type: str = "overloaded_error"
     message: str = "Overloaded"
     reply: MessageReply | None = None
+    drop: bool = False  # cut the connection there instead (a reset, no error event, the body cut short)
 
     def __post_init__(self) -> None:
         if self.after_deltas < 0:
@@ -571,6 +573,7 @@ Outcome: TypeAlias = Literal[
     "completed",
     "error_reply",
     "broke_off",
+    "dropped",
     "client_disconnected",
     "server_closed",
     "unscripted",
@@ -1225,10 +1228,7 @@ class FakeMessagesAPI:
         if break_at is not None:
             assert isinstance(reply, BreakOffReply)
             await self._emit(sse, plan, 0, plan.cut(break_at), delay=delay, reader=reader, stamp=stamp)
-            sse.add(_sse("error", json.dumps(_error_body(reply.error_type, reply.message))))
-            record.outcome = "broke_off"
-            await sse.finish()
-            return chunked
+            return await self._break_off(reply, record, sse, writer) and chunked
         if hang is not None and hang_at is not None:
             cut = plan.cut(hang_at)
             await self._emit(sse, plan, 0, cut, delay=delay, reader=reader, stamp=stamp)
@@ -1241,6 +1241,21 @@ class FakeMessagesAPI:
         record.outcome = "completed"
         await sse.finish()
         return chunked
+
+    async def _break_off(
+        self, reply: BreakOffReply, record: RecordedRequest, sse: _SseBody, writer: asyncio.StreamWriter
+    ) -> bool:
+        """End a stream mid-answer as ``reply`` says: an error event, or the connection cut; whether
+        the connection may serve another request."""
+        if reply.drop:
+            await sse.flush()
+            record.outcome = "dropped"
+            writer.transport.abort()
+            return False
+        sse.add(_sse("error", json.dumps(_error_body(reply.error_type, reply.message))))
+        record.outcome = "broke_off"
+        await sse.finish()
+        return True
 
     # -- rendering ----------------------------------------------------------------------------------
 

@@ -6,12 +6,16 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 
+import aiohttp
+import httpx2
 import pytest
+from aiohttp.base_protocol import BaseProtocol
 from django.test import AsyncClient
 
 from planner.agent.frames import Frame
-from planner.agent.gateway import AnthropicGateway
+from planner.agent.gateway import DROPPED, AnthropicGateway, _body_reader
 from planner.live.runner import runner
 from planner.models import UsageRecord
 from tests.fakes.messages_api import (
@@ -156,6 +160,83 @@ async def test_a_stream_that_breaks_off_is_retried_and_watchers_drop_the_partial
     turn_calls = UsageRecord.objects.filter(purpose="turn")  # the title's call comes after
     outcomes = await sync(lambda: sorted(turn_calls.values_list("outcome", flat=True)))()
     assert outcomes == ["error", "ok"]
+
+
+async def test_a_connection_that_drops_mid_answer_is_retried_and_watchers_drop_the_partial_text(
+    fake_api, chat_project, member
+):
+    fake_api.enqueue(
+        BreakOffReply(after_deltas=2, drop=True, reply=TextReply("Partial text that drops", chunks=4)),
+        TextReply("The full answer.", chunks=3),
+    )
+    chat = await Chat.open(member)
+    body = await chat.say("Hi", member)
+    assert fake_api.requests[0].outcome == "dropped"
+    assert body["messages"][-1]["content"][0]["text"] == "The full answer."
+    reset = [f["type"] for f in chat.frames].index("text_reset")
+    partial = "".join(f["text"] for f in chat.frames[:reset] if f["type"] == "text_delta")
+    assert partial  # two of its four deltas
+    assert "Partial text that drops".startswith(partial)
+    after = "".join(f["text"] for f in chat.frames[reset:] if f["type"] == "text_delta")
+    assert after == "The full answer."
+    turn_calls = UsageRecord.objects.filter(purpose="turn").order_by("pk")
+    calls = await sync(lambda: list(turn_calls.values_list("outcome", "error")))()
+    assert [outcome for outcome, _ in calls] == ["error", "ok"]
+    assert calls[0][1].startswith("the stream broke off: ")
+
+
+async def test_a_connection_that_drops_every_time_fails_the_turn_readably(fake_api, chat_project, member):
+    dropping = BreakOffReply(after_deltas=1, drop=True, reply=TextReply("Never finished", chunks=2))
+    fake_api.enqueue(dropping, dropping, dropping)
+    chat = await Chat.open(member)
+    body = await chat.say("Hi", member)
+    assert [r.outcome for r in fake_api.requests] == ["dropped"] * 3
+    assert body["state"] == "idle"
+    assert body["events"][-1]["data"] == {"reason": "failed", "error": DROPPED}
+    assert chat.frames[-1] == {**chat.frames[-1], "type": "turn_ended", "reason": "failed"}
+
+
+async def test_the_sdk_s_event_stream_is_read_straight_from_aiohttp(
+    fake_api, chat_project, member, monkeypatch
+):
+    """The SDK's client layers are skipped on the hot path (planner/agent/gateway.py
+    ``_body_reader``): an SDK whose transport no longer fits fails here, not in silence."""
+
+    def layered(self, chunk_size=None):
+        raise AssertionError("the event stream went through httpx's layers")
+
+    monkeypatch.setattr(httpx2.Response, "aiter_bytes", layered)
+    fake_api.enqueue(TextReply("Read straight.", chunks=3))
+    chat = await Chat.open(member)
+    body = await chat.say("Hi", member)
+    assert body["messages"][-1]["content"][0]["text"] == "Read straight."
+
+
+async def test_an_encoded_body_is_read_through_the_sdk_which_decodes_it():
+    loop = asyncio.get_running_loop()
+
+    class Response:
+        def __init__(self, encoding: str) -> None:
+            content = aiohttp.StreamReader(BaseProtocol(loop), 2**16, loop=loop)
+            content.feed_data(b"raw bytes")
+            content.feed_eof()
+            self.headers = {"content-encoding": encoding}
+            self.stream = SimpleNamespace(
+                _stream=SimpleNamespace(_aiohttp_response=SimpleNamespace(content=content))
+            )
+
+        async def aiter_bytes(self):
+            for chunk in (b"decoded", b"", b" bytes"):
+                yield chunk
+
+    async def read_all(response: Response) -> list[bytes]:
+        read, chunks = _body_reader(response), []
+        while chunk := await read():
+            chunks.append(chunk)
+        return chunks
+
+    assert await read_all(Response("identity")) == [b"raw bytes"]
+    assert await read_all(Response("gzip")) == [b"decoded", b" bytes"]
 
 
 async def test_a_401_fails_the_turn_with_a_readable_reason(fake_api, chat_project, member):
