@@ -274,15 +274,18 @@ async def _read(response: Any, answer: _Answer, sink: StreamSink | None) -> None
                     raise _stream_error(data, response)
                 elif kind is not None and kind != "ping":
                     _consume(answer, kind, json.loads(data))
-    except (aiohttp.ClientError, TimeoutError) as exc:  # what aiohttp's reader raises
+    except TimeoutError as exc:  # aiohttp's read timeout: silent that long, it is not coming back
+        raise GatewayError("timeout", STALLED) from exc
+    except aiohttp.ClientError as exc:  # reset, cut short: worth asking again
         raise _DroppedError(str(exc) or type(exc).__name__) from exc
 
 
 DROPPED = "The connection to the Anthropic API broke off during the answer, three times; try again."
+STALLED = "The model stopped sending its answer and did not go on in time; try again."
 
 
 class _DroppedError(Exception):
-    """The connection broke off mid-answer: reset, cut short, or silent past the read timeout."""
+    """The connection broke off mid-answer: reset, or the body cut short."""
 
 
 def _body_reader(response: Any) -> Callable[[], Awaitable[bytes]]:

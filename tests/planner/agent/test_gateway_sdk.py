@@ -15,7 +15,7 @@ from aiohttp.base_protocol import BaseProtocol
 from django.test import AsyncClient
 
 from planner.agent.frames import Frame
-from planner.agent.gateway import DROPPED, AnthropicGateway, _body_reader
+from planner.agent.gateway import DROPPED, STALLED, AnthropicGateway, _body_reader
 from planner.live.runner import runner
 from planner.models import UsageRecord
 from tests.fakes.messages_api import (
@@ -194,6 +194,22 @@ async def test_a_connection_that_drops_every_time_fails_the_turn_readably(fake_a
     assert body["state"] == "idle"
     assert body["events"][-1]["data"] == {"reason": "failed", "error": DROPPED}
     assert chat.frames[-1] == {**chat.frames[-1], "type": "turn_ended", "reason": "failed"}
+
+
+async def test_a_stream_that_stalls_past_the_read_timeout_fails_the_turn_readably_at_once(
+    fake_api, chat_project, member
+):
+    runner.gateway = gateway = AnthropicGateway(base_url=fake_api.base_url, max_retries=0, timeout=0.5)
+    try:
+        fake_api.enqueue(HangReply(after_deltas=1, reply=TextReply("Half an answer", chunks=2)))
+        chat = await Chat.open(member)
+        body = await chat.say("Hi", member)
+    finally:
+        await gateway.close()
+    assert len(fake_api.requests) == 1  # not asked again: silent that long, it is not coming back
+    assert body["events"][-1]["data"] == {"reason": "failed", "error": STALLED}
+    record = await sync(UsageRecord.objects.get)(purpose="turn")
+    assert (record.outcome, record.error) == ("error", STALLED)
 
 
 async def test_the_sdk_s_event_stream_is_read_straight_from_aiohttp(
