@@ -194,19 +194,13 @@ class AnthropicGateway:
                 retryable = exc.status_code == 200 and _stream_error_type(exc) in RETRYABLE_STREAM_ERRORS
                 if not retryable or attempt == STREAM_RETRIES:
                     raise _readable(exc) from exc
-                logger.warning("model stream broke off (%s); retrying", _stream_error_type(exc))
-                if sink is not None:
-                    await sink.on_reset()
-                await asyncio.sleep(0.2 * (attempt + 1))
+                await _before_retry(sink, attempt, f"broke off ({_stream_error_type(exc)})")
             except anthropic.AnthropicError as exc:
                 raise _readable(exc) from exc
             except _DroppedError as exc:
                 if attempt == STREAM_RETRIES:
                     raise GatewayError("connection", DROPPED) from exc
-                logger.warning("model stream dropped (%s); retrying", exc)
-                if sink is not None:
-                    await sink.on_reset()
-                await asyncio.sleep(0.2 * (attempt + 1))
+                await _before_retry(sink, attempt, f"dropped ({exc})")
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _attempt(
@@ -261,6 +255,15 @@ class AnthropicGateway:
         )
 
 
+async def _before_retry(sink: StreamSink | None, attempt: int, what: str) -> None:
+    """A stream that ``what`` (broke off, dropped) is asked again: its watchers drop the partial
+    text, and the next attempt waits a little longer than the last."""
+    logger.warning("model stream %s; retrying", what)
+    if sink is not None:
+        await sink.on_reset()
+    await asyncio.sleep(0.2 * (attempt + 1))
+
+
 async def _read(response: Any, answer: _Answer, sink: StreamSink | None) -> None:
     """The answer's events into ``answer`` as they arrive, its text deltas to ``sink``."""
     reader = EventReader()
@@ -280,7 +283,9 @@ async def _read(response: Any, answer: _Answer, sink: StreamSink | None) -> None
         raise _DroppedError(str(exc) or type(exc).__name__) from exc
 
 
-DROPPED = "The connection to the Anthropic API broke off during the answer, three times; try again."
+DROPPED = (
+    f"The connection to the Anthropic API broke off during the answer, {STREAM_RETRIES + 1} times; try again."
+)
 STALLED = "The model stopped sending its answer and did not go on in time; try again."
 
 
@@ -304,8 +309,7 @@ def _body_reader(response: Any) -> Callable[[], Awaitable[bytes]]:
         isinstance(content, aiohttp.StreamReader)
         and response.headers.get("content-encoding", "identity") == "identity"
     ):
-        read: Callable[[], Awaitable[bytes]] = content.readany
-        return read
+        return content.readany
     chunks = response.aiter_bytes()
 
     async def next_chunk() -> bytes:
