@@ -1,18 +1,18 @@
-"""The LLM gateway: the only importer of ``anthropic``, and the meter of every model call.
+"""The LLM gateway: with ``wire.py`` (its requests) the only importer of ``anthropic``, and the
+meter of every model call.
 
 Every call (turns, compaction, titles) streams through :class:`AnthropicGateway`
-with the project's credential and model. The SDK retries 429/529/5xx answers
-before a stream starts; a stream that breaks off with an overloaded or server
-error, or whose connection drops, is retried here (the sink is told to drop the
-partial text). Each
-attempt is metered once: a :class:`CallRecord` to the caller's meter and the
-Prometheus counters.
+with the project's credential and model. The SDK's retry policy covers 429/529/5xx
+answers before a stream starts (``wire.py``); a stream that breaks off with an overloaded or
+server error, or whose connection drops, is retried here (the sink is told to drop the
+partial text). Each attempt is metered once: a :class:`CallRecord` to the caller's meter and
+the Prometheus counters.
 
-Streaming is the hot path of a busy server (one event per few tokens, for
-every running turn), so the SDK sends through its aiohttp transport and the
-gateway reads the stream's server-sent events from aiohttp's bytes (``sse.py``) and
-decodes each one's JSON itself, skipping the SDK's typed event models (a third
-of the CPU per delta) and its line-by-line decoder (a tenth).
+Streaming is the hot path of a busy server (one event per few tokens, for every running
+turn), so the request goes out as the SDK's client would send it but straight through aiohttp
+(``wire.py``), and the gateway reads the stream's server-sent events from aiohttp's bytes
+(``sse.py``) and decodes each one's JSON itself, skipping the SDK's typed event models (a third
+of the CPU per delta), its line-by-line decoder (a tenth) and httpx's layers over the body.
 What it reads must agree with the SDK's own accumulator
 (``tests/planner/agent/test_gateway_parity.py``), and a content block or delta it
 does not handle (extended thinking, server tools) fails the call with a
@@ -27,13 +27,11 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
 import aiohttp
 import anthropic
-from anthropic.types import Message, RawMessageStreamEvent
 from prometheus_client import Counter, Histogram
 
 from planner.agent.calls import CallRecord, GatewayError, Meter, StreamSink
@@ -48,10 +46,9 @@ from planner.agent.messages import (
 )
 from planner.agent.request_body import request_body
 from planner.agent.sse import EventReader
+from planner.agent.wire import Wire
 
 logger = logging.getLogger(__name__)
-
-_EventStream = anthropic.AsyncStream[RawMessageStreamEvent]
 
 LLM_TOKENS = Counter("ballet_llm_tokens_total", "Tokens metered by the LLM gateway.", ["kind"])
 LLM_SECONDS = Histogram(
@@ -154,14 +151,17 @@ class AnthropicGateway:
         self.base_url = base_url
         self.max_retries = max_retries
         self.timeout = timeout
-        self._clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[str, anthropic.AsyncAnthropic]
-        ] = weakref.WeakKeyDictionary()
+        self._wires: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Wire]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def client(self, api_key: str) -> anthropic.AsyncAnthropic:
-        clients = self._clients.setdefault(asyncio.get_running_loop(), {})
-        client = clients.get(api_key)
-        if client is None:
+        return self._wire(api_key).client
+
+    def _wire(self, api_key: str) -> Wire:
+        wires = self._wires.setdefault(asyncio.get_running_loop(), {})
+        wire = wires.get(api_key)
+        if wire is None:
             client = anthropic.AsyncAnthropic(
                 api_key=api_key,
                 base_url=self.base_url,
@@ -169,13 +169,13 @@ class AnthropicGateway:
                 timeout=self.timeout,
                 http_client=anthropic.DefaultAioHttpClient(),
             )
-            clients[api_key] = client
-        return client
+            wire = wires[api_key] = Wire(client)
+        return wire
 
     async def close(self) -> None:
         """Close this loop's clients (their connection pools)."""
-        for client in self._clients.pop(asyncio.get_running_loop(), {}).values():
-            await client.close()
+        for wire in self._wires.pop(asyncio.get_running_loop(), {}).values():
+            await wire.close()
 
     async def complete(
         self, request: ModelRequest, *, api_key: str | None, sink: StreamSink | None, meter: Meter
@@ -216,12 +216,10 @@ class AnthropicGateway:
         outcome, error = "error", ""
         try:
             # The body as the SDK's messages.create would send it, encoded from kept parts
-            # (planner/agent/request_body.py); the client's retries, timeouts and headers all hold.
-            stream = await self.client(api_key).post(
-                "/v1/messages", cast_to=Message, content=body, stream=True, stream_cls=_EventStream
-            )
-            async with stream:
-                await _read(stream.response, answer, sink)
+            # (planner/agent/request_body.py), sent as the SDK's client would send it (wire.py).
+            wire = self._wire(api_key)
+            async with await wire.post(body) as response:
+                await _read(wire, response, answer, sink)
             stop_reason = _stop_reason(answer)
             outcome = "ok"
         except asyncio.CancelledError:
@@ -264,17 +262,19 @@ async def _before_retry(sink: StreamSink | None, attempt: int, what: str) -> Non
     await asyncio.sleep(0.2 * (attempt + 1))
 
 
-async def _read(response: Any, answer: _Answer, sink: StreamSink | None) -> None:
+async def _read(
+    wire: Wire, response: aiohttp.ClientResponse, answer: _Answer, sink: StreamSink | None
+) -> None:
     """The answer's events into ``answer`` as they arrive, its text deltas to ``sink``."""
     reader = EventReader()
-    read = _body_reader(response)
+    read = response.content.readany
     try:
         while chunk := await read():
             for kind, data in reader.feed(chunk):
                 if kind == "content_block_delta":
                     await _delta(answer, json.loads(data)["delta"], sink)
                 elif kind == "error":
-                    raise _stream_error(data, response)
+                    raise _stream_error(wire, response, data)
                 elif kind is not None and kind != "ping":
                     _consume(answer, kind, json.loads(data))
     except TimeoutError as exc:  # aiohttp's read timeout: silent that long, it is not coming back
@@ -293,35 +293,7 @@ class _DroppedError(Exception):
     """The connection broke off mid-answer: reset, or the body cut short."""
 
 
-def _body_reader(response: Any) -> Callable[[], Awaitable[bytes]]:
-    """The next chunk of ``response``'s body, ``b""`` at its end.
-
-    Read straight from aiohttp's reader when the SDK's aiohttp transport fetched it and it is not
-    encoded (the API's event stream): through the SDK's client, httpx's four async generators
-    cost a chunk about 10 µs more of the event loop, on every event of every running turn
-    (docs/benchmarks.md#reading-the-figures). aiohttp still holds the read timeout, and the
-    response still closes as the SDK closes it. Anything else goes through the SDK's client, which
-    decodes it (``tests/planner/agent/test_gateway_sdk.py`` checks the SDK's transport is still
-    the one read straight)."""
-    transport_stream = getattr(response.stream, "_stream", None)  # under httpx's timing wrapper
-    content = getattr(getattr(transport_stream, "_aiohttp_response", None), "content", None)
-    if (
-        isinstance(content, aiohttp.StreamReader)
-        and response.headers.get("content-encoding", "identity") == "identity"
-    ):
-        return content.readany
-    chunks = response.aiter_bytes()
-
-    async def next_chunk() -> bytes:
-        async for chunk in chunks:
-            if chunk:
-                return bytes(chunk)
-        return b""
-
-    return next_chunk
-
-
-def _stream_error(data: str, response: Any) -> anthropic.APIStatusError:
+def _stream_error(wire: Wire, response: aiohttp.ClientResponse, data: str) -> anthropic.APIStatusError:
     """An ``error`` event in a stream, raised as the SDK raises it (status 200, the error body)."""
     body: Any = data
     try:
@@ -329,7 +301,7 @@ def _stream_error(data: str, response: Any) -> anthropic.APIStatusError:
         message = f"{body}"
     except ValueError:
         message = data or "The stream ended with an error."
-    return anthropic.APIStatusError(message, response=response, body=body)
+    return wire.status_error(response, message, body)
 
 
 def _unsupported(what: str) -> GatewayError:

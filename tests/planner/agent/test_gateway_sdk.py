@@ -6,16 +6,12 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
 
-import aiohttp
-import httpx2
 import pytest
-from aiohttp.base_protocol import BaseProtocol
 from django.test import AsyncClient
 
 from planner.agent.frames import Frame
-from planner.agent.gateway import DROPPED, STALLED, AnthropicGateway, _body_reader
+from planner.agent.gateway import DROPPED, STALLED, AnthropicGateway
 from planner.live.runner import runner
 from planner.models import UsageRecord
 from tests.fakes.messages_api import (
@@ -210,49 +206,6 @@ async def test_a_stream_that_stalls_past_the_read_timeout_fails_the_turn_readabl
     assert body["events"][-1]["data"] == {"reason": "failed", "error": STALLED}
     record = await sync(UsageRecord.objects.get)(purpose="turn")
     assert (record.outcome, record.error) == ("error", STALLED)
-
-
-async def test_the_sdk_s_event_stream_is_read_straight_from_aiohttp(
-    fake_api, chat_project, member, monkeypatch
-):
-    """The SDK's client layers are skipped on the hot path (planner/agent/gateway.py
-    ``_body_reader``): an SDK whose transport no longer fits fails here, not in silence."""
-
-    def layered(self, chunk_size=None):
-        raise AssertionError("the event stream went through httpx's layers")
-
-    monkeypatch.setattr(httpx2.Response, "aiter_bytes", layered)
-    fake_api.enqueue(TextReply("Read straight.", chunks=3))
-    chat = await Chat.open(member)
-    body = await chat.say("Hi", member)
-    assert body["messages"][-1]["content"][0]["text"] == "Read straight."
-
-
-async def test_an_encoded_body_is_read_through_the_sdk_which_decodes_it():
-    loop = asyncio.get_running_loop()
-
-    class Response:
-        def __init__(self, encoding: str) -> None:
-            content = aiohttp.StreamReader(BaseProtocol(loop), 2**16, loop=loop)
-            content.feed_data(b"raw bytes")
-            content.feed_eof()
-            self.headers = {"content-encoding": encoding}
-            self.stream = SimpleNamespace(
-                _stream=SimpleNamespace(_aiohttp_response=SimpleNamespace(content=content))
-            )
-
-        async def aiter_bytes(self):
-            for chunk in (b"decoded", b"", b" bytes"):
-                yield chunk
-
-    async def read_all(response: Response) -> list[bytes]:
-        read, chunks = _body_reader(response), []
-        while chunk := await read():
-            chunks.append(chunk)
-        return chunks
-
-    assert await read_all(Response("identity")) == [b"raw bytes"]
-    assert await read_all(Response("gzip")) == [b"decoded", b" bytes"]
 
 
 async def test_a_401_fails_the_turn_with_a_readable_reason(fake_api, chat_project, member):

@@ -56,4 +56,4 @@ def test_each_pass_closes_the_model_clients_its_loop_opened(messages_api, chat_p
     gc.collect()
 
     assert len(fake.requests) == 6  # the passes did call the model through the SDK
-    assert dict(anthropic._clients) == {}  # no loop of an ended pass is kept, nor its clients
+    assert dict(anthropic._wires) == {}  # no loop of an ended pass is kept, nor its clients

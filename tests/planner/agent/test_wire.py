@@ -1,0 +1,200 @@
+"""A model call goes out as the SDK's client sends it, and is retried by the SDK's policy.
+
+``planner/agent/wire.py`` posts through aiohttp what the SDK's client builds once. Each case here
+is served by the local fake Messages API; where the SDK's own ``post`` is the yardstick, it is
+served the same replies through the same client and both must agree: the headers sent, the
+requests made, the error raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+
+import anthropic
+import httpx2
+import pytest
+from anthropic.types import Message
+
+from planner.agent.calls import CallRecord, GatewayError
+from planner.agent.gateway import AnthropicGateway
+from planner.agent.request_body import request_body
+from tests.fakes.messages_api import ErrorReply, FakeMessagesAPI, Reply, TextReply
+from tests.planner.agent.test_gateway_parity import KEY, REQUEST
+
+# Set by whoever sends them: aiohttp and httpx each their own.
+TRANSPORT_HEADERS = {"host", "content-length", "connection", "accept-encoding"}
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[FakeMessagesAPI, AnthropicGateway]]:
+    with FakeMessagesAPI() as fake:
+        gateway = AnthropicGateway(base_url=fake.base_url, max_retries=2)
+        yield fake, gateway
+        await gateway.close()
+
+
+async def through_gateway(gateway: AnthropicGateway) -> list[CallRecord]:
+    records: list[CallRecord] = []
+
+    async def meter(record: CallRecord) -> None:
+        records.append(record)
+
+    await gateway.complete(REQUEST, api_key=KEY, sink=None, meter=meter)
+    return records
+
+
+async def through_sdk(gateway: AnthropicGateway) -> None:
+    """The same body through the SDK's own ``post`` (its request building, httpx, its retries)."""
+    stream = await gateway.client(KEY).post(
+        "/v1/messages",
+        cast_to=Message,
+        content=request_body(REQUEST),
+        stream=True,
+        stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+    )
+    async with stream:
+        async for _ in stream:
+            pass
+
+
+def _lower(headers: dict[str, str]) -> dict[str, str]:
+    return {name.lower(): value for name, value in headers.items()}
+
+
+def sent(fake: FakeMessagesAPI, start: int = 0) -> list[dict[str, str]]:
+    return [
+        {
+            name.lower(): value
+            for name, value in request.headers.items()
+            if name.lower() not in TRANSPORT_HEADERS
+        }
+        for request in fake.requests[start:]
+    ]
+
+
+async def served_both(fake: FakeMessagesAPI, gateway: AnthropicGateway, *replies: Reply) -> tuple[str, str]:
+    """``replies`` served to the gateway, then to the SDK: the error each ended with ("" if none)."""
+    outcomes = []
+    for send in (through_gateway, through_sdk):
+        fake.enqueue(*replies)
+        try:
+            await send(gateway)
+            outcomes.append("")
+        except GatewayError as exc:
+            outcomes.append(type(exc.__cause__).__name__)
+        except anthropic.AnthropicError as exc:
+            outcomes.append(type(exc).__name__)
+    return outcomes[0], outcomes[1]
+
+
+async def test_the_request_carries_the_sdk_s_headers_and_body(served):
+    fake, gateway = served
+    await served_both(fake, gateway, TextReply("Hi."))
+    ours, sdks = sent(fake)
+    assert ours == sdks
+    assert ours["x-stainless-retry-count"] == "0"
+    assert ours["authorization"] == f"Bearer {KEY}" or ours["x-api-key"] == KEY
+    assert fake.requests[0].path == fake.requests[1].path == "/v1/messages"
+    assert fake.requests[0].body == fake.requests[1].body
+
+
+async def test_a_429_is_retried_after_its_retry_after_with_the_attempt_counted(served):
+    fake, gateway = served
+    assert await served_both(fake, gateway, ErrorReply(429), ErrorReply(529), TextReply("Hi.")) == ("", "")
+    counts = [headers["x-stainless-retry-count"] for headers in sent(fake)]
+    assert counts == ["0", "1", "2"] * 2
+
+
+async def test_retries_spent_raise_the_sdk_s_error(served):
+    fake, gateway = served
+    replies = [ErrorReply(529)] * 3
+    assert await served_both(fake, gateway, *replies) == ("OverloadedError", "OverloadedError")
+    assert len(fake.requests) == 6  # three attempts each
+
+
+async def test_a_bad_request_is_not_retried(served):
+    fake, gateway = served
+    assert await served_both(fake, gateway, ErrorReply(400)) == ("BadRequestError", "BadRequestError")
+    assert len(fake.requests) == 2
+
+
+async def test_the_server_s_x_should_retry_is_obeyed(served):
+    fake, gateway = served
+    outcome = await served_both(fake, gateway, ErrorReply(503, should_retry=False))
+    assert outcome == ("ServiceUnavailableError", "ServiceUnavailableError")
+    assert len(fake.requests) == 2
+    assert await served_both(fake, gateway, ErrorReply(400, should_retry=True), TextReply("Hi.")) == ("", "")
+
+
+async def test_the_error_names_what_the_api_said(served):
+    fake, gateway = served
+    fake.enqueue(ErrorReply(400, message="max_tokens: must be at least 1"))
+    with pytest.raises(GatewayError) as raised:
+        await through_gateway(gateway)
+    assert raised.value.code == "bad_request"
+    assert "max_tokens: must be at least 1" in raised.value.message
+
+
+async def test_an_api_that_cannot_be_reached_is_tried_again_then_reported(monkeypatch):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there once it closes
+    gateway = AnthropicGateway(base_url=f"http://127.0.0.1:{port}", max_retries=1)
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr("planner.agent.wire.asyncio.sleep", sleep)
+    try:
+        with pytest.raises(GatewayError) as raised:
+            await through_gateway(gateway)
+    finally:
+        await gateway.close()
+    assert raised.value.code == "connection"
+    assert isinstance(raised.value.__cause__, anthropic.APIConnectionError)
+    assert len(waits) == 1
+    assert 0.3 <= waits[0] <= 0.5  # the SDK's first backoff, with its jitter
+
+
+async def test_the_call_does_not_go_through_httpx(served, monkeypatch):
+    """The SDK's client layers are skipped on the hot path (``planner/agent/wire.py``): an SDK
+    whose client no longer builds the request this way fails here, not in silence."""
+    fake, gateway = served
+
+    async def layered(self, *args, **kwargs):
+        raise AssertionError("the call went through httpx's client")
+
+    monkeypatch.setattr(httpx2.AsyncClient, "send", layered)
+    fake.enqueue(TextReply("Straight."))
+    records = await through_gateway(gateway)
+    assert [record.outcome for record in records] == ["ok"]
+
+
+async def test_closing_the_gateway_closes_its_connections(served):
+    fake, gateway = served
+    fake.enqueue(TextReply("Hi."))
+    await through_gateway(gateway)
+    wire = gateway._wire(KEY)
+    session = wire._session
+    assert session is not None
+    assert not session.closed
+    await gateway.close()
+    assert session.closed
+
+
+async def test_the_proxy_the_environment_names_is_used(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example.test:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    gateway = AnthropicGateway(base_url="https://api.example.test")
+    try:
+        wire = gateway._wire(KEY)
+        wire._open()
+        assert str(wire._proxy) == "http://proxy.example.test:3128"
+    finally:
+        await gateway.close()
