@@ -10,7 +10,6 @@ thinking), the gateway must raise rather than drop it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -84,14 +83,6 @@ class TextSink:
 
     async def on_reset(self) -> None:
         self.resets += 1
-
-
-@pytest.fixture
-async def served() -> AsyncIterator[tuple[FakeMessagesAPI, AnthropicGateway]]:
-    with FakeMessagesAPI() as fake:
-        gateway = AnthropicGateway(base_url=fake.base_url, max_retries=0)
-        yield fake, gateway
-        await gateway.close()
 
 
 async def through_gateway(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
 
 import anthropic
 import httpx2
@@ -25,14 +24,6 @@ from tests.planner.agent.test_gateway_parity import KEY, REQUEST
 
 # Set by whoever sends them: aiohttp and httpx each their own.
 TRANSPORT_HEADERS = {"host", "content-length", "connection", "accept-encoding"}
-
-
-@pytest.fixture
-async def served() -> AsyncIterator[tuple[FakeMessagesAPI, AnthropicGateway]]:
-    with FakeMessagesAPI() as fake:
-        gateway = AnthropicGateway(base_url=fake.base_url, max_retries=2)
-        yield fake, gateway
-        await gateway.close()
 
 
 async def through_gateway(gateway: AnthropicGateway) -> list[CallRecord]:
