@@ -34,6 +34,8 @@ _PER_ATTEMPT = frozenset(
     {"host", "content-length", "connection", "accept-encoding", "x-stainless-retry-count"}
 )
 
+_DECODED = frozenset({b"content-encoding", b"content-length", b"transfer-encoding"})
+
 
 class Wire:
     """One credential's model calls on one event loop: the SDK's client, for what it would send and
@@ -123,8 +125,10 @@ class Wire:
         return self._httpx(response, content)
 
     def _httpx(self, response: aiohttp.ClientResponse, content: bytes = b"") -> httpx2.Response:
+        """``response`` as httpx's, holding ``content`` as aiohttp decoded it (so without the
+        headers that would have httpx decode it again)."""
         request = httpx2.Request("POST", self._url)
-        headers = list(response.raw_headers)
+        headers = [(name, value) for name, value in response.raw_headers if name.lower() not in _DECODED]
         return httpx2.Response(response.status, headers=headers, content=content, request=request)
 
     def _unreachable(self, exc: BaseException) -> anthropic.APIConnectionError:

@@ -9,15 +9,21 @@ requests made, the error raised.
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 import socket
+from typing import Any
 
 import anthropic
 import httpx2
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 from anthropic.types import Message
 
 from planner.agent.calls import CallRecord, GatewayError
 from planner.agent.gateway import AnthropicGateway
+from planner.agent.messages import TextBlock
 from planner.agent.request_body import request_body
 from tests.fakes.messages_api import ErrorReply, FakeMessagesAPI, Reply, TextReply
 from tests.planner.agent.test_gateway_parity import KEY, REQUEST
@@ -189,3 +195,61 @@ async def test_the_proxy_the_environment_names_is_used(monkeypatch):
         assert str(wire._proxy) == "http://proxy.example.test:3128"
     finally:
         await gateway.close()
+
+
+async def test_a_compressed_error_answer_is_read_for_its_message():
+    async def refuse(request: web.Request) -> web.Response:
+        body = b'{"type": "error", "error": {"type": "invalid_request_error", "message": "too many tools"}}'
+        headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        return web.Response(status=400, body=gzip.compress(body), headers=headers)
+
+    app = web.Application()
+    app.router.add_post("/v1/messages", refuse)
+    async with TestServer(app, host="127.0.0.1") as server:
+        gateway = AnthropicGateway(base_url=str(server.make_url("")).rstrip("/"))
+        try:
+            with pytest.raises(GatewayError) as raised:
+                await through_gateway(gateway)
+        finally:
+            await gateway.close()
+    assert raised.value.code == "bad_request"
+    assert raised.value.message == "The model rejected the request: invalid_request_error: too many tools"
+
+
+async def test_a_compressed_event_stream_is_read_decoded():
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": []}
+    usage = {"input_tokens": 3, "output_tokens": 0}
+    text = {"type": "text_delta"}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {**message, "stop_reason": None, "usage": usage}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {**text, "text": "Packed "}},
+        {"type": "content_block_delta", "index": 0, "delta": {**text, "text": "small."}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+        {"type": "message_stop"},
+    ]
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response.enable_compression(web.ContentCoding.gzip)
+        await response.prepare(request)
+        for event in events:
+            await response.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/messages", stream)
+    async with TestServer(app, host="127.0.0.1") as server:
+        gateway = AnthropicGateway(base_url=str(server.make_url("")).rstrip("/"))
+        try:
+            answer = await gateway.complete(REQUEST, api_key=KEY, sink=None, meter=_ignore)
+        finally:
+            await gateway.close()
+    assert answer.content == (TextBlock("Packed small."),)
+    assert answer.stop_reason == "end_turn"
+
+
+async def _ignore(record: CallRecord) -> None:
+    pass
