@@ -9,9 +9,11 @@ requests made, the error raised.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anthropic
@@ -69,6 +71,29 @@ def sent(fake: FakeMessagesAPI, start: int = 0) -> list[dict[str, str]]:
         }
         for request in fake.requests[start:]
     ]
+
+
+@contextlib.asynccontextmanager
+async def gateway_at(base_url: str, **options: Any) -> AsyncIterator[AnthropicGateway]:
+    gateway = AnthropicGateway(base_url=base_url, **options)
+    try:
+        yield gateway
+    finally:
+        await gateway.close()
+
+
+@contextlib.asynccontextmanager
+async def served_by(
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> AsyncIterator[AnthropicGateway]:
+    """A gateway to a small aiohttp server of the test's own (what the fake cannot send)."""
+    app = web.Application()
+    app.router.add_post("/v1/messages", handler)
+    async with (
+        TestServer(app, host="127.0.0.1") as server,
+        gateway_at(str(server.make_url("")).rstrip("/")) as gateway,
+    ):
+        yield gateway
 
 
 async def served_both(fake: FakeMessagesAPI, gateway: AnthropicGateway, *replies: Reply) -> tuple[str, str]:
@@ -138,7 +163,6 @@ async def test_an_api_that_cannot_be_reached_is_tried_again_then_reported(monkey
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # nothing listens there once it closes
-    gateway = AnthropicGateway(base_url=f"http://127.0.0.1:{port}", max_retries=1)
     waits: list[float] = []
     real_sleep = asyncio.sleep
 
@@ -147,11 +171,9 @@ async def test_an_api_that_cannot_be_reached_is_tried_again_then_reported(monkey
         await real_sleep(0)
 
     monkeypatch.setattr("planner.agent.wire.asyncio.sleep", sleep)
-    try:
+    async with gateway_at(f"http://127.0.0.1:{port}", max_retries=1) as gateway:
         with pytest.raises(GatewayError) as raised:
             await through_gateway(gateway)
-    finally:
-        await gateway.close()
     assert raised.value.code == "connection"
     assert isinstance(raised.value.__cause__, anthropic.APIConnectionError)
     assert len(waits) == 1
@@ -188,13 +210,10 @@ async def test_the_proxy_the_environment_names_is_used(monkeypatch):
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example.test:3128")
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    gateway = AnthropicGateway(base_url="https://api.example.test")
-    try:
+    async with gateway_at("https://api.example.test") as gateway:
         wire = gateway._wire(KEY)
         wire._open()
         assert str(wire._proxy) == "http://proxy.example.test:3128"
-    finally:
-        await gateway.close()
 
 
 async def test_a_compressed_error_answer_is_read_for_its_message():
@@ -203,15 +222,9 @@ async def test_a_compressed_error_answer_is_read_for_its_message():
         headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
         return web.Response(status=400, body=gzip.compress(body), headers=headers)
 
-    app = web.Application()
-    app.router.add_post("/v1/messages", refuse)
-    async with TestServer(app, host="127.0.0.1") as server:
-        gateway = AnthropicGateway(base_url=str(server.make_url("")).rstrip("/"))
-        try:
-            with pytest.raises(GatewayError) as raised:
-                await through_gateway(gateway)
-        finally:
-            await gateway.close()
+    async with served_by(refuse) as gateway:
+        with pytest.raises(GatewayError) as raised:
+            await through_gateway(gateway)
     assert raised.value.code == "bad_request"
     assert raised.value.message == "The model rejected the request: invalid_request_error: too many tools"
 
@@ -239,14 +252,8 @@ async def test_a_compressed_event_stream_is_read_decoded():
         await response.write_eof()
         return response
 
-    app = web.Application()
-    app.router.add_post("/v1/messages", stream)
-    async with TestServer(app, host="127.0.0.1") as server:
-        gateway = AnthropicGateway(base_url=str(server.make_url("")).rstrip("/"))
-        try:
-            answer = await gateway.complete(REQUEST, api_key=KEY, sink=None, meter=_ignore)
-        finally:
-            await gateway.close()
+    async with served_by(stream) as gateway:
+        answer = await gateway.complete(REQUEST, api_key=KEY, sink=None, meter=_ignore)
     assert answer.content == (TextBlock("Packed small."),)
     assert answer.stop_reason == "end_turn"
 
