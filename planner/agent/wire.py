@@ -33,7 +33,7 @@ PATH = "/v1/messages"
 _PER_ATTEMPT = frozenset(
     {"host", "content-length", "connection", "accept-encoding", "x-stainless-retry-count"}
 )
-
+# Headers of an answer aiohttp has read and decoded.
 _DECODED = frozenset({b"content-encoding", b"content-length", b"transfer-encoding"})
 
 
@@ -42,30 +42,43 @@ class Wire:
     its retry policy, and the aiohttp session the calls go out on."""
 
     def __init__(self, client: anthropic.AsyncAnthropic) -> None:
+        """The SDK's request, built once (on the running loop: a header names the async library)."""
         self.client = client
         self._options = FinalRequestOptions.construct(method="post", url=PATH, content=b"")
-        self._url = ""
-        self._headers: dict[str, str] = {}
-        self._timeout = aiohttp.ClientTimeout()
-        self._session: aiohttp.ClientSession | None = None
+        request = client._build_request(self._options)
+        self._url = str(request.url)
+        self._headers = {name: value for name, value in request.headers.items() if name not in _PER_ATTEMPT}
+        timeout = request.extensions.get("timeout", {})
+        self._timeout = aiohttp.ClientTimeout(
+            sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
+        )
+        # The proxy the environment names (HTTPS_PROXY, NO_PROXY), read once: a session that
+        # trusts the environment reads it, and the netrc file, in a thread at every request.
         self._proxy: URL | None = None
         self._proxy_auth: aiohttp.BasicAuth | None = None
+        with contextlib.suppress(LookupError):
+            self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self._url))
+        limits = anthropic.DEFAULT_CONNECTION_LIMITS
+        connector = aiohttp.TCPConnector(
+            limit=limits.max_connections or 0,
+            keepalive_timeout=limits.keepalive_expiry,
+            ssl=httpx2.create_ssl_context(),
+        )
+        self._session = aiohttp.ClientSession(connector=connector)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self._session.close()
         await self.client.close()
 
     async def post(self, body: bytes) -> aiohttp.ClientResponse:
         """The API's 200 answer to ``body``, its event stream unread (the caller closes it);
         what the SDK raises once its retries are spent."""
-        session = self._session or self._open()
         retries = self.client.max_retries
         for taken in range(retries + 1):
             left = retries - taken
             headers = {**self._headers, "x-stainless-retry-count": str(taken)}
             try:
-                response = await session.post(
+                response = await self._session.post(
                     self._url,
                     data=body,
                     headers=headers,
@@ -91,28 +104,6 @@ class Wire:
     ) -> anthropic.APIStatusError:
         """An ``error`` event in the stream of ``response``, as the SDK raises it (status 200)."""
         return anthropic.APIStatusError(message, response=self._httpx(response), body=body)
-
-    def _open(self) -> aiohttp.ClientSession:
-        """The SDK's request, once (on the loop: it names the async library in a header)."""
-        request = self.client._build_request(self._options)
-        self._url = str(request.url)
-        self._headers = {name: value for name, value in request.headers.items() if name not in _PER_ATTEMPT}
-        timeout = request.extensions.get("timeout", {})
-        self._timeout = aiohttp.ClientTimeout(
-            sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
-        )
-        limits = anthropic.DEFAULT_CONNECTION_LIMITS
-        connector = aiohttp.TCPConnector(
-            limit=limits.max_connections or 0,
-            keepalive_timeout=limits.keepalive_expiry,
-            ssl=httpx2.create_ssl_context(),
-        )
-        # The proxy the environment names (HTTPS_PROXY, NO_PROXY), read once: a session that
-        # trusts the environment reads it, and the netrc file, in a thread at every request.
-        with contextlib.suppress(LookupError):
-            self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self._url))
-        self._session = aiohttp.ClientSession(connector=connector)
-        return self._session
 
     async def _failed(self, response: aiohttp.ClientResponse) -> httpx2.Response:
         """An error answer, read whole, in the form the SDK's policy and errors take."""

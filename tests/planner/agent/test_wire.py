@@ -58,18 +58,14 @@ async def through_sdk(gateway: AnthropicGateway) -> None:
             pass
 
 
-def _lower(headers: dict[str, str]) -> dict[str, str]:
-    return {name.lower(): value for name, value in headers.items()}
-
-
-def sent(fake: FakeMessagesAPI, start: int = 0) -> list[dict[str, str]]:
+def sent(fake: FakeMessagesAPI) -> list[dict[str, str]]:
     return [
         {
             name.lower(): value
             for name, value in request.headers.items()
             if name.lower() not in TRANSPORT_HEADERS
         }
-        for request in fake.requests[start:]
+        for request in fake.requests
     ]
 
 
@@ -200,7 +196,6 @@ async def test_closing_the_gateway_closes_its_connections(served):
     await through_gateway(gateway)
     wire = gateway._wire(KEY)
     session = wire._session
-    assert session is not None
     assert not session.closed
     await gateway.close()
     assert session.closed
@@ -212,7 +207,6 @@ async def test_the_proxy_the_environment_names_is_used(monkeypatch):
     monkeypatch.delenv("no_proxy", raising=False)
     async with gateway_at("https://api.example.test") as gateway:
         wire = gateway._wire(KEY)
-        wire._open()
         assert str(wire._proxy) == "http://proxy.example.test:3128"
 
 
