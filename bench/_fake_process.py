@@ -16,7 +16,7 @@ def serve(responder: Callable[[dict[str, Any]], Any]) -> None:
     """Run the fake Messages API until stdin closes; print its base URL first."""
     from tests.fakes.messages_api import FakeMessagesAPI
 
-    fake = FakeMessagesAPI(responder=responder)
+    fake = FakeMessagesAPI(responder=responder, keep_requests=False)
     print(fake.base_url, flush=True)
     try:
         sys.stdin.read()  # the bench closes it (or dies)

@@ -43,6 +43,7 @@ its last message: tool results get the 20-delta answer, anything else three tool
     .venv/bin/python bench/turn_overhead.py --capacity 50 --rounds 0 --growth 0   # capacity alone
     .venv/bin/python bench/turn_overhead.py --py-spy .venv/bin/py-spy --log-dir /tmp/turns
                                                                   # and profile daphne meanwhile
+                                                                  # (--gil: what holds the interpreter)
 
 Targets: overhead median ≤ +10 ms embedded, ≤ +15 ms production; turns 41-50 at most
 3 ms slower than turns 1-10 beyond a bare client replaying the same requests.
@@ -148,7 +149,7 @@ async def measure(sides: list[Side], fake: FakeProcess, args: argparse.Namespace
     await bare.start()
     await rounds(sides, chats, bare, 6)
 
-    profile = start_profile(args, "turns") if args.py_spy else None
+    profile = start_profile(args, "turns", sides[0].pid) if args.py_spy else None
     overhead = await rounds(sides, chats, bare, args.rounds) if args.rounds else []
     growth = await growth_session(sides, chats, bare, fake, args.growth) if args.growth else {}
     if profile is not None:
@@ -178,7 +179,9 @@ def _own_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def capacity(side: Side, fake: FakeProcess, sessions: int, turns: int) -> Capacity:
+async def capacity(
+    side: Side, fake: FakeProcess, sessions: int, turns: int, profile: argparse.Namespace | None = None
+) -> Capacity:
     chats = [side.chat() for _ in range(sessions)]
     await asyncio.gather(*(chat.new_session() for chat in chats))
 
@@ -189,10 +192,13 @@ async def capacity(side: Side, fake: FakeProcess, sessions: int, turns: int) -> 
     warm: list[float] = []
     await asyncio.gather(*(run(chat, "warm up", 2, warm) for chat in chats))
     times: list[float] = []
+    spy = start_profile(profile, "capacity", side.pid) if profile is not None else None
     cpu = (proc_cpu_seconds(side.pid), proc_cpu_seconds(fake.process.pid), _own_cpu())
     started = time.perf_counter()
     await asyncio.gather(*(run(chat, "What should we do next?", turns, times) for chat in chats))
     seconds = time.perf_counter() - started
+    if spy is not None:
+        stop_profile(spy)
     after = (proc_cpu_seconds(side.pid), proc_cpu_seconds(fake.process.pid), _own_cpu())
     await asyncio.gather(*(chat.close() for chat in chats))
     return Capacity(side.name, len(times), seconds, times, *(b - a for a, b in zip(cpu, after, strict=True)))
@@ -206,7 +212,8 @@ async def measure_capacity(sides: list[Side], fake: FakeProcess, args: argparse.
     repeats = args.capacity_repeats if len(sides) > 1 else 1
     for repeat in range(repeats):
         for side in sides if repeat % 2 == 0 else sides[::-1]:
-            result = await capacity(side, fake, args.capacity, args.capacity_turns)
+            profile = args if args.py_spy and repeat == 0 and side is sides[0] else None
+            result = await capacity(side, fake, args.capacity, args.capacity_turns, profile)
             share = {
                 name: f"{100 * used / result.seconds:.0f} %"
                 for name, used in (
@@ -226,11 +233,13 @@ async def measure_capacity(sides: list[Side], fake: FakeProcess, args: argparse.
 # --- profile and report ----------------------------------------------------------------------
 
 
-def start_profile(args: argparse.Namespace, name: str) -> subprocess.Popen[bytes]:
+def start_profile(args: argparse.Namespace, name: str, pid: int) -> subprocess.Popen[bytes]:
     out = args.log_dir / f"daphne-{name}.pyspy.txt"
     print(f"  (profiling daphne into {out})")
+    options = ["--gil"] if args.gil else []
+    options += ["--nonblocking", "-f", "raw", "-r", "500", "-o", str(out), "-p", str(pid)]
     return subprocess.Popen(
-        [args.py_spy, "record", "--nonblocking", "-f", "raw", "-r", "500", "-o", str(out), "-p", args.pid],
+        [args.py_spy, "record", *options],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -350,7 +359,10 @@ def main() -> None:
     parser.add_argument("--capacity-turns", type=int, default=20, help="turns per session under load")
     parser.add_argument("--capacity-repeats", type=int, default=2, help="alternations with --baseline")
     parser.add_argument("--log-dir", type=Path, default=None, help="keep daphne's log (and profile) here")
-    parser.add_argument("--py-spy", default=None, help="a py-spy binary: profile daphne while the turns run")
+    parser.add_argument(
+        "--py-spy", default=None, help="a py-spy binary: profile daphne while turns (and a capacity run) run"
+    )
+    parser.add_argument("--gil", action="store_true", help="with --py-spy: sample the thread holding the GIL")
     args = parser.parse_args()
     from tests.fakes.servers import RedisServer, production_mode, served
 
@@ -381,7 +393,6 @@ def main() -> None:
                     log=args.log_dir / "daphne.log",
                 )
             )
-            args.pid = str(server.process.pid) if server.process else ""
             sides = [side_of("Ballet", server)]
             if args.baseline:
                 root, commit = stack.enter_context(checkout(args.baseline, tmp))

@@ -828,7 +828,10 @@ class FakeMessagesAPI:
     ``sse_framing`` ``"chunked"`` (keep-alive) or ``"close"`` (connection closed after each stream);
     ``ping`` sends one ``ping`` event per stream like the API; ``default_model`` answers requests
     without a ``model``; ``prompt_cache`` replaces the scripted input and cache token counts with
-    those of a simulated prompt cache (``tests/fakes/prompt_cache.py``). The server starts in the
+    those of a simulated prompt cache (``tests/fakes/prompt_cache.py``); ``keep_requests=False`` keeps
+    no request once it is answered (``requests`` stays empty): a benchmark's thousands of requests,
+    each with its parsed body, would fill the fake's memory and stall it in the garbage collector for
+    seconds at a time, every model call waiting meanwhile. The server starts in the
     constructor; ``close()`` (idempotent, also on leaving a ``with`` block) stops it and its thread.
     """
 
@@ -844,9 +847,12 @@ class FakeMessagesAPI:
         ping: bool = True,
         default_model: str = DEFAULT_MODEL,
         prompt_cache: bool = False,
+        keep_requests: bool = True,
     ) -> None:
         self.responder = responder
         self.prompt_cache = PromptCache() if prompt_cache else None
+        self.keep_requests = keep_requests
+        self._numbered = {"model": 0, "title": 0, "judge": 0}  # requests received, of each kind
         self.title_responder = title_responder
         self.requests: list[RecordedRequest] = []
         self.title_requests: list[RecordedRequest] = []
@@ -924,6 +930,7 @@ class FakeMessagesAPI:
         with self._lock:
             self._queue.clear()
             self._scripted = 0
+        self._numbered = dict.fromkeys(self._numbered, 0)
         self.requests.clear()
         self.title_requests.clear()
         self.title_replies.clear()
@@ -1038,15 +1045,17 @@ class FakeMessagesAPI:
         """Answers one request; whether the connection may serve another."""
         title = is_title_request(request.body)
         judge = not title and is_judge_request(request.body)
-        recorded = self.title_requests if title else self.judge_requests if judge else self.requests
+        kind = "title" if title else "judge" if judge else "model"
         record = RecordedRequest(
-            index=len(recorded),
+            index=self._numbered[kind],
             method=request.method,
             path=request.target,
             headers=request.headers,
             body=request.body,
         )
-        recorded.append(record)
+        self._numbered[kind] += 1
+        if self.keep_requests:
+            (self.title_requests if title else self.judge_requests if judge else self.requests).append(record)
         try:
             keep_open = await self._dispatch(record, request, reader, writer, title=title, judge=judge)
         except asyncio.CancelledError:

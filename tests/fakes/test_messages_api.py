@@ -598,3 +598,22 @@ async def test_close_ends_a_hanging_stream_and_is_idempotent():
     assert fake.closed
     assert fake.requests[0].outcome == "server_closed"
     assert not fake._thread.is_alive()
+
+
+async def test_a_fake_that_keeps_no_requests_still_numbers_them():
+    with FakeMessagesAPI(keep_requests=False) as fake:
+        fake.enqueue(TextReply("one"), ErrorReply(529, message="Busy"), ErrorReply(529, message="Busy"))
+        async with sdk(fake, max_retries=1) as client:
+            events = await raw_events(client)
+            with pytest.raises(OverloadedError) as excinfo:
+                await client.messages.create(model=MODEL, max_tokens=64, messages=HELLO)
+
+        assert "".join(text_deltas(events)) == "one"
+        assert excinfo.value.request_id == "req_fake_2"  # the third request received
+        assert fake.requests == []
+        fake.reset()
+        fake.enqueue(ErrorReply(400, message="Bad"))
+        async with sdk(fake) as client:
+            with pytest.raises(BadRequestError) as bad:
+                await client.messages.create(model=MODEL, max_tokens=64, messages=HELLO)
+        assert bad.value.request_id == "req_fake_0"
