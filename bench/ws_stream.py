@@ -1,16 +1,17 @@
 """Live streaming over WebSockets: one daphne process, many sessions streaming at once.
 
-A fake Messages API (in this process, on its own thread) answers every turn with a text of
-``--deltas`` deltas, ``--delay`` seconds apart, each delta stamped with ``time.time_ns()`` as it is
-written to the socket. One real daphne process (``tests/fakes/servers.py``: its own database, the
-demo users) serves ``--sessions`` sessions created over REST; a client per session, logged in
-through the login form, watches it over its WebSocket, sends one message (all at once) and reads
-frames until ``turn_ended``. Prints frames lost (deltas whose stamped text never reached the
-client; a watcher that falls behind gets a run of deltas joined in one ``text_delta`` frame),
-the latency from the fake writing a delta to the client receiving it (p50, p99), the daphne
-process's peak memory (VmHWM) and, on a fresh daphne process, its memory per idle WebSocket
-with ``--idle`` connections open. The default pace, 20 ms between deltas (50 deltas/s per
-stream, 10,000/s across 200 sessions), is faster than a model streams.
+A fake Messages API (in a process of its own, ``bench/_fake_process.py``: in this one its thread and
+the clients' event loop took turns at the interpreter, and the clients' reads waited on the fake's
+writes) answers every turn with a text of ``--deltas`` deltas, ``--delay`` seconds apart, each delta
+stamped with ``time.time_ns()`` as it is written to the socket. One real daphne process
+(``tests/fakes/servers.py``: its own database, the demo users) serves ``--sessions`` sessions
+created over REST; a client per session, logged in through the login form, watches it over its
+WebSocket, sends one message (all at once) and reads frames until ``turn_ended``. Prints frames lost
+(deltas whose stamped text never reached the client; a watcher that falls behind gets a run of
+deltas joined in one ``text_delta`` frame), the latency from the fake writing a delta to the client
+receiving it (p50, p99), the daphne process's peak memory (VmHWM) and, on a fresh daphne process,
+its memory per idle WebSocket with ``--idle`` connections open. The default pace, 20 ms between
+deltas (50 deltas/s per stream, 10,000/s across 200 sessions), is faster than a model streams.
 
     .venv/bin/python bench/ws_stream.py                     # SQLite, in-memory channel layer
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ballet REDIS_URL=redis://127.0.0.1:6379/0 \\
@@ -31,6 +32,7 @@ import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import websockets
+from _fake_process import FakeProcess, serve
 from _ws import api, api_token, login_cookie, percentile, proc_cpu_seconds, proc_status_kb, raise_fd_limit
 
 if TYPE_CHECKING:
@@ -142,6 +145,7 @@ class StreamResult:
     watches: list[Watch]
     wall_s: float
     daphne_cpu_s: float
+    fake_cpu_s: float
     bench_cpu_s: float
     rss_before_kb: int
     rss_peak_sampled_kb: int
@@ -160,6 +164,7 @@ def start_py_spy(binary: str, pid: int, out: Path) -> subprocess.Popen[bytes]:
 
 async def stream_phase(
     server: Server,
+    fake: FakeProcess,
     cookie: str,
     sessions: list[str],
     *,
@@ -193,6 +198,7 @@ async def stream_phase(
         if profile is not None:  # sample daphne while the turns run
             spy = start_py_spy(profile[0], pid, profile[1])
             await asyncio.sleep(1.0)  # attached
+        fake0 = proc_cpu_seconds(fake.process.pid)
         cpu0, bench0, wall0 = proc_cpu_seconds(pid), os.times(), time.perf_counter()
         watches = await asyncio.gather(
             *(
@@ -201,7 +207,7 @@ async def stream_phase(
             )
         )
         wall = time.perf_counter() - wall0
-        cpu1, bench1 = proc_cpu_seconds(pid), os.times()
+        cpu1, bench1, fake1 = proc_cpu_seconds(pid), os.times(), proc_cpu_seconds(fake.process.pid)
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(timeout=30)
@@ -215,6 +221,7 @@ async def stream_phase(
         watches=list(watches),
         wall_s=wall,
         daphne_cpu_s=cpu1 - cpu0,
+        fake_cpu_s=fake1 - fake0,
         bench_cpu_s=bench_cpu,
         rss_before_kb=rss_before,
         rss_peak_sampled_kb=peak[0],
@@ -306,8 +313,10 @@ def report_stream(mode: str, args: argparse.Namespace, result: StreamResult) -> 
     )
     print(
         f"  all turns took {result.wall_s:.2f} s; CPU meanwhile: daphne {result.daphne_cpu_s:.2f} s "
-        f"({100 * result.daphne_cpu_s / result.wall_s:.0f} % of a core), this process (fake + clients) "
-        f"{result.bench_cpu_s:.2f} s ({100 * result.bench_cpu_s / result.wall_s:.0f} %)"
+        f"({100 * result.daphne_cpu_s / result.wall_s:.0f} % of a core), the fake "
+        f"{result.fake_cpu_s:.2f} s ({100 * result.fake_cpu_s / result.wall_s:.0f} %), "
+        f"this process (the clients) {result.bench_cpu_s:.2f} s "
+        f"({100 * result.bench_cpu_s / result.wall_s:.0f} %)"
     )
 
 
@@ -358,7 +367,6 @@ def main() -> None:
     parser.add_argument("--py-spy", default=None, help="a py-spy binary: profile daphne while the turns run")
     args = parser.parse_args()
     # After _ws put the project root on sys.path.
-    from tests.fakes.messages_api import FakeMessagesAPI, TextReply
     from tests.fakes.servers import PASSWORD, Deployment, Server, production_mode
 
     turn_seconds = args.timeout or 60 + 10 * args.deltas * args.delay
@@ -366,17 +374,13 @@ def main() -> None:
     if fd_limit < 2 * max(args.sessions, args.idle) + 200:
         raise SystemExit(f"the open-file limit ({fd_limit}) is too low for {args.idle} connections")
     mode = "postgresql + redis" if production_mode() else "sqlite + in-memory layer"
-    reply = TextReply(
-        chunks=[f"<{MARKER}> "] * args.deltas, delay_between_deltas=args.delay, stamp_marker=MARKER
-    )
     tmp = Path(tempfile.mkdtemp(prefix="ballet-ws-bench-"))
     logs = args.log_dir or tmp
     logs.mkdir(parents=True, exist_ok=True)
-    fake = FakeMessagesAPI(responder=lambda _body: reply)
+    fake = FakeProcess(__file__, "--serve-fake", str(args.deltas), str(args.delay))
     deployment: Deployment | None = None
     servers: list[Server] = []
     try:
-        fake.enqueue(TextReply(chunks=["warm "] * 20))  # the warm-up turn's answer
         deployment = Deployment.create(tmp, fake.base_url)
         # One user streams in all the sessions: lift the per-user and per-project limits (docs/trust.md),
         # which would otherwise refuse all but a few of the turns; this measures streaming.
@@ -399,6 +403,7 @@ def main() -> None:
         stream = asyncio.run(
             stream_phase(
                 server,
+                fake,
                 cookie,
                 sessions[1:],
                 warm_session=sessions[0],
@@ -419,17 +424,33 @@ def main() -> None:
             idle = asyncio.run(idle_phase(server, cookie, sessions, args.idle))
             server.stop()
             report_idle(idle)
-        if fake.responder_errors:
-            print(f"  the fake's responder failed: {fake.responder_errors[:3]}")
     finally:
         for server in servers:
             server.stop()
         if deployment is not None:
             deployment.drop()
-        fake.close()
+        fake.stop()
         if args.log_dir is None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def serve_fake(deltas: int, delay: float) -> None:
+    """The fake's process: the warm-up turn's short answer, then every turn's stamped text."""
+    from tests.fakes.messages_api import TextReply
+
+    warm = TextReply(chunks=["warm "] * 20)
+    reply = TextReply(chunks=[f"<{MARKER}> "] * deltas, delay_between_deltas=delay, stamp_marker=MARKER)
+    answered = [0]
+
+    def respond(_body: object) -> TextReply:
+        answered[0] += 1
+        return warm if answered[0] == 1 else reply
+
+    serve(respond)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 4 and sys.argv[1] == "--serve-fake":
+        serve_fake(int(sys.argv[2]), float(sys.argv[3]))
+    else:
+        main()
