@@ -197,11 +197,29 @@ def bare_from(fake: FakeProcess) -> BareLoop:
 # --- Ballet over its WebSocket ---------------------------------------------------------------
 
 
+class Silences:
+    """The pauses in which no chat heard a frame: a pause of every session at once is the server's
+    or the fake's, not the turns' (a fake that kept what it answered stalled in its garbage
+    collector for seconds)."""
+
+    def __init__(self, over_s: float = 0.1) -> None:
+        self.over_s = over_s
+        self.last = time.perf_counter()
+        self.pauses: list[float] = []
+
+    def heard(self) -> None:
+        now = time.perf_counter()
+        if now - self.last > self.over_s:
+            self.pauses.append(now - self.last)
+        self.last = now
+
+
 class BalletChat:
-    def __init__(self, base_url: str, cookie: str, token: str) -> None:
+    def __init__(self, base_url: str, cookie: str, token: str, silences: Silences | None = None) -> None:
         self.base_url = base_url
         self.cookie = cookie
         self.token = token
+        self.silences = silences
         self.ws: websockets.ClientConnection | None = None
 
     async def new_session(self) -> None:
@@ -228,6 +246,8 @@ class BalletChat:
         await self.ws.send(json.dumps({"type": "message", "text": text}))
         async with asyncio.timeout(within_s):
             async for raw in self.ws:
+                if self.silences is not None:
+                    self.silences.heard()
                 frame = json.loads(raw)
                 if frame["type"] == "turn_ended":
                     if frame["reason"] != "completed":

@@ -32,9 +32,10 @@ its last message: tool results get the 20-delta answer, anything else three tool
 3. **Capacity** (``--capacity N``): N sessions, each its own WebSocket client, turning at once
    through one daphne, ``--capacity-turns`` turns each back to back after two warm-up turns: turns
    per second sustained, p50/p99 of a turn (send → ``turn_ended``), the CPU share of daphne, of the
-   fake and of this client process (the two others must not be the bottleneck). With ``--baseline``
-   the baseline's daphne is measured the same way right after (one daphne under load at a time),
-   ``--capacity-repeats`` times in alternation.
+   fake and of this client process (the two others must not be the bottleneck), and the pauses over
+   0.1 s in which no session heard a frame (a stall of the server or the fake, not of the turns).
+   With ``--baseline`` the baseline's daphne is measured the same way right after (one daphne under
+   load at a time), ``--capacity-repeats`` times in alternation.
 
     .venv/bin/python bench/turn_overhead.py                       # SQLite, in-memory channel layer
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/ballet REDIS_URL=redis://127.0.0.1:6379/0 \\
@@ -66,7 +67,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from _turns import TOOL_CALLS, BalletChat, BareLoop, FakeProcess, bare_from, serve_fake
+from _turns import TOOL_CALLS, BalletChat, BareLoop, FakeProcess, Silences, bare_from, serve_fake
 from _ws import ROOT, api_token, login_cookie, percentile, proc_cpu_seconds, raise_fd_limit
 
 __all__ = ["TOOL_CALLS", "BalletChat", "BareLoop", "FakeProcess", "bare_from", "serve_fake"]
@@ -86,8 +87,8 @@ class Side:
     token: str
     pid: int
 
-    def chat(self) -> BalletChat:
-        return BalletChat(self.url, self.cookie, self.token)
+    def chat(self, silences: Silences | None = None) -> BalletChat:
+        return BalletChat(self.url, self.cookie, self.token, silences)
 
 
 # --- overhead and growth ---------------------------------------------------------------------
@@ -169,6 +170,7 @@ class Capacity:
     turns: int
     seconds: float
     turn_ms: list[float]
+    pauses: list[float]  # seconds in which no session heard a frame, those over 0.1 s
     daphne_cpu: float  # CPU seconds over the measured span
     fake_cpu: float
     client_cpu: float
@@ -182,7 +184,8 @@ def _own_cpu() -> float:
 async def capacity(
     side: Side, fake: FakeProcess, sessions: int, turns: int, profile: argparse.Namespace | None = None
 ) -> Capacity:
-    chats = [side.chat() for _ in range(sessions)]
+    silences = Silences()
+    chats = [side.chat(silences) for _ in range(sessions)]
     await asyncio.gather(*(chat.new_session() for chat in chats))
 
     async def run(chat: BalletChat, label: str, count: int, into: list[float]) -> None:
@@ -192,6 +195,7 @@ async def capacity(
     warm: list[float] = []
     await asyncio.gather(*(run(chat, "warm up", 2, warm) for chat in chats))
     times: list[float] = []
+    silences.pauses.clear()
     spy = start_profile(profile, "capacity", side.pid) if profile is not None else None
     cpu = (proc_cpu_seconds(side.pid), proc_cpu_seconds(fake.process.pid), _own_cpu())
     started = time.perf_counter()
@@ -201,7 +205,8 @@ async def capacity(
         stop_profile(spy)
     after = (proc_cpu_seconds(side.pid), proc_cpu_seconds(fake.process.pid), _own_cpu())
     await asyncio.gather(*(chat.close() for chat in chats))
-    return Capacity(side.name, len(times), seconds, times, *(b - a for a, b in zip(cpu, after, strict=True)))
+    used = (b - a for a, b in zip(cpu, after, strict=True))
+    return Capacity(side.name, len(times), seconds, times, list(silences.pauses), *used)
 
 
 async def measure_capacity(sides: list[Side], fake: FakeProcess, args: argparse.Namespace) -> None:
@@ -228,6 +233,11 @@ async def measure_capacity(sides: list[Side], fake: FakeProcess, args: argparse.
                 f"p99 {percentile(result.turn_ms, 0.99):.0f} ms; CPU (of one core) daphne {share['daphne']}, "
                 f"fake {share['fake']}, this client {share['client']}"
             )
+            if result.pauses:
+                print(
+                    f"    {len(result.pauses)} pauses over 0.1 s with no frame to any session, the longest "
+                    f"{1000 * max(result.pauses):.0f} ms: the server or the fake stalled"
+                )
 
 
 # --- profile and report ----------------------------------------------------------------------
