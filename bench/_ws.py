@@ -7,14 +7,17 @@ WebSocket, an API token for REST.
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
 import json
 import os
 import re
 import resource
+import subprocess
 import sys
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +113,27 @@ def proc_cpu_seconds(pid: int) -> float:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+@contextlib.contextmanager
+def checkout(rev: str, tmp: Path) -> Iterator[tuple[Path, str]]:
+    """A detached git worktree of ``rev`` (with this checkout's .venv) in ``tmp``, removed on
+    leaving; with the short hash of its commit."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", f"{rev}^{{commit}}"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    path = tmp / "baseline"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(path), commit], cwd=ROOT, check=True, capture_output=True
+    )
+    try:
+        (path / ".venv").symlink_to((ROOT / ".venv").resolve())
+        yield path, commit
+    finally:
+        subprocess.run(
+            ["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False, capture_output=True
+        )

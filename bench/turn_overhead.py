@@ -63,12 +63,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from _turns import TOOL_CALLS, BalletChat, BareLoop, FakeProcess, Silences, bare_from, serve_fake
-from _ws import ROOT, api_token, login_cookie, percentile, proc_cpu_seconds, raise_fd_limit
+from _ws import api_token, checkout, login_cookie, percentile, proc_cpu_seconds, raise_fd_limit
 
 __all__ = ["TOOL_CALLS", "BalletChat", "BareLoop", "FakeProcess", "bare_from", "serve_fake"]
 
@@ -310,29 +309,6 @@ def report(
 
 
 # --- set-up ----------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def checkout(rev: str, tmp: Path) -> Iterator[tuple[Path, str]]:
-    """A detached git worktree of ``rev`` (with this checkout's .venv), removed on leaving."""
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", f"{rev}^{{commit}}"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    path = tmp / "baseline"
-    subprocess.run(
-        ["git", "worktree", "add", "--detach", str(path), commit], cwd=ROOT, check=True, capture_output=True
-    )
-    try:
-        (path / ".venv").symlink_to((ROOT / ".venv").resolve())
-        yield path, commit
-    finally:
-        subprocess.run(
-            ["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False, capture_output=True
-        )
 
 
 def side_of(name: str, server: object) -> Side:

@@ -42,12 +42,23 @@ from typing import TYPE_CHECKING
 
 import websockets
 from _fake_process import FakeProcess, serve
-from _ws import api, api_token, login_cookie, percentile, proc_cpu_seconds, proc_status_kb, raise_fd_limit
+from _ws import (
+    ROOT,
+    api,
+    api_token,
+    checkout,
+    login_cookie,
+    percentile,
+    proc_cpu_seconds,
+    proc_status_kb,
+    raise_fd_limit,
+)
 
 if TYPE_CHECKING:
     from tests.fakes.servers import Deployment, Server
 
 MARKER = "@TS@"
+WARM_UP = "warm up"  # the turn that goes first on each daphne, answered short
 STAMP = re.compile(r"<(\d{19})>")
 HANDSHAKES_AT_ONCE = 50  # daphne's listen backlog is 50: more at once would wait on SYN retries
 
@@ -182,7 +193,7 @@ async def stream_phase(
 
     # Warm-up: one short turn, so first-use costs (the SDK client, imports) stay out of the figures.
     warm = await connect(url(warm_session), cookie, origin)
-    warm_watch = await converse(warm, "warm up", turn_seconds=60)
+    warm_watch = await converse(warm, WARM_UP, turn_seconds=60)
     await warm.close()
     if warm_watch.ended != "completed":
         raise RuntimeError(f"the warm-up turn failed: {warm_watch}")
@@ -338,7 +349,7 @@ def report_timeline(result: StreamResult) -> None:
         )
 
 
-def report_idle(result: IdleResult) -> None:
+def report_idle(result: IdleResult) -> float:
     per_kb = (result.rss_open_kb - result.rss_before_kb) / result.connections
     print(f"idle websockets · a fresh daphne process · {result.connections:,} connections")
     print(
@@ -346,42 +357,30 @@ def report_idle(result: IdleResult) -> None:
         f"them open, {result.rss_closed_kb / 1024:.1f} MB after closing them; opened in {result.open_s:.1f} s"
     )
     print(f"  memory per idle connection: {per_kb:.1f} KB  [target < 50 KB]")
+    return per_kb
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--deltas", type=int, default=500)
-    parser.add_argument("--delay", type=float, default=0.02, help="seconds between a stream's deltas")
-    parser.add_argument("--idle", type=int, default=1000, help="idle connections (0: skip)")
-    parser.add_argument(
-        "--timeout", type=float, default=None, help="seconds a turn may take (default: ample)"
-    )
-    parser.add_argument("--log-dir", type=Path, default=None, help="keep daphne's logs (and profile) here")
-    parser.add_argument(
-        "--settings",
-        default=None,
-        help="run daphne with this Django settings module (to try a configuration; PYTHONPATH is passed on)",
-    )
-    parser.add_argument("--timeline", action="store_true", help="print latency per second of the run")
-    parser.add_argument("--py-spy", default=None, help="a py-spy binary: profile daphne while the turns run")
-    args = parser.parse_args()
-    # After _ws put the project root on sys.path.
+@dataclass
+class Figures:
+    """One run's figures, for the summary of runs side by side."""
+
+    cpu_per_delta_us: float
+    deltas_a_frame: float
+    p99_ms: float
+    idle_kb: float | None
+
+
+def run(args: argparse.Namespace, fake: FakeProcess, root: Path, tmp: Path, logs: Path) -> Figures:
+    """One run on a fresh deployment of the code in ``root``: the streams, then the idle sockets."""
     from tests.fakes.servers import PASSWORD, Deployment, Server, production_mode
 
     turn_seconds = args.timeout or 60 + 10 * args.deltas * args.delay
-    fd_limit = raise_fd_limit()
-    if fd_limit < 2 * max(args.sessions, args.idle) + 200:
-        raise SystemExit(f"the open-file limit ({fd_limit}) is too low for {args.idle} connections")
     mode = "postgresql + redis" if production_mode() else "sqlite + in-memory layer"
-    tmp = Path(tempfile.mkdtemp(prefix="ballet-ws-bench-"))
-    logs = args.log_dir or tmp
     logs.mkdir(parents=True, exist_ok=True)
-    fake = FakeProcess(__file__, "--serve-fake", str(args.deltas), str(args.delay))
     deployment: Deployment | None = None
     servers: list[Server] = []
     try:
-        deployment = Deployment.create(tmp, fake.base_url)
+        deployment = Deployment.create(tmp, fake.base_url, root=root)
         # One user streams in all the sessions: lift the per-user and per-project limits (docs/trust.md),
         # which would otherwise refuse all but a few of the turns; this measures streaming.
         many = str(10 * (args.sessions + 1))
@@ -417,34 +416,109 @@ def main() -> None:
         report_stream(mode, args, stream)
         if args.timeline:
             report_timeline(stream)
+        idle_kb = None
         if args.idle:
             server = Server(deployment, log=logs / "daphne-idle.log")
             servers.append(server)
             server.start()
             idle = asyncio.run(idle_phase(server, cookie, sessions, args.idle))
             server.stop()
-            report_idle(idle)
+            idle_kb = report_idle(idle)
     finally:
         for server in servers:
             server.stop()
         if deployment is not None:
             deployment.drop()
+    latencies = [ms for w in stream.watches for ms in w.latencies_ms]
+    return Figures(
+        cpu_per_delta_us=1e6 * stream.daphne_cpu_s / (args.sessions * args.deltas),
+        deltas_a_frame=args.sessions * args.deltas / max(1, sum(w.text_deltas for w in stream.watches)),
+        p99_ms=percentile(latencies, 0.99) if latencies else float("nan"),
+        idle_kb=idle_kb,
+    )
+
+
+def report_sides(figures: dict[str, list[Figures]]) -> None:
+    """Each side's runs, and this tree's CPU per delta against the baseline's."""
+    print(
+        "side by side, run by run (daphne's CPU per delta, turn starts and titles included; deltas a frame, "
+        "more where daphne fell behind; p99; idle KB):"
+    )
+    for name, runs in figures.items():
+        cpu = ", ".join(f"{f.cpu_per_delta_us:.0f}" for f in runs)
+        joined = ", ".join(f"{f.deltas_a_frame:.2f}" for f in runs)
+        p99 = ", ".join(f"{f.p99_ms:.1f}" for f in runs)
+        idle = ", ".join(f"{f.idle_kb:.1f}" for f in runs if f.idle_kb is not None) or "-"
+        print(f"  {name}: {cpu} µs a delta; {joined} deltas a frame; p99 {p99} ms; idle {idle} KB")
+    sides = list(figures.values())
+    if len(sides) == 2:
+        mine, theirs = (statistics.median(f.cpu_per_delta_us for f in runs) for runs in sides)
+        change = 100 * (mine / theirs - 1)
+        print(f"  CPU per delta, medians: {mine:.0f} against {theirs:.0f} µs: {change:+.0f} %")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--deltas", type=int, default=500)
+    parser.add_argument("--delay", type=float, default=0.02, help="seconds between a stream's deltas")
+    parser.add_argument("--idle", type=int, default=1000, help="idle connections (0: skip)")
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="seconds a turn may take (default: ample)"
+    )
+    parser.add_argument("--log-dir", type=Path, default=None, help="keep daphne's logs (and profile) here")
+    parser.add_argument(
+        "--settings",
+        default=None,
+        help="run daphne with this Django settings module (to try a configuration; PYTHONPATH is passed on)",
+    )
+    parser.add_argument("--timeline", action="store_true", help="print latency per second of the run")
+    parser.add_argument("--py-spy", default=None, help="a py-spy binary: profile daphne while the turns run")
+    parser.add_argument(
+        "--baseline", default=None, help="a commit to run too, in a git worktree, alternating with this tree"
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each side (alternating)")
+    args = parser.parse_args()
+    fd_limit = raise_fd_limit()
+    if fd_limit < 2 * max(args.sessions, args.idle) + 200:
+        raise SystemExit(f"the open-file limit ({fd_limit}) is too low for {args.idle} connections")
+    tmp = Path(tempfile.mkdtemp(prefix="ballet-ws-bench-"))
+    logs = args.log_dir or tmp
+    fake = FakeProcess(__file__, "--serve-fake", str(args.deltas), str(args.delay))
+    try:
+        with contextlib.ExitStack() as stack:
+            sides = {"Ballet": ROOT}
+            if args.baseline:
+                root, commit = stack.enter_context(checkout(args.baseline, tmp))
+                sides[f"Ballet {args.baseline} ({commit})"] = root
+            figures: dict[str, list[Figures]] = {name: [] for name in sides}
+            for repeat in range(args.repeats):
+                order = list(sides.items())
+                for name, root in order if repeat % 2 == 0 else reversed(order):
+                    where = f"{'baseline' if root != ROOT else 'this'}-{repeat + 1}"
+                    if len(sides) > 1 or args.repeats > 1:
+                        print(f"== {name}, run {repeat + 1}", flush=True)
+                    (tmp / where).mkdir()
+                    figures[name].append(run(args, fake, root, tmp / where, logs / where))
+            if len(sides) > 1 or args.repeats > 1:
+                report_sides(figures)
+    finally:
         fake.stop()
         if args.log_dir is None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
 def serve_fake(deltas: int, delay: float) -> None:
-    """The fake's process: the warm-up turn's short answer, then every turn's stamped text."""
+    """The fake's process: each daphne's warm-up turn answered short, every other turn the stamped text."""
     from tests.fakes.messages_api import TextReply
 
     warm = TextReply(chunks=["warm "] * 20)
     reply = TextReply(chunks=[f"<{MARKER}> "] * deltas, delay_between_deltas=delay, stamp_marker=MARKER)
-    answered = [0]
 
-    def respond(_body: object) -> TextReply:
-        answered[0] += 1
-        return warm if answered[0] == 1 else reply
+    def respond(body: dict[str, object]) -> TextReply:
+        messages = body["messages"]
+        assert isinstance(messages, list)
+        return warm if WARM_UP in json.dumps(messages[-1]) else reply
 
     serve(respond)
 
