@@ -2,9 +2,10 @@
 
 Frames enter the outbox only while another process watches the session: the
 sender task looks for such a watcher as the turn starts (frames wait meanwhile,
-so the turn's start never waits on Redis), then every ``REMOTE_CHECK_SECONDS``
-until one appears, and a watcher elsewhere that arrives mid-turn asks for a
-replay, which turns publishing on at once (:meth:`Outbox.watched`). One sender task
+so the turn's start never waits on Redis), then the process's presence looks
+again every ``LOOK_SECONDS`` until one appears (one look for all its turns,
+``planner/live/presence.py``), and a watcher elsewhere that arrives mid-turn
+asks for a replay, which turns publishing on at once (:meth:`Outbox.watched`). One sender task
 drains the outbox in order: the turn never waits on the channel layer, and a
 backlog goes out as one message. In the embedded mode there is no other
 process, and the relay hands out a :class:`NoOutbox`.
@@ -23,7 +24,6 @@ from planner.live.presence import Presence
 
 logger = logging.getLogger(__name__)
 
-REMOTE_CHECK_SECONDS = 2.0
 MAX_BATCH = 256
 PUBLISH_ATTEMPTS = 5
 PUBLISH_RETRY_SECONDS = 0.05
@@ -73,23 +73,22 @@ class Outbox:
     async def _send(self) -> None:
         if not await self._first_look():
             return
-        while True:
-            if self.watched_elsewhere:
-                first = await self._queue.get()
-            else:
-                try:
-                    first = await asyncio.wait_for(self._queue.get(), REMOTE_CHECK_SECONDS)
-                except TimeoutError:
-                    self.watched_elsewhere = await self._presence.watched_elsewhere(self.session_id)
-                    continue
-            batch = [first]
-            while len(batch) < MAX_BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            out = [frame for frame in batch if frame is not None]
-            if out:
-                await self._publish(out)
-            if batch[-1] is None:
-                return
+        unfollow = None
+        if not self.watched_elsewhere:  # the frames put are dropped until the presence finds someone
+            unfollow = self._presence.when_watched(self.session_id, self.watched)
+        try:
+            while True:
+                batch = [await self._queue.get()]
+                while len(batch) < MAX_BATCH and not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                out = [frame for frame in batch if frame is not None]
+                if out:
+                    await self._publish(out)
+                if batch[-1] is None:
+                    return
+        finally:
+            if unfollow is not None:
+                unfollow()
 
     async def _first_look(self) -> bool:
         """Whether a process elsewhere watches, asked once as the turn starts; the frames put

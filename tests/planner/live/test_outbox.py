@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from planner.agent import frames
@@ -12,15 +13,24 @@ from planner.live.outbox import Outbox
 
 
 class Presence:
-    """Who watches elsewhere, answered when the test says so."""
+    """Who watches elsewhere, answered when the test says so; the sessions followed after it."""
 
     def __init__(self) -> None:
         self.answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.asked = 0
+        self.followed: dict[object, Callable[[], None]] = {}
 
     async def watched_elsewhere(self, session_id: object) -> bool:
         self.asked += 1
         return await asyncio.shield(self.answer) if self.asked == 1 else self.answer.result()
+
+    def when_watched(self, session_id: object, then: Callable[[], None]) -> Callable[[], None]:
+        self.followed[session_id] = then
+
+        def unfollow() -> None:
+            self.followed.pop(session_id, None)
+
+        return unfollow
 
 
 class Broadcast:
@@ -77,4 +87,40 @@ async def test_an_outbox_closed_before_the_first_look_answers_ends_with_it():
     assert not closing.done()  # it waits for the answer: the frames may be for someone
     presence.answer.set_result(False)
     await asyncio.wait_for(closing, 1)
+    assert broadcast.published == []
+
+
+async def test_frames_after_someone_elsewhere_is_found_watching_mid_turn_are_published():
+    presence, broadcast = Presence(), Broadcast()
+    session = uuid.uuid4()
+    outbox = await Outbox.open(session, presence, broadcast)  # type: ignore[arg-type]
+    presence.answer.set_result(False)
+    outbox.put(frames.text_delta("a"))
+    await asyncio.sleep(0)
+    assert list(presence.followed) == [session]  # looked at again with the process's other turns
+    presence.followed[session]()  # the presence's look found a watcher elsewhere
+    outbox.put(frames.text_delta("b"))
+    await outbox.close()
+    assert texts(broadcast) == ["b"]  # "a" went to nobody; the watcher's replay brings it
+    assert presence.followed == {}
+
+
+async def test_a_turn_watched_elsewhere_from_the_start_is_not_followed():
+    presence, broadcast = Presence(), Broadcast()
+    outbox = await Outbox.open(uuid.uuid4(), presence, broadcast)  # type: ignore[arg-type]
+    presence.answer.set_result(True)
+    outbox.put(frames.text_delta("a"))
+    await outbox.close()
+    assert texts(broadcast) == ["a"]
+    assert presence.followed == {}
+
+
+async def test_an_unwatched_turn_that_ends_is_no_longer_followed():
+    presence, broadcast = Presence(), Broadcast()
+    outbox = await Outbox.open(uuid.uuid4(), presence, broadcast)  # type: ignore[arg-type]
+    presence.answer.set_result(False)
+    await asyncio.sleep(0)
+    assert len(presence.followed) == 1
+    await outbox.close()
+    assert presence.followed == {}
     assert broadcast.published == []
