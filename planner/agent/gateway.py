@@ -268,8 +268,10 @@ async def _read(
     """The answer's events into ``answer`` as they arrive, its text deltas to ``sink``."""
     reader = EventReader()
     read = response.content.readany
+    silence = wire.silence(response)
     try:
         while chunk := await read():
+            silence.heard()
             for kind, data in reader.feed(chunk):
                 if kind == "content_block_delta":
                     await _delta(answer, json.loads(data)["delta"], sink)
@@ -277,10 +279,12 @@ async def _read(
                     raise _stream_error(wire, response, data)
                 elif kind is not None and kind != "ping":
                     _consume(answer, kind, json.loads(data))
-    except TimeoutError as exc:  # aiohttp's read timeout: silent that long, it is not coming back
+    except TimeoutError as exc:  # the read timeout (wire.Silence): silent that long, it is not coming back
         raise GatewayError("timeout", STALLED) from exc
     except aiohttp.ClientError as exc:  # reset, cut short: worth asking again
         raise _DroppedError(str(exc) or type(exc).__name__) from exc
+    finally:
+        silence.close()
 
 
 DROPPED = (

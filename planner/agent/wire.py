@@ -99,6 +99,11 @@ class Wire:
             await self._wait(left, failed.headers, f"answered {response.status}")
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def silence(self, response: aiohttp.ClientResponse) -> Silence:
+        """The read timeout of ``response``'s event stream, from the answer's headers on (aiohttp's
+        own times the wait for them)."""
+        return Silence(response, self._timeout.sock_read)
+
     def status_error(
         self, response: aiohttp.ClientResponse, message: str, body: object
     ) -> anthropic.APIStatusError:
@@ -132,3 +137,48 @@ class Wire:
         seconds = self.client._calculate_retry_timeout(left, self._options, headers)
         logger.info("a model request %s; retrying in %.2f s", what, seconds)
         await asyncio.sleep(seconds)
+
+
+class Silence:
+    """An event stream's read timeout, kept by one timer a timeout rather than aiohttp's.
+
+    aiohttp cancels its read timer and starts another at every chunk it reads: a timer handle,
+    a push on the event loop's heap and a cancelled handle left there, for every delta of every
+    stream (about 3 % of a streaming daphne's event loop, docs/benchmarks.md#reading-the-figures). A silence
+    notes when each chunk came (:meth:`heard`) and looks only when its timer fires: quiet for
+    ``seconds`` since the last chunk, the read fails with aiohttp's own error (a TimeoutError);
+    else the timer is set again, ``seconds`` after that chunk. aiohttp's timer is switched off
+    for the rest of the answer, as aiohttp switches it off for a WebSocket's connection."""
+
+    __slots__ = ("_handle", "_loop", "_response", "_seconds", "last")
+
+    def __init__(self, response: aiohttp.ClientResponse, seconds: float | None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._response = response
+        self._seconds = seconds
+        self.last = self._loop.time()
+        self._handle: asyncio.TimerHandle | None = None
+        if seconds is None:
+            return
+        connection = response.connection
+        if connection is not None and connection.protocol is not None:
+            connection.protocol.read_timeout = None
+        self._handle = self._loop.call_at(self.last + seconds, self._look)
+
+    def heard(self) -> None:
+        """A chunk came now."""
+        self.last = self._loop.time()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+    def _look(self) -> None:
+        assert self._seconds is not None
+        due = self.last + self._seconds
+        if self._loop.time() < due:
+            self._handle = self._loop.call_at(due, self._look)
+            return
+        self._handle = None
+        stalled = aiohttp.SocketTimeoutError("Timeout on reading data from socket")  # as aiohttp says it
+        self._response.content.set_exception(stalled)

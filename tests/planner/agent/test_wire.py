@@ -24,7 +24,7 @@ from aiohttp.test_utils import TestServer
 from anthropic.types import Message
 
 from planner.agent.calls import CallRecord, GatewayError
-from planner.agent.gateway import AnthropicGateway
+from planner.agent.gateway import STALLED, AnthropicGateway
 from planner.agent.messages import TextBlock
 from planner.agent.request_body import request_body
 from tests.fakes.messages_api import ErrorReply, FakeMessagesAPI, Reply, TextReply
@@ -254,3 +254,71 @@ async def test_a_compressed_event_stream_is_read_decoded():
 
 async def _ignore(record: CallRecord) -> None:
     pass
+
+
+def _text_events(*texts: str) -> list[bytes]:
+    """A text answer's event stream: its opening, a delta per text, and its close."""
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": []}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {**message, "stop_reason": None, "usage": {"input_tokens": 3}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        *(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+            for text in texts
+        ),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+        {"type": "message_stop"},
+    ]
+    return [f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in events]
+
+
+def _paced(events: list[bytes], pause: float, *, hang_after: int | None = None):
+    """A handler sending ``events`` ``pause`` seconds apart; the first call stalls for good after
+    ``hang_after`` events, if given. The calls it answered are counted in ``calls``."""
+    calls: list[int] = []
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        calls.append(1)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for sent, event in enumerate(events):
+            if hang_after is not None and sent == hang_after and len(calls) == 1:
+                await asyncio.sleep(3600)
+            await response.write(event)
+            await asyncio.sleep(pause)
+        await response.write_eof()
+        return response
+
+    return stream, calls
+
+
+async def test_a_stream_longer_than_the_read_timeout_but_never_silent_that_long_is_read_whole():
+    stream, _ = _paced(_text_events("One ", "two ", "three ", "four."), 0.1)
+    app = web.Application()
+    app.router.add_post("/v1/messages", stream)
+    async with (
+        TestServer(app, host="127.0.0.1") as server,
+        gateway_at(str(server.make_url("")).rstrip("/"), timeout=0.35) as gateway,
+    ):
+        answer = await gateway.complete(REQUEST, api_key=KEY, sink=None, meter=_ignore)
+    assert answer.content == (TextBlock("One two three four."),)  # about 0.9 s in all
+
+
+async def test_a_stream_silent_for_the_read_timeout_fails_and_the_next_call_is_answered():
+    stream, calls = _paced(_text_events("Half ", "an answer."), 0.05, hang_after=3)
+    app = web.Application()
+    app.router.add_post("/v1/messages", stream)
+    async with (
+        TestServer(app, host="127.0.0.1") as server,
+        gateway_at(str(server.make_url("")).rstrip("/"), timeout=0.3, max_retries=0) as gateway,
+    ):
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(GatewayError) as stalled:  # bounded: a stream never timed out would hang
+            await asyncio.wait_for(gateway.complete(REQUEST, api_key=KEY, sink=None, meter=_ignore), 10)
+        waited = asyncio.get_running_loop().time() - started
+        answer = await gateway.complete(REQUEST, api_key=KEY, sink=None, meter=_ignore)
+    assert (stalled.value.kind, str(stalled.value)) == ("timeout", STALLED)
+    assert 0.3 <= waited < 5  # the timeout after the last chunk, not the hour the server hangs
+    assert len(calls) == 2  # not asked again, and the stalled connection was not reused
+    assert answer.content == (TextBlock("Half an answer."),)
