@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import logging
 import time
 from collections.abc import Callable, Sequence
 
@@ -31,8 +30,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from planner.ground.process import PROCESS_ID
-
-logger = logging.getLogger(__name__)
 
 WATCH_TTL_SECONDS = 60
 MARK_TTL_SECONDS = 60
