@@ -149,10 +149,14 @@ def test_a_receiver_gets_signed_deliveries_of_what_the_team_and_agents_do(live: 
     assert waited["status"] == "needs_human", waited
 
     wanted = {"claim.taken", "report.added", "changeset.applied", "question.needs_human"}
-    bodies = wait_until(
-        lambda: (found := receiver.delivered(secret)) and wanted <= {b["type"] for b in found} and found,
-        "the four deliveries",
-    )
+    try:
+        bodies = wait_until(
+            lambda: (found := receiver.delivered(secret)) and wanted <= {b["type"] for b in found} and found,
+            "the four deliveries",
+        )
+    except AssertionError as missing:  # what did come, to tell a slow retry from a lost event
+        came = sorted(body["type"] for body in receiver.delivered(secret))
+        raise AssertionError(f"{missing}: answered {receiver.answered}, delivered {came}") from None
     by_type = {body["type"]: body for body in bodies}
     assert by_type["claim.taken"]["data"]["target"] == ticket
     assert by_type["report.added"]["data"]["data"]["summary"].startswith("Wrote the handler")
