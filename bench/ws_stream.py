@@ -492,15 +492,16 @@ def main() -> None:
                 root, commit = stack.enter_context(checkout(args.baseline, tmp))
                 sides[f"Ballet {args.baseline} ({commit})"] = root
             figures: dict[str, list[Figures]] = {name: [] for name in sides}
+            several = len(sides) > 1 or args.repeats > 1
             for repeat in range(args.repeats):
                 order = list(sides.items())
                 for name, root in order if repeat % 2 == 0 else reversed(order):
                     where = f"{'baseline' if root != ROOT else 'this'}-{repeat + 1}"
-                    if len(sides) > 1 or args.repeats > 1:
+                    if several:
                         print(f"== {name}, run {repeat + 1}", flush=True)
                     (tmp / where).mkdir()
                     figures[name].append(run(args, fake, root, tmp / where, logs / where))
-            if len(sides) > 1 or args.repeats > 1:
+            if several:
                 report_sides(figures)
     finally:
         fake.stop()

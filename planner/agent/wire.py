@@ -150,24 +150,24 @@ class Silence:
     else the timer is set again, ``seconds`` after that chunk. aiohttp's timer is switched off
     for the rest of the answer, as aiohttp switches it off for a WebSocket's connection."""
 
-    __slots__ = ("_handle", "_loop", "_response", "_seconds", "last")
+    __slots__ = ("_handle", "_last", "_loop", "_response", "_seconds")
 
     def __init__(self, response: aiohttp.ClientResponse, seconds: float | None) -> None:
         self._loop = asyncio.get_running_loop()
         self._response = response
         self._seconds = seconds
-        self.last = self._loop.time()
+        self._last = self._loop.time()
         self._handle: asyncio.TimerHandle | None = None
         if seconds is None:
             return
         connection = response.connection
         if connection is not None and connection.protocol is not None:
             connection.protocol.read_timeout = None
-        self._handle = self._loop.call_at(self.last + seconds, self._look)
+        self._handle = self._loop.call_at(self._last + seconds, self._look)
 
     def heard(self) -> None:
         """A chunk came now."""
-        self.last = self._loop.time()
+        self._last = self._loop.time()
 
     def close(self) -> None:
         if self._handle is not None:
@@ -175,7 +175,7 @@ class Silence:
 
     def _look(self) -> None:
         assert self._seconds is not None
-        due = self.last + self._seconds
+        due = self._last + self._seconds
         if self._loop.time() < due:
             self._handle = self._loop.call_at(due, self._look)
             return
